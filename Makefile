@@ -1,0 +1,29 @@
+# Two entry points for a fresh machine: `make run` (the main job) and `make test`.
+# Both create .venv and install the project (with all extras) on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test test-all install clean-venv
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip >/dev/null
+	$(PY) -m pip install -e ".[all]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(PY) -m pipeline $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Fast suite plus the tests marked slow.
+test-all: $(STAMP)
+	$(PY) -m pytest -m "slow or not slow" $(PYTEST_ARGS)
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,5 @@
+"""Datasets: the Dataset container and the loaders registry."""
+
+from pipeline.data.dataset import Dataset
+
+__all__ = ["Dataset"]

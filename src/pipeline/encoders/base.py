@@ -1,0 +1,65 @@
+"""The encoder interface: data -> float32 latents, plus the registry of encoder choices."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from pipeline.validation import InvalidInputError
+
+
+class Encoder:
+    """Maps a dataset's ``X`` (see :class:`pipeline.data.Dataset`) to latents.
+
+    Subclasses set ``trainable`` and implement ``transform``; trainable ones implement
+    ``fit``. Encoders with their own clustering (VaDE, contrastive clustering) also
+    implement ``predict_clusters`` and, for mixture priors, ``mixture``.
+    """
+
+    name = "encoder"
+    trainable = False
+
+    def fit(self, X, y=None) -> "Encoder":
+        return self
+
+    def transform(self, X) -> np.ndarray:
+        """Latents of shape (n_samples, latent_dim), dtype float32."""
+        raise NotImplementedError
+
+    def predict_clusters(self, X) -> np.ndarray:
+        """The encoder's own cluster assignment, shape (n_samples,) int64."""
+        raise InvalidInputError(f"encoder {self.name!r} has no cluster head; choose another clustering.")
+
+    def mixture(self):
+        """``(weights (K,), means (K, m), covariances (K, m, m))`` of a learned mixture prior
+        in latent space, or None if the encoder has none."""
+        return None
+
+
+class IdentityEncoder(Encoder):
+    """Raw features as latents (tabular data); images are flattened and scaled to [0, 1]."""
+
+    name = "identity"
+
+    def transform(self, X) -> np.ndarray:
+        if isinstance(X, list):
+            raise InvalidInputError("the identity encoder cannot embed texts; use encoder=sbert or encoder=clip.")
+        X = np.asarray(X)
+        if X.dtype == np.uint8:
+            return (X.reshape(len(X), -1) / 255.0).astype(np.float32)
+        return X.reshape(len(X), -1).astype(np.float32)
+
+
+ENCODERS: dict[str, Callable[..., Encoder]] = {"identity": IdentityEncoder}
+
+
+def register_encoder(name: str, factory: Callable[..., Encoder]) -> None:
+    ENCODERS[name] = factory
+
+
+def build_encoder(name: str, **params) -> Encoder:
+    """Instantiate the encoder registered under ``name`` with keyword ``params``."""
+    if name not in ENCODERS:
+        raise InvalidInputError(f"unknown encoder {name!r}; choose one of {sorted(ENCODERS)}.")
+    return ENCODERS[name](**params)

@@ -1,0 +1,401 @@
+"""The one explanation-tree type shared by every tree algorithm.
+
+A binary tree over feature (or concept) coordinates. Each internal node holds either an
+axis-aligned test ``x[feature] <= threshold`` or an oblique test
+``sum_j w_j * x[j] <= threshold`` over a sparse weight vector; samples for which the test
+is true go left. Each leaf carries a cluster id (``label``; -1 = no cluster).
+
+Algorithms grow a tree with :meth:`ExplanationTree.split` / :meth:`split_oblique` and set
+leaf labels with :meth:`set_label`; everything downstream (reports, plots, notebooks) uses
+``predict``, ``apply``, ``rules``, ``to_json`` and the read-only properties.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from pipeline.validation import InvalidInputError, check_matrix, check_n_features
+
+LEAF = -1
+OBLIQUE = -2
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Condition:
+    """One test on the path to a leaf: ``lhs <= threshold`` (``op='<='``) or ``lhs > threshold``."""
+
+    op: str
+    threshold: float
+    feature: int | None = None  # axis-aligned test
+    weights: dict[int, float] | None = None  # oblique test: feature index -> weight
+    names: Sequence[str] | None = field(default=None, repr=False)
+
+    def lhs(self) -> str:
+        name = (lambda j: self.names[j] if self.names is not None else f"x[{j}]")
+        if self.weights is None:
+            return name(self.feature)
+        terms = []
+        for j, w in sorted(self.weights.items(), key=lambda kv: -abs(kv[1])):
+            sign = "-" if w < 0 else "+"
+            terms.append(f"{sign} {abs(w):.4g}·{name(j)}")
+        text = " ".join(terms)
+        return text[2:] if text.startswith("+ ") else "-" + text[2:]
+
+    def __str__(self) -> str:
+        return f"{self.lhs()} {self.op} {self.threshold:.4g}"
+
+
+@dataclass
+class Rule:
+    """The conjunction of conditions that leads to one leaf."""
+
+    leaf: int
+    label: int
+    conditions: list[Condition]
+
+    def __str__(self) -> str:
+        body = " and ".join(str(c) for c in self.conditions) or "always"
+        return f"{body} → cluster {self.label}"
+
+
+class ExplanationTree:
+    """Binary decision tree with axis-aligned or sparse oblique nodes and labelled leaves.
+
+    Parameters
+    ----------
+    n_features : int
+        Width of the data the tree is applied to.
+    feature_names : sequence of str, optional
+        Names used in rules and plots (concept names for concept trees).
+    root_label : int, default=-1
+        Label of the single leaf a new tree starts with.
+    """
+
+    def __init__(self, n_features: int, feature_names: Sequence[str] | None = None, root_label: int = -1):
+        if int(n_features) < 1:
+            raise InvalidInputError(f"n_features must be >= 1, got {n_features}.")
+        self.n_features = int(n_features)
+        if feature_names is not None:
+            feature_names = [str(n) for n in feature_names]
+            if len(feature_names) != self.n_features:
+                raise InvalidInputError(
+                    f"feature_names has {len(feature_names)} names but n_features is {self.n_features}."
+                )
+        self.feature_names = feature_names
+        self._feature: list[int] = [LEAF]
+        self._threshold: list[float] = [np.nan]
+        self._left: list[int] = [-1]
+        self._right: list[int] = [-1]
+        self._label: list[int] = [int(root_label)]
+        self._weights: dict[int, dict[int, float]] = {}
+        self._arrays = None
+
+    # ------------------------------------------------------------------ growing
+    def _new_leaf(self, label: int) -> int:
+        self._feature.append(LEAF)
+        self._threshold.append(np.nan)
+        self._left.append(-1)
+        self._right.append(-1)
+        self._label.append(int(label))
+        return len(self._feature) - 1
+
+    def _check_leaf(self, node: int) -> None:
+        if not 0 <= node < self.n_nodes:
+            raise InvalidInputError(f"node {node} does not exist (tree has {self.n_nodes} nodes).")
+        if self._feature[node] != LEAF:
+            raise InvalidInputError(f"node {node} is already split; only leaves can be split.")
+
+    def split(self, node: int, feature: int, threshold: float, left_label: int = -1, right_label: int = -1):
+        """Turn leaf ``node`` into the test ``x[feature] <= threshold``; return (left, right) ids."""
+        self._check_leaf(node)
+        if not 0 <= int(feature) < self.n_features:
+            raise InvalidInputError(f"feature {feature} out of range [0, {self.n_features}).")
+        if not np.isfinite(threshold):
+            raise InvalidInputError(f"threshold must be finite, got {threshold}.")
+        left, right = self._new_leaf(left_label), self._new_leaf(right_label)
+        self._feature[node], self._threshold[node] = int(feature), float(threshold)
+        self._left[node], self._right[node] = left, right
+        self._label[node] = -1
+        self._arrays = None
+        return left, right
+
+    def split_oblique(self, node: int, weights, threshold: float, left_label: int = -1, right_label: int = -1):
+        """Turn leaf ``node`` into ``weights · x <= threshold``; ``weights`` is a dense vector of
+        length n_features or a {feature: weight} dict. Zero weights are dropped."""
+        self._check_leaf(node)
+        if isinstance(weights, dict):
+            w = {int(j): float(v) for j, v in weights.items() if v != 0}
+        else:
+            dense = np.asarray(weights, dtype=float)
+            if dense.shape != (self.n_features,):
+                raise InvalidInputError(f"oblique weights must have shape ({self.n_features},), got {dense.shape}.")
+            w = {int(j): float(dense[j]) for j in np.flatnonzero(dense)}
+        if not w:
+            raise InvalidInputError("an oblique node needs at least one non-zero weight.")
+        if any(not 0 <= j < self.n_features for j in w) or not all(np.isfinite(list(w.values()))):
+            raise InvalidInputError("oblique weights must be finite and index existing features.")
+        if not np.isfinite(threshold):
+            raise InvalidInputError(f"threshold must be finite, got {threshold}.")
+        if len(w) == 1 and next(iter(w.values())) > 0:
+            # A single positive weight is an axis-aligned test; store it as one.
+            (j, v), = w.items()
+            return self.split(node, j, float(threshold) / v, left_label, right_label)
+        left, right = self._new_leaf(left_label), self._new_leaf(right_label)
+        self._feature[node], self._threshold[node] = OBLIQUE, float(threshold)
+        self._weights[node] = w
+        self._left[node], self._right[node] = left, right
+        self._label[node] = -1
+        self._arrays = None
+        return left, right
+
+    def set_label(self, node: int, label: int) -> None:
+        """Set the cluster id of leaf ``node``."""
+        if self._feature[node] != LEAF:
+            raise InvalidInputError(f"node {node} is not a leaf; only leaves carry labels.")
+        self._label[node] = int(label)
+        self._arrays = None
+
+    # --------------------------------------------------------------- structure
+    @property
+    def n_nodes(self) -> int:
+        return len(self._feature)
+
+    def is_leaf(self, node: int) -> bool:
+        return self._feature[node] == LEAF
+
+    def is_oblique(self, node: int) -> bool:
+        return self._feature[node] == OBLIQUE
+
+    @property
+    def feature(self) -> np.ndarray:
+        """Per-node feature index; -1 for leaves, -2 for oblique nodes. Shape (n_nodes,)."""
+        return self._as_arrays()[0]
+
+    @property
+    def threshold(self) -> np.ndarray:
+        return self._as_arrays()[1]
+
+    @property
+    def children_left(self) -> np.ndarray:
+        return self._as_arrays()[2]
+
+    @property
+    def children_right(self) -> np.ndarray:
+        return self._as_arrays()[3]
+
+    @property
+    def label(self) -> np.ndarray:
+        """Per-node label; meaningful for leaves, -1 for internal nodes."""
+        return self._as_arrays()[4]
+
+    def weights(self, node: int) -> dict[int, float]:
+        """Sparse weights of an oblique node ({feature: weight})."""
+        return dict(self._weights[node])
+
+    @property
+    def leaves(self) -> np.ndarray:
+        """Ids of the leaf nodes in depth-first (left-to-right) order."""
+        return np.array([n for n in self._dfs() if self._feature[n] == LEAF], dtype=np.int64)
+
+    @property
+    def n_leaves(self) -> int:
+        return sum(1 for f in self._feature if f == LEAF)
+
+    @property
+    def depth(self) -> int:
+        """Length of the longest root-to-leaf path (a single leaf has depth 0)."""
+        return int(self.node_depths().max())
+
+    def node_depths(self) -> np.ndarray:
+        depths = np.zeros(self.n_nodes, dtype=np.int64)
+        for n in self._dfs():
+            if self._feature[n] != LEAF:
+                depths[self._left[n]] = depths[self._right[n]] = depths[n] + 1
+        return depths
+
+    @property
+    def features_used(self) -> list[int]:
+        """Sorted indices of the features that appear in any test."""
+        used = {f for f in self._feature if f >= 0}
+        for w in self._weights.values():
+            used.update(w)
+        return sorted(used)
+
+    @property
+    def n_parameters(self) -> int:
+        """Number of thresholds plus non-zero weights (axis-aligned nodes count 2)."""
+        total = 0
+        for n, f in enumerate(self._feature):
+            if f >= 0:
+                total += 2
+            elif f == OBLIQUE:
+                total += len(self._weights[n]) + 1
+        return total
+
+    def _dfs(self):
+        stack = [0]
+        while stack:
+            n = stack.pop()
+            yield n
+            if self._feature[n] != LEAF:
+                stack.append(self._right[n])
+                stack.append(self._left[n])
+
+    def _as_arrays(self):
+        if self._arrays is None:
+            self._arrays = (
+                np.asarray(self._feature, dtype=np.int64),
+                np.asarray(self._threshold, dtype=np.float64),
+                np.asarray(self._left, dtype=np.int64),
+                np.asarray(self._right, dtype=np.int64),
+                np.asarray(self._label, dtype=np.int64),
+            )
+        return self._arrays
+
+    # -------------------------------------------------------------- prediction
+    def apply(self, X) -> np.ndarray:
+        """Leaf id for each row of X, shape (n_samples,). Vectorised over samples."""
+        X = check_matrix(X, "X", min_rows=0)
+        check_n_features(X, self.n_features)
+        feature, threshold, left, right, _ = self._as_arrays()
+        node = np.zeros(X.shape[0], dtype=np.int64)
+        active = np.arange(X.shape[0])
+        while active.size:
+            nd = node[active]
+            internal = feature[nd] != LEAF
+            active, nd = active[internal], nd[internal]
+            if not active.size:
+                break
+            feat = feature[nd]
+            values = np.empty(active.size)
+            axis = feat >= 0
+            values[axis] = X[active[axis], feat[axis]]
+            if not axis.all():
+                for o in np.unique(nd[~axis]):
+                    sel = nd == o
+                    cols = np.fromiter(self._weights[o].keys(), dtype=np.int64)
+                    w = np.fromiter(self._weights[o].values(), dtype=np.float64)
+                    values[sel] = X[np.ix_(active[sel], cols)] @ w
+            node[active] = np.where(values <= threshold[nd], left[nd], right[nd])
+        return node
+
+    def predict(self, X) -> np.ndarray:
+        """Cluster id of the leaf each row of X falls in, shape (n_samples,), dtype int64."""
+        return self._as_arrays()[4][self.apply(X)]
+
+    # ------------------------------------------------------------------- rules
+    def rules(self) -> list[Rule]:
+        """One rule per leaf (depth-first order): the path's conditions in feature names."""
+        out: list[Rule] = []
+
+        def walk(n: int, conds: list[Condition]) -> None:
+            f = self._feature[n]
+            if f == LEAF:
+                out.append(Rule(leaf=n, label=self._label[n], conditions=list(conds)))
+                return
+            kw = dict(threshold=self._threshold[n], names=self.feature_names)
+            if f == OBLIQUE:
+                kw["weights"] = dict(self._weights[n])
+            else:
+                kw["feature"] = f
+            walk(self._left[n], conds + [Condition(op="<=", **kw)])
+            walk(self._right[n], conds + [Condition(op=">", **kw)])
+
+        walk(0, [])
+        return out
+
+    def to_text(self) -> str:
+        """Indented drawing of the tree, one line per node."""
+        lines: list[str] = []
+
+        def walk(n: int, indent: str) -> None:
+            if self._feature[n] == LEAF:
+                lines.append(f"{indent}leaf {n}: cluster {self._label[n]}")
+                return
+            cond = Condition(
+                op="<=", threshold=self._threshold[n], names=self.feature_names,
+                feature=None if self._feature[n] == OBLIQUE else self._feature[n],
+                weights=self._weights.get(n),
+            )
+            lines.append(f"{indent}if {cond}:")
+            walk(self._left[n], indent + "    ")
+            lines.append(f"{indent}else:  # {cond.lhs()} > {cond.threshold:.4g}")
+            walk(self._right[n], indent + "    ")
+
+        walk(0, "")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        kind = "oblique" if self._weights else "axis-aligned"
+        return f"ExplanationTree({kind}, n_features={self.n_features}, leaves={self.n_leaves}, depth={self.depth})"
+
+    # --------------------------------------------------------------------- I/O
+    def to_dict(self) -> dict:
+        nodes = []
+        for n in range(self.n_nodes):
+            f = self._feature[n]
+            if f == LEAF:
+                nodes.append({"label": self._label[n]})
+            elif f == OBLIQUE:
+                w = self._weights[n]
+                nodes.append({"weights": [[j, v] for j, v in w.items()], "threshold": self._threshold[n],
+                              "left": self._left[n], "right": self._right[n]})
+            else:
+                nodes.append({"feature": f, "threshold": self._threshold[n],
+                              "left": self._left[n], "right": self._right[n]})
+        return {"format": "explanation-tree", "version": FORMAT_VERSION, "n_features": self.n_features,
+                "feature_names": self.feature_names, "nodes": nodes}
+
+    def to_json(self, **kwargs) -> str:
+        """Lossless JSON (floats are written with full precision)."""
+        return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ExplanationTree":
+        if data.get("format") != "explanation-tree":
+            raise InvalidInputError("not an explanation-tree document (missing 'format': 'explanation-tree').")
+        if data.get("version", 0) > FORMAT_VERSION:
+            raise InvalidInputError(f"tree format version {data['version']} is newer than this library supports.")
+        tree = cls(data["n_features"], data.get("feature_names"))
+        tree._feature, tree._threshold, tree._left, tree._right, tree._label = [], [], [], [], []
+        for n, node in enumerate(data["nodes"]):
+            if "label" in node:
+                tree._feature.append(LEAF)
+                tree._threshold.append(np.nan)
+                tree._left.append(-1)
+                tree._right.append(-1)
+                tree._label.append(int(node["label"]))
+                continue
+            if "weights" in node:
+                tree._feature.append(OBLIQUE)
+                tree._weights[n] = {int(j): float(v) for j, v in node["weights"]}
+            else:
+                tree._feature.append(int(node["feature"]))
+            tree._threshold.append(float(node["threshold"]))
+            tree._left.append(int(node["left"]))
+            tree._right.append(int(node["right"]))
+            tree._label.append(-1)
+        tree._arrays = None
+        return tree
+
+    @classmethod
+    def from_json(cls, text: str) -> "ExplanationTree":
+        return cls.from_dict(json.loads(text))
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, ExplanationTree):
+            return NotImplemented
+        # to_dict never writes the NaN thresholds of leaves, so dict equality is exact equality.
+        return self.to_dict() == other.to_dict()
+
+    def with_feature_names(self, feature_names: Sequence[str] | None) -> "ExplanationTree":
+        """A copy whose rules read in ``feature_names``."""
+        data = self.to_dict()
+        data["feature_names"] = None if feature_names is None else list(feature_names)
+        return ExplanationTree.from_dict(data)
+
