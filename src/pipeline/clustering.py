@@ -1,0 +1,180 @@
+"""Reference clusterings the trees explain: GMM, k-means, spectral, DBSCAN and "best of".
+
+Pure functions on arrays (scikit-learn estimators underneath). The encoder's own cluster head
+is handled by the cluster stage, which has the encoder's outputs.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.cluster import DBSCAN, KMeans, SpectralClustering
+from sklearn.metrics import adjusted_rand_score
+from sklearn.mixture import GaussianMixture
+from sklearn.neighbors import NearestNeighbors
+
+from pipeline.validation import InvalidInputError, check_matrix
+
+log = logging.getLogger(__name__)
+
+METHODS = ("gmm", "kmeans", "spectral", "dbscan", "best_of", "encoder")
+
+
+@dataclass
+class Clustering:
+    """A reference clustering.
+
+    Attributes
+    ----------
+    labels : ndarray of shape (n_samples,), int64; -1 marks noise (DBSCAN)
+    method : str
+        The method that produced ``labels`` (for best_of: the chosen candidate).
+    centers : ndarray of shape (K, d) or None
+    weights, means, covariances : ndarrays of shapes (K,), (K, d), (K, d, d), or None
+        The mixture, when the method keeps one.
+    graph : scipy.sparse matrix of shape (n, n) or None
+        The similarity graph the method clustered (spectral).
+    uses_labels : bool
+        True when ground-truth labels influenced the result (best_of).
+    scores : dict
+        best_of: ARI of every candidate.
+    """
+
+    labels: np.ndarray
+    method: str
+    centers: np.ndarray | None = None
+    weights: np.ndarray | None = None
+    means: np.ndarray | None = None
+    covariances: np.ndarray | None = None
+    graph: object = None
+    uses_labels: bool = False
+    scores: dict = field(default_factory=dict)
+
+    @property
+    def n_clusters(self) -> int:
+        return int(np.unique(self.labels[self.labels >= 0]).size)
+
+    @property
+    def n_noise(self) -> int:
+        return int((self.labels < 0).sum())
+
+
+def full_covariances(gmm: GaussianMixture) -> np.ndarray:
+    """Covariances of a fitted GaussianMixture as (K, d, d) for any covariance_type."""
+    K, d = gmm.means_.shape
+    c = gmm.covariances_
+    if gmm.covariance_type == "full":
+        return np.array(c)
+    if gmm.covariance_type == "tied":
+        return np.repeat(c[None], K, axis=0)
+    if gmm.covariance_type == "diag":
+        return np.stack([np.diag(v) for v in c])
+    return np.stack([np.eye(d) * v for v in c])  # spherical
+
+
+def _gmm(X, k, params, seed):
+    gmm = GaussianMixture(n_components=k, random_state=seed, **params).fit(X)
+    return Clustering(gmm.predict(X).astype(np.int64), "gmm", centers=gmm.means_, weights=gmm.weights_,
+                      means=gmm.means_, covariances=full_covariances(gmm))
+
+
+def _kmeans(X, k, params, seed):
+    km = KMeans(n_clusters=k, random_state=seed, **params).fit(X)
+    return Clustering(km.labels_.astype(np.int64), "kmeans", centers=km.cluster_centers_)
+
+
+def _spectral(X, k, params, seed):
+    sc = SpectralClustering(n_clusters=k, random_state=seed, **params).fit(X)
+    return Clustering(sc.labels_.astype(np.int64), "spectral", graph=sc.affinity_matrix_)
+
+
+def dbscan_eps(X: np.ndarray, min_samples: int, quantile: float) -> float:
+    """``quantile`` of the distance from each point to its ``min_samples``-th neighbour (k-distance curve)."""
+    nn = NearestNeighbors(n_neighbors=min(min_samples, len(X))).fit(X)
+    dist, _ = nn.kneighbors(X)
+    return float(np.quantile(dist[:, -1], quantile))
+
+
+def _dbscan(X, k, params, seed):
+    params = dict(params)
+    min_samples = params.pop("min_samples", None) or 2 * X.shape[1]
+    quantile = params.pop("eps_quantile", 0.9)
+    eps = params.pop("eps", None) or dbscan_eps(X, min_samples, quantile)
+    labels = DBSCAN(eps=eps, min_samples=min_samples, **params).fit_predict(X).astype(np.int64)
+    return Clustering(labels, "dbscan", scores={"eps": eps, "min_samples": min_samples})
+
+
+_BASE = {"gmm": _gmm, "kmeans": _kmeans, "spectral": _spectral, "dbscan": _dbscan}
+
+
+def cluster(X, method: str, n_clusters: int, params: dict | None = None, random_state: int = 0,
+            y_true=None, candidates=()) -> Clustering:
+    """Compute a reference clustering of ``X``.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+    method : {"gmm", "kmeans", "spectral", "dbscan", "best_of"}
+    n_clusters : int
+        Number of clusters (ignored by DBSCAN).
+    params : dict
+        Keyword arguments of the scikit-learn estimator (best_of: ``{method: params}``).
+    y_true : array-like of shape (n_samples,), optional
+        Ground truth; required by ``best_of``, which keeps the candidate with the highest ARI.
+    candidates : sequence of str
+        best_of: the base methods to try.
+
+    Returns
+    -------
+    Clustering
+    """
+    X = check_matrix(X, "embeddings")
+    params = dict(params or {})
+    if method == "best_of":
+        return _best_of(X, n_clusters, params, random_state, y_true, candidates)
+    if method not in _BASE:
+        raise InvalidInputError(f"unknown clustering {method!r}; choose one of {list(METHODS)}.")
+    if method != "dbscan" and not 2 <= n_clusters <= len(X):
+        raise InvalidInputError(f"clustering.n_clusters must be in [2, {len(X)}], got {n_clusters}.")
+    try:
+        out = _BASE[method](X, n_clusters, params, random_state)
+    except TypeError as exc:  # an unknown keyword in clustering.params
+        raise InvalidInputError(f"clustering={method}: bad clustering.params {params}: {exc}") from None
+    check_enough_clusters(out)
+    return out
+
+
+def check_enough_clusters(c: Clustering) -> None:
+    if c.n_clusters < 2:
+        raise InvalidInputError(
+            f"the {c.method} reference clustering found {c.n_clusters} cluster(s) ({c.n_noise} noise points); "
+            "a tree needs at least 2. Change the clustering's parameters (e.g. clustering.params.eps for DBSCAN, "
+            "clustering.n_clusters) or choose another clustering."
+        )
+
+
+def _best_of(X, n_clusters, params, seed, y_true, candidates) -> Clustering:
+    if y_true is None:
+        raise InvalidInputError("clustering=best_of picks by ARI against the ground truth, but the dataset has no labels.")
+    if not candidates:
+        raise InvalidInputError("clustering=best_of needs clustering.candidates, e.g. [gmm, spectral, dbscan].")
+    y_true = np.asarray(y_true)
+    known = y_true >= 0
+    best, scores = None, {}
+    for name in candidates:
+        try:
+            c = cluster(X, name, n_clusters, params.get(name, {}), seed)
+        except InvalidInputError as exc:
+            log.warning("best_of: candidate %s failed: %s", name, exc)
+            scores[name] = None
+            continue
+        scores[name] = float(adjusted_rand_score(y_true[known], c.labels[known]))
+        if best is None or scores[name] > scores[best.method]:
+            best = c
+    if best is None:
+        raise InvalidInputError(f"clustering=best_of: every candidate {list(candidates)} failed; see the warnings.")
+    best.uses_labels, best.scores = True, {**best.scores, "candidates_ari": scores}
+    log.info("best_of chose %s (ARI %s)", best.method, scores)
+    return best

@@ -1,0 +1,158 @@
+"""Pluggable CAV fitters: each turns (latents, concept labels) into one direction.
+
+A fitter is the "classifier" role of the TCAV procedure (Kim et al. 2018): given latents
+``Z`` of shape (n, d) and labels ``y`` (binary 0/1, or real values for continuous
+concepts) it returns an un-normalised weight vector ``w`` of shape (d,) whose sign
+convention is fixed for every fitter:
+
+    ``w · z`` grows with the concept:  positives (y = 1) / larger y score higher.
+
+:class:`pipeline.concepts.cav.CAVFitter` normalises ``w`` to unit length; the fitters
+themselves only need to respect that sign. New fitters subclass :class:`Fitter` and are
+added to :data:`FITTERS` with :func:`register_fitter`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from sklearn.linear_model import LinearRegression, LogisticRegression, SGDClassifier
+from sklearn.svm import LinearSVC
+
+from pipeline.validation import InvalidInputError
+
+
+class Fitter:
+    """One linear concept direction from latents and labels.
+
+    Attributes
+    ----------
+    continuous : bool
+        True if the fitter expects real-valued concept labels (regression); its
+        cross-validated score is R² instead of accuracy.
+    """
+
+    continuous = False
+
+    def direction(self, Z: np.ndarray, y: np.ndarray, random_state: int) -> np.ndarray:
+        """Weight vector of shape (d,) with ``w · z`` increasing with the concept.
+
+        ``Z`` has shape (n, d); ``y`` shape (n,), 0/1 for binary fitters.
+        """
+        raise NotImplementedError
+
+    def score(self, w: np.ndarray, Z_train, y_train, Z_test, y_test) -> float:
+        """Held-out score of the one-cut rule along ``w`` (accuracy, or R² if continuous).
+
+        The bias is chosen on the training projection (best threshold, or 1-D least
+        squares) and evaluated on the test rows, so every fitter is scored the same way:
+        how well a single cut along ``w`` separates held-out concept labels.
+        """
+        s_train, s_test = Z_train @ w, Z_test @ w
+        if self.continuous:
+            return _r2_along(s_train, y_train, s_test, y_test)
+        t = _best_threshold(s_train, y_train)
+        return float(np.mean((s_test > t) == (y_test == 1)))
+
+
+class LogisticFitter(Fitter):
+    """L2-regularised logistic regression (the TCAV default)."""
+
+    def __init__(self, C: float = 1.0, max_iter: int = 500):
+        self.C, self.max_iter = C, max_iter
+
+    def direction(self, Z, y, random_state):
+        model = LogisticRegression(C=self.C, max_iter=self.max_iter, random_state=random_state)
+        return model.fit(Z, y).coef_[0]  # classes_ = [0, 1]: coef_ points towards y = 1
+
+
+class LinearSVMFitter(Fitter):
+    """Linear support-vector machine (hinge loss)."""
+
+    def __init__(self, C: float = 1.0, max_iter: int = 5000):
+        self.C, self.max_iter = C, max_iter
+
+    def direction(self, Z, y, random_state):
+        model = LinearSVC(C=self.C, max_iter=self.max_iter, random_state=random_state)
+        return model.fit(Z, y).coef_[0]
+
+
+class SGDFitter(Fitter):
+    """Linear classifier trained by SGD (what the TCAV reference code uses)."""
+
+    def __init__(self, alpha: float = 1e-3, loss: str = "hinge", max_iter: int = 1000):
+        self.alpha, self.loss, self.max_iter = alpha, loss, max_iter
+
+    def direction(self, Z, y, random_state):
+        model = SGDClassifier(alpha=self.alpha, loss=self.loss, max_iter=self.max_iter, tol=1e-4,
+                              random_state=random_state)
+        return model.fit(Z, y).coef_[0]
+
+
+class MeanDifferenceFitter(Fitter):
+    """Difference of class means, ``mean(z | y=1) - mean(z | y=0)`` (no training)."""
+
+    def direction(self, Z, y, random_state):
+        return Z[y == 1].mean(axis=0) - Z[y == 0].mean(axis=0)
+
+
+class LinearRegressionFitter(Fitter):
+    """Least-squares regression of a continuous concept on the latents."""
+
+    continuous = True
+
+    def direction(self, Z, y, random_state):
+        return LinearRegression().fit(Z, y).coef_
+
+
+FITTERS: dict[str, Callable[..., Fitter]] = {
+    "logistic": LogisticFitter,
+    "svm": LinearSVMFitter,
+    "sgd": SGDFitter,
+    "mean_difference": MeanDifferenceFitter,
+    "linear_regression": LinearRegressionFitter,
+}
+
+
+def register_fitter(name: str, factory: Callable[..., Fitter]) -> None:
+    """Make ``name`` a valid ``fitter=`` choice."""
+    FITTERS[name] = factory
+
+
+def build_fitter(fitter, **params) -> Fitter:
+    """A :class:`Fitter` from an instance or a registered name (``params`` go to its constructor)."""
+    if isinstance(fitter, Fitter):
+        return fitter
+    if fitter not in FITTERS:
+        raise InvalidInputError(f"unknown CAV fitter {fitter!r}; choose one of {sorted(FITTERS)}.")
+    return FITTERS[fitter](**params)
+
+
+def _best_threshold(s: np.ndarray, y: np.ndarray) -> float:
+    """Threshold ``t`` maximising the accuracy of ``s > t`` (positives above) on (s, y)."""
+    order = np.argsort(s, kind="stable")
+    ss, ys = s[order], y[order].astype(np.int64)
+    n, n_pos = ys.size, int(ys.sum())
+    # Cut after position i (i = 0..n): rows below are predicted 0, rows above 1.
+    neg_below = np.concatenate([[0], np.cumsum(1 - ys)])
+    pos_below = np.concatenate([[0], np.cumsum(ys)])
+    correct = (neg_below + (n_pos - pos_below)).astype(float)
+    valid = np.ones(n + 1, dtype=bool)
+    valid[1:n] = ss[1:] > ss[:-1]  # only cuts between distinct values are realisable
+    correct[~valid] = -1
+    i = int(np.argmax(correct))
+    if i == 0:
+        return float(ss[0] - 1.0)
+    if i == n:
+        return float(ss[-1])
+    return float((ss[i - 1] + ss[i]) / 2)
+
+
+def _r2_along(s_train, y_train, s_test, y_test) -> float:
+    """Held-out R² of ``y ≈ a·s + b`` fitted on the training projection."""
+    if np.ptp(s_train) == 0 or np.ptp(y_test) == 0:
+        return float("nan")
+    a, b = np.polyfit(s_train, y_train, 1)
+    resid = y_test - (a * s_test + b)
+    return float(1.0 - resid @ resid / np.sum((y_test - y_test.mean()) ** 2))

@@ -1,0 +1,181 @@
+"""Carry a latent mixture into concept space (MMDT paper, Eq. 4-6).
+
+With unit CAVs as the rows of C (M × d), a latent z maps to ``C z`` (Eq. 4); a mixture
+with means μ_k and covariance Σ maps to means ``μ̄_k = C μ_k`` and per-concept standard
+deviations ``σ̄_m = sqrt(c_mᵀ Σ c_m)`` (Eq. 5). The explainability-to-noise ratio in
+concept space is (Eq. 6)
+
+    q = min_{k≠l} max_m (c_mᵀ(μ_k − μ_l))² / (2 c_mᵀ Σ c_m).
+
+When the mixture has one covariance per component, σ̄_m is the largest component
+standard deviation along c_m (the paper's σ_j bounds every component uniformly);
+``reduce="mean"`` uses the weighted average instead. A clustering without covariances
+uses the pooled within-cluster covariance of the projected latents.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+import numpy as np
+
+from pipeline.validation import InvalidInputError, check_labels, check_matrix
+
+log = logging.getLogger(__name__)
+
+
+def check_cavs(cavs, names: Sequence[str] | None = None) -> np.ndarray:
+    """Return CAVs as a finite (M, d) float array; raise on zero rows, log rank deficiency."""
+    C = check_matrix(cavs, "cavs")
+    names = list(names) if names is not None else [f"concept_{m}" for m in range(C.shape[0])]
+    norms = np.linalg.norm(C, axis=1)
+    if (norms == 0).any():
+        zero = [names[m] for m in np.flatnonzero(norms == 0)]
+        raise InvalidInputError(f"CAV(s) {zero} are all-zero; refit them or remove these concepts.")
+    if C.shape[0] <= C.shape[1]:
+        rank = np.linalg.matrix_rank(C / norms[:, None], tol=1e-6)
+        if rank < C.shape[0]:
+            log.warning("the %d CAVs span only %d dimensions (collinear concepts); the tree can use at most "
+                        "%d independent concept directions", C.shape[0], rank, rank)
+    return C
+
+
+def drop_duplicate_cavs(cavs: np.ndarray, names: Sequence[str], tol: float = 1e-3,
+                        dropped: dict | None = None) -> list[int]:
+    """Indices of CAVs to keep: a CAV with ``|cos| > 1 - tol`` to an earlier kept one is a
+    duplicate (or its negation) and is dropped with a log line (and recorded in ``dropped``)."""
+    U = cavs / np.maximum(np.linalg.norm(cavs, axis=1, keepdims=True), 1e-300)
+    keep: list[int] = []
+    for m in range(U.shape[0]):
+        if keep:
+            cos = np.abs(U[keep] @ U[m])
+            j = int(np.argmax(cos))
+            if cos[j] > 1 - tol:
+                reason = f"duplicates the CAV of {names[keep[j]]!r} (|cos| = {cos[j]:.6f})"
+                log.warning("dropping concept %r: %s", names[m], reason)
+                if dropped is not None:
+                    dropped[names[m]] = reason
+                continue
+        keep.append(m)
+    return keep
+
+
+def check_covariance(covariance, n_features: int, name: str = "covariance", atol: float = 1e-8) -> np.ndarray:
+    """Return a symmetric PSD covariance of shape (d, d) or (K, d, d); diagonal vectors
+    (d,) / (K, d) are expanded. Raise InvalidInputError if it is not PSD."""
+    S = np.asarray(covariance, dtype=np.float64)
+    if S.ndim in (1, 2) and S.shape[-1] == n_features and (S.ndim == 1 or S.shape[0] != n_features):
+        # diagonal variances: (d,) or (K, d) with K != d
+        if (S < 0).any():
+            raise InvalidInputError(f"{name}: diagonal variances must be >= 0, got min {S.min():.3g}.")
+        return np.einsum("...i,ij->...ij", S, np.eye(n_features))
+    if S.shape[-2:] != (n_features, n_features) or S.ndim not in (2, 3):
+        raise InvalidInputError(
+            f"{name} must have shape (d, d), (K, d, d), (d,) or (K, d) with d={n_features}, got {S.shape}."
+        )
+    if not np.isfinite(S).all():
+        raise InvalidInputError(f"{name} contains NaN or infinite values.")
+    scale = max(1.0, float(np.abs(S).max()))
+    if not np.allclose(S, np.swapaxes(S, -1, -2), atol=atol * scale * 1e3):
+        raise InvalidInputError(f"{name} is not symmetric; pass a valid covariance matrix.")
+    S = (S + np.swapaxes(S, -1, -2)) / 2
+    eig = np.linalg.eigvalsh(S)
+    if eig.min() < -1e-6 * scale:
+        raise InvalidInputError(
+            f"{name} is not positive semi-definite (smallest eigenvalue {eig.min():.3g}); "
+            "check the mixture fit or pass covariance=None to use the pooled within-cluster covariance."
+        )
+    return S
+
+
+def concept_mixture(cavs, means, covariance, *, weights=None, reduce: str = "max",
+                    concept_names: Sequence[str] | None = None):
+    """Means and standard deviations of a latent mixture in concept coordinates (Eq. 5).
+
+    Parameters
+    ----------
+    cavs : array-like of shape (M, d)
+    means : array-like of shape (K, d)
+    covariance : array-like of shape (d, d), (K, d, d), (d,) or (K, d)
+        Shared covariance, per-component covariances, or their diagonals.
+    weights : array-like of shape (K,), optional
+        Mixing weights, used only by ``reduce="mean"``.
+    reduce : {"max", "mean"}
+        How per-component variances along c_m combine into one σ̄_m.
+
+    Returns
+    -------
+    concept_means : ndarray of shape (K, M)
+    concept_sigma : ndarray of shape (M,)
+    """
+    C = check_cavs(cavs, concept_names)
+    mu = check_matrix(means, "means", min_rows=2)
+    if mu.shape[1] != C.shape[1]:
+        raise InvalidInputError(f"means have {mu.shape[1]} latent dims but the CAVs have {C.shape[1]}.")
+    S = check_covariance(covariance, C.shape[1])
+    var = np.einsum("md,...de,me->...m", C, S, C)  # (M,) or (K, M)
+    if var.ndim == 2:
+        if var.shape[0] != mu.shape[0]:
+            raise InvalidInputError(f"{var.shape[0]} covariances for {mu.shape[0]} means.")
+        if reduce == "max":
+            var = var.max(axis=0)
+        elif reduce == "mean":
+            w = np.full(mu.shape[0], 1 / mu.shape[0]) if weights is None else np.asarray(weights, float)
+            var = (w / w.sum()) @ var
+        else:
+            raise InvalidInputError(f"reduce must be 'max' or 'mean', got {reduce!r}.")
+    _check_sigma(var, concept_names)
+    return mu @ C.T, np.sqrt(var)
+
+
+def pooled_concept_sigma(concept_coords, labels) -> tuple[np.ndarray, np.ndarray]:
+    """Cluster means and pooled within-cluster σ̄ of concept coordinates, for clusterings
+    without a mixture. Noise points (label -1) are ignored.
+
+    Returns ``(means (K, M), sigma (M,))`` with clusters ordered by label.
+    """
+    X = check_matrix(concept_coords, "concept_coords")
+    y = check_labels(labels, X.shape[0], "labels")
+    keep = y >= 0
+    X, y = X[keep], y[keep]
+    ks = np.unique(y)
+    if ks.size < 2:
+        raise InvalidInputError(f"need at least 2 clusters to explain, got {ks.size}.")
+    if X.shape[0] <= ks.size:
+        raise InvalidInputError("need more points than clusters to estimate a within-cluster variance.")
+    means = np.stack([X[y == k].mean(axis=0) for k in ks])
+    resid = X - means[np.searchsorted(ks, y)]
+    var = (resid**2).sum(axis=0) / (X.shape[0] - ks.size)
+    _check_sigma(var, None)
+    return means, np.sqrt(var)
+
+
+def _check_sigma(var: np.ndarray, names) -> None:
+    tiny = var <= 1e-12 * max(1.0, float(var.max()))
+    if tiny.any():
+        bad = [names[m] if names is not None else m for m in np.flatnonzero(tiny)]
+        raise InvalidInputError(
+            f"concept(s) {bad} have zero variance under the mixture (CAV in the null space of Σ); "
+            "their explainability-to-noise ratio is undefined — drop these concepts."
+        )
+
+
+def pairwise_ratios(concept_means, concept_sigma) -> np.ndarray:
+    """``(μ̄_k,m − μ̄_l,m)² / (2 σ̄_m²)`` for all pairs, shape (M, K, K)."""
+    mu = np.asarray(concept_means, float)
+    sig = np.asarray(concept_sigma, float)
+    diff = mu.T[:, :, None] - mu.T[:, None, :]
+    return diff**2 / (2 * sig[:, None, None] ** 2)
+
+
+def q_from_ratios(ratios: np.ndarray) -> float:
+    """min over pairs k≠l of max over concepts of the pairwise ratios (M, K, K)."""
+    best = ratios.max(axis=0)
+    K = best.shape[0]
+    return float(best[~np.eye(K, dtype=bool)].min())
+
+
+def concept_explainability_to_noise_ratio(concept_means, concept_sigma) -> float:
+    """Eq. 6 from concept-space means (K, M) and σ̄ (M,)."""
+    return q_from_ratios(pairwise_ratios(concept_means, concept_sigma))

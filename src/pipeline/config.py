@@ -1,0 +1,168 @@
+"""Structured config schema of the pipeline (registered in Hydra's ConfigStore).
+
+The YAML files under ``conf/`` (shipped inside the package as ``pipeline/conf``) are merged
+onto these dataclasses, so a misspelt key or a value of the wrong type fails at start-up.
+Unknown option names of a config group (``dataset=foo``) fail in Hydra itself, which lists
+the valid choices.
+
+Groups are deliberately generic (a ``name`` or ``loader`` plus a ``params`` dict) so other
+engineers add ``conf/<group>/<option>.yaml`` files without touching this schema.
+See ``docs/pipeline.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, OmegaConf
+
+CONFIG_DIR = Path(__file__).resolve().parent / "conf"
+"""Where ``config.yaml`` and the config groups live (package data)."""
+
+
+def project_root() -> str:
+    """The repository root when running from a source checkout, else the current directory."""
+    here = Path(__file__).resolve().parents[2]
+    if (here / "pyproject.toml").exists() and (here / "src" / "pipeline").is_dir():
+        return str(here)
+    return str(Path.cwd())
+
+
+if not OmegaConf.has_resolver("project_root"):
+    OmegaConf.register_new_resolver("project_root", project_root)
+
+
+@dataclass
+class PathsConfig:
+    """Every path the pipeline reads or writes. Each can be set by CLI or environment
+    variable (see ``conf/paths/default.yaml``)."""
+
+    root_dir: str = MISSING
+    data_dir: str = MISSING  # downloads / local copies of datasets (torchvision roots, AwA2, ...)
+    shared_dir: str = MISSING
+    benchmark_dir: str = MISSING  # <battery>/<name>.data.gz + .labels0.gz
+    cache_dir: str = MISSING  # stage cache shared by all runs and sweep jobs
+    models_dir: str = MISSING  # encoder checkpoints
+    log_dir: str = MISSING  # parent of Hydra run / multirun directories
+    output_dir: str = MISSING  # this run's output directory (Hydra sets it)
+
+
+@dataclass
+class DatasetConfig:
+    loader: str = MISSING  # registry name in pipeline.data.registry
+    name: str = ""  # loader-specific identifier (clustbench: "sipu/r15")
+    split: str = "train"
+    classes: Optional[List[int]] = None  # keep only these ground-truth classes (relabelled 0..C-1)
+    n_samples: Optional[int] = None  # random subsample (seeded by `seed`)
+    standardize: bool = False  # z-score the features (tabular data only)
+    download: bool = False  # let torchvision / sklearn download missing data
+    root: Optional[str] = None  # local copy of the data; default ${paths.data_dir}/<loader>
+    params: Dict[str, Any] = field(default_factory=dict)  # extra loader parameters
+
+
+@dataclass
+class EncoderConfig:
+    name: str = "identity"  # pipeline.encoders registry name
+    params: Dict[str, Any] = field(default_factory=dict)  # passed to build_encoder(name, **params)
+    device: str = "cpu"
+    batch_size: int = 256
+    fit_split: str = "train"  # split the trainable encoder is fitted on (recorded in the key)
+    checkpoint: Optional[str] = None  # explicit checkpoint file to load instead of training
+
+
+@dataclass
+class ClusteringConfig:
+    name: str = "gmm"  # gmm | kmeans | spectral | dbscan | best_of | encoder
+    n_clusters: Optional[int] = None  # None: number of ground-truth classes
+    params: Dict[str, Any] = field(default_factory=dict)  # passed to the sklearn estimator
+    candidates: List[str] = field(default_factory=list)  # best_of: methods to choose from
+
+
+@dataclass
+class ConceptsConfig:
+    name: str = "none"  # "none" disables the concepts/CAV/project stages
+    file: Optional[str] = None  # concept-set definition (concepts/<name>.yaml)
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CavConfig:
+    name: str = "linear"
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ExplainerConfig:
+    name: str = MISSING  # pipeline.explainers registry name
+    n_leaves: Optional[int] = None  # None: number of reference clusters
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StudyRunConfig:
+    """One row group of an experiment table: a dataset and optionally its own clustering."""
+
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    clustering: Optional[ClusteringConfig] = None
+
+
+@dataclass
+class StudyConfig:
+    """An experiment spanning several datasets (``experiment=mmdt_table1``). Empty: one run."""
+
+    name: str = ""
+    runs: Dict[str, StudyRunConfig] = field(default_factory=dict)
+    published: List[Dict[str, Any]] = field(default_factory=list)  # paper values: run, explainer, ari, ...
+    source: str = ""  # citation of the published values
+
+
+@dataclass
+class ReportConfig:
+    figures: bool = True  # tree PNGs
+    summary: bool = True  # terminal summary
+    max_rules: int = 12  # rules shown per tree in the summary
+
+
+@dataclass
+class CacheConfig:
+    enabled: bool = True
+
+
+@dataclass
+class Config:
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    clustering: ClusteringConfig = field(default_factory=ClusteringConfig)
+    concepts: ConceptsConfig = field(default_factory=ConceptsConfig)
+    cav: CavConfig = field(default_factory=CavConfig)
+    explainer: Dict[str, ExplainerConfig] = field(default_factory=dict)
+    study: StudyConfig = field(default_factory=StudyConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    seed: int = 0
+    task_name: str = "pipeline"
+
+
+def register_configs() -> None:
+    """Register the schema in Hydra's ConfigStore (idempotent)."""
+    ConfigStore.instance().store(name="config_schema", node=Config)
+
+
+register_configs()
+
+
+def compose_config(overrides: list[str] | None = None, *, return_hydra_config: bool = False):
+    """The pipeline config composed with ``overrides`` through Hydra's compose API.
+
+    For notebooks and tests: ``run(compose_config(["dataset=iris", "paths.output_dir=/tmp/x"]))``.
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose("config", overrides=list(overrides or []), return_hydra_config=return_hydra_config)

@@ -1,0 +1,116 @@
+"""The dataset registry: ``dataset.loader`` names a loader function registered here.
+
+A loader is ``fn(spec: dict, paths: dict, random_state: int) -> Dataset`` where ``spec`` is the
+``dataset`` config as a plain dict and ``paths`` the ``paths`` config. :func:`load_dataset`
+then applies the generic options (class subset, subsample, standardisation) the same way for
+every loader. Loader modules are imported lazily so optional dependencies stay optional.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from pipeline.data.dataset import Dataset
+from pipeline.validation import InvalidInputError
+
+log = logging.getLogger(__name__)
+
+Loader = Callable[[dict, dict, int], Dataset]
+
+# name -> "module:function" (lazy) or a callable registered at run time.
+LOADERS: dict[str, str | Loader] = {
+    "digits": "pipeline.data.sklearn_sets:load_digits",
+    "iris": "pipeline.data.sklearn_sets:load_iris",
+    "wine": "pipeline.data.sklearn_sets:load_wine",
+    "breast_cancer": "pipeline.data.sklearn_sets:load_breast_cancer",
+    "newsgroups20": "pipeline.data.sklearn_sets:load_newsgroups20",
+    "clustbench": "pipeline.data.clustbench:load_clustbench",
+    "synthetic_gmm": "pipeline.data.synthetic:load_synthetic_gmm",
+    "mnist": "pipeline.data.vision:load_mnist",
+    "cifar10": "pipeline.data.vision:load_cifar10",
+    "caltech101": "pipeline.data.vision:load_caltech101",
+    "awa2": "pipeline.data.awa2:load_awa2",
+}
+
+
+def register_loader(name: str, loader: str | Loader) -> None:
+    """Register ``loader`` (a callable or ``"module:function"``) under ``name``."""
+    LOADERS[name] = loader
+
+
+def get_loader(name: str) -> Loader:
+    if name not in LOADERS:
+        raise InvalidInputError(
+            f"unknown dataset loader {name!r}; registered loaders are {sorted(LOADERS)}. "
+            "Choose a dataset config (dataset=iris) or register a loader (docs/pipeline.md)."
+        )
+    target = LOADERS[name]
+    if callable(target):
+        return target
+    module, _, fn = target.partition(":")
+    return getattr(importlib.import_module(module), fn)
+
+
+def data_root(spec: dict, paths: dict, default_subdir: str) -> Path:
+    """``dataset.root`` if set, else ``<paths.data_dir>/<default_subdir>``."""
+    return Path(spec.get("root") or Path(paths["data_dir"]) / default_subdir).expanduser()
+
+
+LOCAL_COPY_KEYS = "dataset.root=<dir> (or paths.data_dir=<dir> / env PIPELINE_DATA_DIR)"
+
+
+def missing_data_error(what: str, root: Path, layout: str, exc: Exception | None = None, *,
+                       keys: str = LOCAL_COPY_KEYS, downloadable: bool = True) -> InvalidInputError:
+    """The one-paragraph error for data that are absent and could not be fetched."""
+    reason = f" ({type(exc).__name__}: {exc})" if exc is not None else ""
+    download = (", or allow the download with dataset.download=true where the machine has internet"
+                if downloadable else "")
+    return InvalidInputError(
+        f"{what} not found under {root}{reason}. Expected layout: {layout}. "
+        f"Point the pipeline at a local copy with {keys}{download}."
+    )
+
+
+def load_dataset(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
+    """Load the dataset described by ``spec`` and apply classes / n_samples / standardize."""
+    ds = get_loader(spec["loader"])(spec, paths, random_state)
+    if spec.get("classes"):
+        ds = select_classes(ds, list(spec["classes"]))
+    n = spec.get("n_samples")
+    if n is not None and n < len(ds):
+        rng = np.random.RandomState(random_state)
+        ds = ds.subset(np.sort(rng.choice(len(ds), size=int(n), replace=False)))
+    if spec.get("standardize"):
+        if ds.kind != "tabular":
+            raise InvalidInputError(f"dataset.standardize=true only applies to tabular data; {ds.name} is {ds.kind}.")
+        X = np.asarray(ds.X, dtype=np.float64)
+        sd = X.std(axis=0)
+        ds.X = (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+    if len(ds) < 2:
+        raise InvalidInputError(f"dataset {ds.name} has {len(ds)} sample(s) after subsetting; need at least 2.")
+    log.info("loaded %s: %d samples (%s)", ds.name, len(ds), ds.kind)
+    return ds
+
+
+def select_classes(ds: Dataset, classes: list[int]) -> Dataset:
+    """Rows whose ground-truth class is in ``classes``, relabelled 0..len(classes)-1 in that order."""
+    if ds.y is None:
+        raise InvalidInputError(f"dataset.classes needs ground-truth labels, but {ds.name} has none.")
+    present = set(np.unique(ds.y).tolist())
+    unknown = [c for c in classes if c not in present]
+    if unknown:
+        raise InvalidInputError(
+            f"dataset.classes {unknown} do not occur in {ds.name}; its classes are {sorted(present)}."
+        )
+    sub = ds.subset(np.isin(ds.y, classes))
+    remap = {c: i for i, c in enumerate(classes)}
+    sub.y = np.array([remap[int(c)] for c in sub.y], dtype=np.int64)
+    if ds.class_names is not None:
+        sub.class_names = [ds.class_names[c] for c in classes]
+    sub.meta["classes"] = list(classes)
+    return sub

@@ -1,0 +1,218 @@
+"""Encoder checkpoints: a torch state file plus a JSON sidecar.
+
+``<path>.pt`` holds the encoder's full state (module weights, optimizer state, epoch,
+history; loadable with ``torch.load(weights_only=True)``); ``<path>.json`` holds the encoder
+name, its constructor config, the architecture, seed, epoch, metrics, caller metadata
+(data, ...) and the sha256 of the ``.pt`` file, which loading verifies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pipeline.encoders.base import Encoder, build_encoder
+from pipeline.validation import InvalidInputError
+
+logger = logging.getLogger(__name__)
+
+
+def sidecar_path(path: str | os.PathLike) -> Path:
+    """The JSON sidecar of checkpoint ``path`` (same name, ``.json`` suffix)."""
+    return Path(path).with_suffix(".json")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def data_fingerprint(X) -> str:
+    """sha256 of a dataset's ``X`` (array bytes + shape + dtype, or the joined texts)."""
+    digest = hashlib.sha256()
+    if isinstance(X, list):
+        for text in X:
+            digest.update(str(text).encode("utf-8") + b"\0")
+    else:
+        arr = np.ascontiguousarray(X)
+        digest.update(f"{arr.shape}{arr.dtype}".encode())
+        digest.update(arr.tobytes())
+    return digest.hexdigest()
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def save_encoder(encoder: Encoder, path: str | os.PathLike, metadata: dict | None = None) -> str:
+    """Write ``encoder`` to ``path`` (torch state) and its JSON sidecar; return the sha256.
+
+    Parameters
+    ----------
+    encoder : TorchEncoder
+        A fitted trainable encoder.
+    path : path
+        Target ``.pt`` file; parent directories are created. Written atomically.
+    metadata : dict, optional
+        Caller information stored in the sidecar (``data``, ``config``, ``key`` ...). A
+        ``metrics`` entry is merged with the encoder's own ``metrics_``.
+
+    Returns
+    -------
+    str
+        Hex sha256 of the written ``.pt`` file.
+    """
+    if not getattr(encoder, "trainable", False) or not hasattr(encoder, "checkpoint_state"):
+        raise InvalidInputError(f"encoder {encoder.name!r} is not trainable and has no checkpoint to save.")
+    state = encoder.checkpoint_state()
+    metadata = dict(metadata or {})
+    metrics = dict(getattr(encoder, "metrics_", {}) or {})
+    metrics.update(metadata.pop("metrics", {}) or {})
+    sidecar = {
+        "encoder": encoder.name, "config": encoder.get_params(), "architecture": encoder.architecture(),
+        "seed": state["seed"], "epoch": state["epoch"], "metrics": metrics,
+        "seed_report": getattr(encoder, "seed_report_", None), "data": metadata.pop("data", None),
+        "metadata": metadata,
+    }
+    sha = save_state(path, state, sidecar)
+    logger.info("saved %s checkpoint %s (epoch %d, sha256 %s)", encoder.name, path, state["epoch"], sha[:12])
+    return sha
+
+
+def save_state(path: str | os.PathLike, state: dict, sidecar: dict) -> str:
+    """Atomically write a torch ``state`` to ``path`` and ``sidecar`` (+ its sha256) next to it.
+
+    Returns the hex sha256 of the ``.pt`` file. ``state`` may hold only tensors and plain
+    Python containers/scalars, so that ``torch.load(weights_only=True)`` can read it.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+    sha = file_sha256(path)
+    full = {"format": state.get("format", 1), **sidecar, "sha256": sha}
+    side = sidecar_path(path)
+    tmp_json = side.with_name(side.name + ".tmp")
+    tmp_json.write_text(json.dumps(_jsonable(full), indent=2, sort_keys=True))
+    os.replace(tmp_json, side)
+    return sha
+
+
+def read_checkpoint(path: str | os.PathLike, expected: dict | None = None) -> tuple[dict, dict]:
+    """Verify and read a checkpoint; return ``(state, sidecar)``.
+
+    Parameters
+    ----------
+    path : path
+        The ``.pt`` file written by :func:`save_encoder`.
+    expected : dict, optional
+        An architecture (see ``TorchEncoder.architecture``); every key present in both must match.
+
+    Raises
+    ------
+    InvalidInputError
+        Missing file or sidecar, sha256 mismatch (corrupted or replaced file), unreadable
+        state, or an architecture / K different from ``expected``.
+    """
+    path = Path(path)
+    side = sidecar_path(path)
+    if not path.is_file():
+        raise InvalidInputError(f"checkpoint {path} does not exist; check encoder.checkpoint / the models_dir path.")
+    if not side.is_file():
+        raise InvalidInputError(f"checkpoint {path} has no JSON sidecar {side}; it was not written by save_encoder. "
+                                "Retrain (delete the .pt) or restore the sidecar.")
+    try:
+        sidecar = json.loads(side.read_text())
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"sidecar {side} is not valid JSON ({exc}); delete {path} and its sidecar to retrain.") from None
+    sha = file_sha256(path)
+    if sha != sidecar.get("sha256"):
+        raise InvalidInputError(
+            f"checkpoint {path} is corrupted or was replaced: its sha256 {sha[:12]}... does not match the sidecar's "
+            f"{str(sidecar.get('sha256'))[:12]}...; delete {path} and {side.name} to retrain, or restore the original file."
+        )
+    if expected is not None:
+        check_architecture(sidecar.get("architecture", {}), expected, path)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure means an unusable file
+        raise InvalidInputError(f"checkpoint {path} could not be read with torch.load(weights_only=True): {exc}; "
+                                "delete it to retrain.") from None
+    return state, sidecar
+
+
+def check_architecture(found: dict, expected: dict, path) -> None:
+    """Raise if a checkpoint's architecture differs from the configured one on any shared key."""
+    diffs = [(k, found[k], expected[k]) for k in expected if k in found and _norm(found[k]) != _norm(expected[k])]
+    if diffs:
+        text = ", ".join(f"{k}={f!r} in the checkpoint but {e!r} configured" for k, f, e in diffs)
+        raise InvalidInputError(
+            f"checkpoint {path} does not fit the configured encoder: {text}. Change encoder.{diffs[0][0]} to match, "
+            "point the encoder at a checkpoint trained with this configuration, or delete the file to retrain."
+        )
+
+
+def _norm(value):
+    return [_norm(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+def load_encoder(path: str | os.PathLike, expected: Encoder | dict | None = None) -> Encoder:
+    """Rebuild the encoder saved at ``path`` (hash verified, ``weights_only=True``).
+
+    Parameters
+    ----------
+    path : path
+        A ``.pt`` file written by :func:`save_encoder`.
+    expected : Encoder or dict, optional
+        The configured encoder (or its architecture dict); the checkpoint must match it
+        (same encoder type, n_clusters, layer sizes, ...).
+
+    Returns
+    -------
+    Encoder
+        The fitted encoder; its ``epoch_`` is logged.
+    """
+    if isinstance(expected, Encoder):
+        expected = {"encoder": expected.name, **_configured_architecture(expected)}
+    state, sidecar = read_checkpoint(path, expected=expected)
+    if "encoder" not in sidecar or "config" not in sidecar:
+        raise InvalidInputError(f"sidecar of {path} lacks 'encoder'/'config'; delete the checkpoint to retrain.")
+    encoder = build_encoder(sidecar["encoder"], **sidecar["config"])
+    try:
+        encoder._restore(state)
+    except (RuntimeError, KeyError) as exc:
+        raise InvalidInputError(f"checkpoint {path} does not match the {sidecar['encoder']} architecture in its "
+                                f"sidecar ({exc}); delete it to retrain.") from None
+    encoder.metrics_ = sidecar.get("metrics", {})
+    encoder.seed_report_ = sidecar.get("seed_report")
+    encoder.checkpoint_sha256_ = sidecar["sha256"]
+    logger.info("loaded %s checkpoint %s (epoch %d, sha256 %s)", sidecar["encoder"], path, encoder.epoch_,
+                sidecar["sha256"][:12])
+    return encoder
+
+
+def _configured_architecture(encoder: Encoder) -> dict:
+    """Architecture keys derivable from the configuration alone (no data needed)."""
+    keys = getattr(encoder, "architecture_params", ())
+    return {k: getattr(encoder, k) for k in keys}

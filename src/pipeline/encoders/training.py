@@ -1,0 +1,247 @@
+"""Shared machinery of the trainable torch encoders (VaDE, contrastive clustering).
+
+:class:`TorchEncoder` implements what both need: scikit-learn style parameters, several
+seeds with a label-free choice of the model (lowest final training loss), per-epoch
+progress, loss and cluster-occupancy logging with collapse detection, periodic full-state
+checkpoints, resuming from such a checkpoint, and the state exchanged with
+:mod:`pipeline.encoders.checkpoint`.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+
+import numpy as np
+import torch
+from sklearn.metrics import adjusted_rand_score
+from sklearn.exceptions import NotFittedError
+from tqdm.auto import tqdm
+
+from pipeline.encoders.base import Encoder
+from pipeline.encoders.device import seed_everything, select_device
+from pipeline.validation import InvalidInputError, check_labels
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_FORMAT = 1
+
+
+def check_fitted(encoder) -> None:
+    """Raise sklearn's NotFittedError unless ``encoder`` has a trained ``module_``."""
+    if getattr(encoder, "module_", None) is None:
+        raise NotFittedError(f"this {type(encoder).__name__} is not fitted yet; call fit(X) or load a checkpoint "
+                             "with pipeline.encoders.checkpoint.load_encoder(path).")
+
+
+def occupancy(labels: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Fraction of samples in each cluster, shape (n_clusters,)."""
+    counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=n_clusters).astype(np.float64)
+    return counts / max(counts.sum(), 1.0)
+
+
+class TorchEncoder(Encoder):
+    """Base class of trainable torch encoders; subclasses implement the hooks below.
+
+    Hooks: ``_prepare(X, fitting)`` validates data and returns what the other hooks use;
+    ``_architecture()`` the dict a checkpoint must match; ``_build_module()`` a fresh
+    ``nn.Module`` for ``self.input_shape_``; ``_fit_single(data, generator, resume)`` trains
+    one seed (calling :meth:`_run_epochs`); ``_embed(data)`` the latents;
+    ``_extra_state()`` / ``_load_extra_state(extra)`` any non-module fitted state.
+
+    Common parameters (set by subclasses' ``__init__``): ``n_clusters``, ``random_state``,
+    ``n_init``, ``device``, ``amp``, ``batch_size``, ``num_workers``, ``progress``,
+    ``collapse_threshold``, ``checkpoint_path``, ``checkpoint_every``, ``resume_from``.
+    """
+
+    trainable = True
+    main_phase = "train"
+
+    # ---- parameters -------------------------------------------------------------------
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p for p in sig.parameters if p != "self"]
+
+    def get_params(self, deep: bool = True) -> dict:
+        """Constructor parameters, name -> value (JSON-friendly: tuples become lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in ((k, getattr(self, k)) for k in self._param_names())}
+
+    def set_params(self, **params) -> "TorchEncoder":
+        for key, value in params.items():
+            if key not in self._param_names():
+                raise InvalidInputError(f"{self.name} has no parameter {key!r}; valid ones: {self._param_names()}.")
+            setattr(self, key, value)
+        return self
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_params().items())})"
+
+    # ---- fitting ----------------------------------------------------------------------
+    def fit(self, X, y=None) -> "TorchEncoder":
+        """Train ``n_init`` seeds and keep the one with the lowest final loss (no labels used).
+
+        Parameters
+        ----------
+        X : ndarray
+            The dataset's ``X`` (see :class:`pipeline.data.Dataset`).
+        y : ndarray of shape (n_samples,), optional
+            Ground truth, used only to *report* each seed's ARI in ``seed_report_``.
+
+        Returns
+        -------
+        self
+        """
+        self._check_common_params()
+        data = self._prepare(X, fitting=True)
+        y = None if y is None else check_labels(y, self._n_samples(data))
+        if self.n_clusters > self._n_samples(data):
+            raise InvalidInputError(
+                f"n_clusters={self.n_clusters} exceeds the number of samples ({self._n_samples(data)}); "
+                "lower encoder.n_clusters or use more data."
+            )
+        self.device_ = select_device(self.device)
+        if self.resume_from:
+            from pipeline.encoders.checkpoint import read_checkpoint
+
+            state, sidecar = read_checkpoint(self.resume_from, expected=self._architecture())
+            self._restore(state)
+            logger.info("%s: resuming %s from epoch %d", self.name, self.resume_from, self.epoch_)
+            seeds = [int(sidecar.get("seed") if sidecar.get("seed") is not None else self.random_state)]
+        else:
+            seeds = [int(self.random_state) + i for i in range(max(1, int(self.n_init)))]
+        runs = []
+        for seed in seeds:
+            generator = seed_everything(seed)
+            if not self.resume_from:
+                self.history_, self.epoch_, self.optimizer_ = [], 0, None
+            self.seed_ = seed
+            self._fit_single(data, generator, resume=bool(self.resume_from))
+            run = {"seed": seed, "loss": float(self.history_[-1]["loss"]) if self.history_ else float("nan")}
+            if y is not None:
+                run["ari"] = float(adjusted_rand_score(y, self._assign(data)))
+            run["collapsed"] = self._collapsed()
+            runs.append((run, self._snapshot()))
+            logger.info("%s: seed %d finished: %s", self.name, seed, run)
+        best = int(np.nanargmin([r["loss"] for r, _ in runs]))
+        self._load_snapshot(runs[best][1])
+        self.seed_report_ = [r for r, _ in runs]
+        losses = np.array([r["loss"] for r in self.seed_report_])
+        self.metrics_ = {"loss": float(losses[best]), "seed": self.seed_, "n_seeds": len(runs),
+                         "loss_spread": float(losses.max() - losses.min()), "collapsed": self._collapsed()}
+        if y is not None:
+            aris = np.array([r["ari"] for r in self.seed_report_])
+            self.metrics_.update(ari=float(aris[best]), ari_min=float(aris.min()), ari_max=float(aris.max()))
+        if len(runs) > 1:
+            logger.info("%s: chose seed %d by lowest loss; seed spread %s", self.name, self.seed_, self.seed_report_)
+        return self
+
+    def _check_common_params(self) -> None:
+        if int(self.n_clusters) < 1:
+            raise InvalidInputError(f"n_clusters must be >= 1, got {self.n_clusters}; set encoder.n_clusters.")
+        if int(self.batch_size) < 2:
+            raise InvalidInputError(f"batch_size must be >= 2, got {self.batch_size}; set encoder.batch_size.")
+
+    def _run_epochs(self, phase: str, n_epochs: int, run_epoch) -> None:
+        """Call ``run_epoch(epoch) -> (mean_loss, labels or None)`` for the remaining epochs.
+
+        Records ``history_``, logs loss and cluster occupancy, warns on collapse (one cluster
+        holding more than ``collapse_threshold`` of the samples) and writes a full-state
+        checkpoint every ``checkpoint_every`` epochs of the main phase.
+        """
+        start = self.epoch_ if phase == self.main_phase else 0
+        for epoch in tqdm(range(start, int(n_epochs)), desc=f"{self.name} {phase} (seed {self.seed_})",
+                          disable=not self.progress, leave=False):
+            loss, labels = run_epoch(epoch)
+            record = {"phase": phase, "epoch": epoch + 1, "loss": float(loss)}
+            if labels is not None:
+                occ = occupancy(labels, self.n_clusters)
+                record["occupancy"] = [round(float(v), 4) for v in occ]
+                record["collapsed"] = bool(occ.max() > self.collapse_threshold)
+                if record["collapsed"]:
+                    logger.warning("%s %s epoch %d: cluster collapse, cluster %d holds %.0f%% of the samples",
+                                   self.name, phase, epoch + 1, int(occ.argmax()), 100 * occ.max())
+            logger.info("%s %s epoch %d: %s", self.name, phase, epoch + 1, record)
+            self.history_.append(record)
+            if not np.isfinite(loss):
+                raise InvalidInputError(f"{self.name}: the {phase} loss became {loss} at epoch {epoch + 1}; "
+                                        "lower encoder.lr or check the input scaling.")
+            if phase == self.main_phase:
+                self.epoch_ = epoch + 1
+                if self.checkpoint_path and self.checkpoint_every and self.epoch_ % int(self.checkpoint_every) == 0:
+                    from pipeline.encoders.checkpoint import save_encoder
+
+                    save_encoder(self, self.checkpoint_path, {"note": "periodic full-state checkpoint"})
+
+    def _collapsed(self) -> bool:
+        last = [h for h in self.history_ if "occupancy" in h]
+        return bool(last and last[-1]["collapsed"])
+
+    # ---- state ------------------------------------------------------------------------
+    def _snapshot(self) -> dict:
+        return {"module": copy.deepcopy(self.module_.state_dict()),
+                "optimizer": None if self.optimizer_ is None else copy.deepcopy(self.optimizer_.state_dict()),
+                "history": list(self.history_), "epoch": self.epoch_, "seed": self.seed_,
+                "extra": copy.deepcopy(self._extra_state())}
+
+    def _load_snapshot(self, snap: dict) -> None:
+        self.module_.load_state_dict(snap["module"])
+        self.optimizer_, self.optimizer_state_ = None, snap["optimizer"]
+        self.history_, self.epoch_, self.seed_ = snap["history"], snap["epoch"], snap["seed"]
+        self._load_extra_state(snap["extra"])
+
+    def checkpoint_state(self) -> dict:
+        """Everything needed to rebuild and resume this encoder; loadable with ``weights_only=True``."""
+        check_fitted(self)
+        optimizer = self.optimizer_.state_dict() if getattr(self, "optimizer_", None) is not None \
+            else getattr(self, "optimizer_state_", None)
+        return {"format": CHECKPOINT_FORMAT, "module": self.module_.state_dict(), "optimizer": optimizer,
+                "epoch": int(self.epoch_), "seed": int(self.seed_), "history": self.history_,
+                "input_shape": list(self.input_shape_), "extra": self._extra_state()}
+
+    def architecture(self) -> dict:
+        """What a checkpoint must match to be loaded into this encoder (needs ``input_shape_``)."""
+        return self._architecture()
+
+    def _restore(self, state: dict) -> None:
+        """Rebuild the module from a checkpoint state (see :meth:`checkpoint_state`)."""
+        self.input_shape_ = tuple(state["input_shape"])
+        self.device_ = select_device(self.device)
+        self._load_extra_state(state.get("extra") or {})
+        self.module_ = self._build_module().to(self.device_)
+        self.module_.load_state_dict(state["module"])
+        self.optimizer_state_ = state.get("optimizer")
+        self.optimizer_ = None
+        self.epoch_, self.seed_ = int(state["epoch"]), int(state["seed"])
+        self.history_ = list(state.get("history") or [])
+
+    def _make_optimizer(self, params, lr: float) -> torch.optim.Optimizer:
+        """Adam over ``params``; restores the saved optimizer state when resuming."""
+        opt = torch.optim.Adam(params, lr=lr, weight_decay=float(getattr(self, "weight_decay", 0.0)))
+        saved = getattr(self, "optimizer_state_", None)
+        if self.resume_from and saved is not None and self.epoch_ > 0:
+            opt.load_state_dict(saved)
+        self.optimizer_ = opt
+        return opt
+
+    def _extra_state(self) -> dict:
+        return {}
+
+    def _load_extra_state(self, extra: dict) -> None:
+        pass
+
+    # ---- inference --------------------------------------------------------------------
+    def transform(self, X) -> np.ndarray:
+        """Latents of shape (n_samples, latent_dim), float32."""
+        check_fitted(self)
+        return self._embed(self._prepare(X, fitting=False))
+
+    def predict_clusters(self, X) -> np.ndarray:
+        """The network's own cluster assignment, shape (n_samples,) int64."""
+        check_fitted(self)
+        return self._assign(self._prepare(X, fitting=False))
+
+    @staticmethod
+    def _n_samples(data) -> int:
+        return len(data)

@@ -1,0 +1,326 @@
+"""VaDE: variational deep embedding with a Gaussian-mixture prior (Jiang et al., IJCAI 2017).
+
+Generative model: ``c ~ Cat(pi)``, ``z | c ~ N(mu_c, diag(sigma2_c))``, ``x | z ~ p(x | f(z))``
+(Bernoulli or unit-variance Gaussian). Inference network ``q(z | x) = N(mu(x), diag(sigma2(x)))``
+and ``q(c | x) ~= p(c | z) = pi_c N(z; mu_c, sigma2_c) / sum_k pi_k N(z; mu_k, sigma2_k)``.
+Training maximises the ELBO
+
+    E_q[log p(x | z)] - sum_c gamma_c KL(q(z|x) || p(z|c)) - KL(gamma || pi),
+
+after autoencoder pre-training and a GMM fitted to the pre-trained latents to initialise
+(pi, mu_c, sigma2_c). Pre-training is its own cached stage (``pretrain_cache``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from sklearn.mixture import GaussianMixture
+from torch import nn
+
+from pipeline.encoders.base import register_encoder
+from pipeline.encoders.device import worker_init
+from pipeline.encoders.training import TorchEncoder, check_fitted
+from pipeline.validation import InvalidInputError, check_matrix, check_n_features
+
+logger = logging.getLogger(__name__)
+
+
+class VaDENet(nn.Module):
+    """Encoder ``d -> hidden_dims -> (mu, logvar)``, mirrored decoder and the mixture prior.
+
+    With ``hidden_dims=(500, 500, 2000)`` this is the paper's network: three ReLU layers
+    into a linear latent head, and four linear layers back to the input.
+    """
+
+    def __init__(self, input_dim: int, hidden_dims, latent_dim: int, n_clusters: int):
+        super().__init__()
+        layers, prev = [], input_dim
+        for width in hidden_dims:
+            layers += [nn.Linear(prev, width), nn.ReLU()]
+            prev = width
+        self.encoder = nn.Sequential(*layers)
+        self.mu = nn.Linear(prev, latent_dim)
+        self.logvar = nn.Linear(prev, latent_dim)
+        layers, prev = [], latent_dim
+        for width in reversed(list(hidden_dims)):
+            layers += [nn.Linear(prev, width), nn.ReLU()]
+            prev = width
+        layers.append(nn.Linear(prev, input_dim))
+        self.decoder = nn.Sequential(*layers)
+        self.pi_logits = nn.Parameter(torch.zeros(n_clusters))
+        self.mu_c = nn.Parameter(torch.zeros(n_clusters, latent_dim))
+        self.logvar_c = nn.Parameter(torch.zeros(n_clusters, latent_dim))
+
+    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Posterior mean and log-variance, each (batch, latent_dim)."""
+        h = self.encoder(x)
+        return self.mu(h), self.logvar(h)
+
+    def log_joint(self, z: torch.Tensor) -> torch.Tensor:
+        """``log pi_c + log N(z; mu_c, sigma2_c)`` up to a constant, shape (batch, K)."""
+        diff = z.unsqueeze(1) - self.mu_c.unsqueeze(0)
+        log_pdf = -0.5 * (self.logvar_c.unsqueeze(0) + diff.pow(2) / self.logvar_c.exp().unsqueeze(0)).sum(-1)
+        return F.log_softmax(self.pi_logits, dim=0).unsqueeze(0) + log_pdf
+
+
+def reconstruction_loss(logits: torch.Tensor, x: torch.Tensor, kind: str) -> torch.Tensor:
+    """Per-sample negative log-likelihood (up to constants), shape (batch,)."""
+    if kind == "bernoulli":
+        return F.binary_cross_entropy_with_logits(logits, x, reduction="none").sum(1)
+    return 0.5 * (logits - x).pow(2).sum(1)
+
+
+def negative_elbo(net: VaDENet, x: torch.Tensor, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean negative ELBO over the batch and the posterior cluster probabilities gamma (batch, K)."""
+    mu, logvar = net.encode(x)
+    z = mu + torch.randn_like(mu) * (0.5 * logvar).exp()
+    recon = reconstruction_loss(net.decoder(z), x, kind)
+    log_joint = net.log_joint(z)
+    log_gamma = F.log_softmax(log_joint, dim=1)
+    gamma = log_gamma.exp()
+    var_c = net.logvar_c.exp().unsqueeze(0)
+    kl_z = 0.5 * (gamma * (net.logvar_c.unsqueeze(0) + logvar.exp().unsqueeze(1) / var_c
+                           + (mu.unsqueeze(1) - net.mu_c.unsqueeze(0)).pow(2) / var_c).sum(-1)).sum(1)
+    kl_c = (gamma * (log_gamma - F.log_softmax(net.pi_logits, dim=0).unsqueeze(0))).sum(1)
+    entropy_z = 0.5 * (1 + logvar).sum(1)
+    return (recon + kl_z + kl_c - entropy_z).mean(), gamma
+
+
+class VaDEEncoder(TorchEncoder):
+    """VaDE deep clustering; latents are the posterior means ``mu(x)``.
+
+    Parameters
+    ----------
+    n_clusters : int
+        K, components of the mixture prior.
+    latent_dim : int
+        Latent size (paper: 10).
+    hidden_dims : sequence of int
+        Encoder widths (paper: 500, 500, 2000); the decoder mirrors them.
+    pretrain_epochs, epochs : int
+        Autoencoder pre-training epochs and ELBO training epochs.
+    pretrain_lr, lr : float
+        Adam learning rates of the two phases; ``lr`` decays by ``lr_decay`` every 10 epochs.
+    reconstruction : {"bernoulli", "gaussian"}
+        Likelihood; "bernoulli" needs inputs in [0, 1] (see ``input_scaling``).
+    input_scaling : {"minmax", "none"}
+        "minmax" maps the training data's global range to [0, 1] (uint8 images: /255).
+    pretrain_cache : str, optional
+        Directory caching the pre-trained autoencoder, keyed by data, architecture,
+        pre-training settings and seed (reused across ELBO runs with other settings).
+    n_init : int
+        Seeds ``random_state, random_state+1, ...`` trained; the lowest final loss is kept.
+    collapse_threshold : float
+        Occupancy share above which an epoch is reported as a cluster collapse.
+    checkpoint_path, checkpoint_every : optional
+        Write a full-state checkpoint every ``checkpoint_every`` ELBO epochs.
+    resume_from : str, optional
+        A full-state checkpoint to continue ELBO training from.
+    device, amp, batch_size, num_workers, progress, random_state
+        See :class:`pipeline.encoders.training.TorchEncoder`.
+    """
+
+    name = "vade"
+    architecture_params = ("n_clusters", "latent_dim", "hidden_dims")
+
+    def __init__(self, n_clusters: int = 10, latent_dim: int = 10, hidden_dims=(500, 500, 2000),
+                 pretrain_epochs: int = 50, epochs: int = 100, pretrain_lr: float = 1e-3, lr: float = 2e-3,
+                 lr_decay: float = 0.9, weight_decay: float = 0.0, reconstruction: str = "bernoulli",
+                 input_scaling: str = "minmax", pretrain_cache: str | None = None, batch_size: int = 128,
+                 n_init: int = 1, random_state: int = 0, device: str = "auto", amp: bool = False,
+                 num_workers: int = 0, progress: bool = True, collapse_threshold: float = 0.8,
+                 checkpoint_path: str | None = None, checkpoint_every: int = 0, resume_from: str | None = None):
+        self.n_clusters = n_clusters
+        self.latent_dim = latent_dim
+        self.hidden_dims = hidden_dims
+        self.pretrain_epochs = pretrain_epochs
+        self.epochs = epochs
+        self.pretrain_lr = pretrain_lr
+        self.lr = lr
+        self.lr_decay = lr_decay
+        self.weight_decay = weight_decay
+        self.reconstruction = reconstruction
+        self.input_scaling = input_scaling
+        self.pretrain_cache = pretrain_cache
+        self.batch_size = batch_size
+        self.n_init = n_init
+        self.random_state = random_state
+        self.device = device
+        self.amp = amp
+        self.num_workers = num_workers
+        self.progress = progress
+        self.collapse_threshold = collapse_threshold
+        self.checkpoint_path = checkpoint_path
+        self.checkpoint_every = checkpoint_every
+        self.resume_from = resume_from
+
+    # ---- data -------------------------------------------------------------------------
+    def _prepare(self, X, fitting: bool) -> torch.Tensor:
+        if isinstance(X, list):
+            raise InvalidInputError("VaDE needs numeric data, got a list (texts?); embed texts with encoder=sbert.")
+        arr = np.asarray(X)
+        if arr.ndim >= 2 and arr.shape[0] == 0 or arr.size == 0:
+            raise InvalidInputError("VaDE got an empty dataset (0 samples); check the dataset / subset config.")
+        is_uint8 = arr.dtype == np.uint8
+        arr = check_matrix(arr.reshape(len(arr), -1) if arr.ndim > 2 else arr, "X", dtype=np.float32)
+        if self.reconstruction not in ("bernoulli", "gaussian"):
+            raise InvalidInputError(f"reconstruction must be 'bernoulli' or 'gaussian', got {self.reconstruction!r}.")
+        if self.input_scaling not in ("minmax", "none"):
+            raise InvalidInputError(f"input_scaling must be 'minmax' or 'none', got {self.input_scaling!r}.")
+        if fitting:
+            self.input_shape_ = (arr.shape[1],)
+            if self.input_scaling == "minmax":
+                lo, hi = (0.0, 255.0) if is_uint8 else (float(arr.min()), float(arr.max()))
+                self.scale_ = (lo, hi if hi > lo else lo + 1.0)
+            else:
+                self.scale_ = (0.0, 1.0)
+        else:
+            check_n_features(arr, self.input_shape_[0])
+        lo, hi = self.scale_
+        arr = (arr - lo) / (hi - lo)
+        if self.reconstruction == "bernoulli":
+            if fitting and (arr.min() < 0 or arr.max() > 1):
+                raise InvalidInputError("reconstruction='bernoulli' needs inputs in [0, 1]; set encoder.input_scaling="
+                                        "minmax or encoder.reconstruction=gaussian.")
+            arr = np.clip(arr, 0.0, 1.0)
+        return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32))
+
+    def _architecture(self) -> dict:
+        return {"encoder": self.name, "input_dim": int(self.input_shape_[0]), "n_clusters": int(self.n_clusters),
+                "latent_dim": int(self.latent_dim), "hidden_dims": [int(h) for h in self.hidden_dims]}
+
+    def _build_module(self) -> VaDENet:
+        return VaDENet(self.input_shape_[0], [int(h) for h in self.hidden_dims], int(self.latent_dim),
+                       int(self.n_clusters))
+
+    def _extra_state(self) -> dict:
+        return {"scale": [float(v) for v in self.scale_]}
+
+    def _load_extra_state(self, extra: dict) -> None:
+        if "scale" in extra:
+            self.scale_ = tuple(extra["scale"])
+
+    def _loader(self, data: torch.Tensor, generator: torch.Generator, shuffle: bool = True):
+        return torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(data), batch_size=int(self.batch_size), shuffle=shuffle,
+            generator=generator, num_workers=int(self.num_workers), worker_init_fn=worker_init)
+
+    # ---- training ---------------------------------------------------------------------
+    def _fit_single(self, data: torch.Tensor, generator: torch.Generator, resume: bool) -> None:
+        if not resume:
+            self.module_ = self._build_module().to(self.device_)
+            self._pretrain(data, generator)
+            self._init_prior(data)
+        net = self.module_
+        opt = self._make_optimizer(net.parameters(), float(self.lr))
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=float(self.lr_decay))
+        for _ in range(self.epoch_):
+            sched.step()
+
+        def run_epoch(epoch):
+            net.train()
+            total, labels = 0.0, []
+            for (xb,) in self._loader(data, generator):
+                xb = xb.to(self.device_)
+                loss, gamma = negative_elbo(net, xb, self.reconstruction)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += float(loss.detach()) * len(xb)
+                labels.append(gamma.argmax(1).cpu().numpy())
+            sched.step()
+            return total / len(data), np.concatenate(labels)
+
+        self._run_epochs(self.main_phase, int(self.epochs), run_epoch)
+
+    def _pretrain_key(self, data: torch.Tensor) -> str:
+        spec = {"arch": self._architecture(), "epochs": self.pretrain_epochs, "lr": self.pretrain_lr,
+                "batch_size": self.batch_size, "reconstruction": self.reconstruction, "seed": self.seed_,
+                "scaling": self.input_scaling}
+        digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode())
+        digest.update(data.numpy().tobytes())
+        return digest.hexdigest()[:20]
+
+    def _pretrain(self, data: torch.Tensor, generator: torch.Generator) -> None:
+        """Deterministic autoencoder pre-training (x -> mu(x) -> x); cached when ``pretrain_cache`` is set."""
+        from pipeline.encoders.checkpoint import read_checkpoint, save_state
+
+        net = self.module_
+        ae_params = [p for n, p in net.named_parameters() if n.split(".")[0] in ("encoder", "mu", "decoder")]
+        path = Path(self.pretrain_cache) / f"vade-ae-{self._pretrain_key(data)}.pt" if self.pretrain_cache else None
+        if path is not None and path.is_file():
+            state, _ = read_checkpoint(path)
+            net.load_state_dict(state["module"], strict=False)
+            self.history_.extend(state["history"])
+            logger.info("VaDE: loaded cached autoencoder pre-training %s", path)
+            return
+        opt = torch.optim.Adam(ae_params, lr=float(self.pretrain_lr))
+
+        def run_epoch(epoch):
+            net.train()
+            total = 0.0
+            for (xb,) in self._loader(data, generator):
+                xb = xb.to(self.device_)
+                loss = reconstruction_loss(net.decoder(net.encode(xb)[0]), xb, self.reconstruction).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += float(loss.detach()) * len(xb)
+            return total / len(data), None
+
+        self._run_epochs("pretrain", int(self.pretrain_epochs), run_epoch)
+        if path is not None:
+            ae_state = {k: v for k, v in net.state_dict().items() if k.split(".")[0] in ("encoder", "mu", "decoder")}
+            history = [h for h in self.history_ if h["phase"] == "pretrain"]
+            save_state(path, {"module": ae_state, "history": history},
+                       {"stage": "vade-pretrain", "architecture": self._architecture(), "seed": self.seed_})
+            logger.info("VaDE: cached autoencoder pre-training at %s", path)
+
+    @torch.no_grad()
+    def _init_prior(self, data: torch.Tensor) -> None:
+        """Fit a diagonal GMM to the pre-trained latent means and copy it into the prior."""
+        z = self._embed(data).astype(np.float64)
+        gmm = GaussianMixture(int(self.n_clusters), covariance_type="diag", random_state=self.seed_,
+                              reg_covar=1e-4, n_init=3).fit(z)
+        net = self.module_
+        net.pi_logits.copy_(torch.as_tensor(np.log(gmm.weights_), dtype=torch.float32))
+        net.mu_c.copy_(torch.as_tensor(gmm.means_, dtype=torch.float32))
+        net.logvar_c.copy_(torch.as_tensor(np.log(gmm.covariances_), dtype=torch.float32))
+
+    # ---- inference --------------------------------------------------------------------
+    @torch.no_grad()
+    def _embed(self, data: torch.Tensor) -> np.ndarray:
+        self.module_.eval()
+        out = [self.module_.encode(xb.to(self.device_))[0].cpu() for xb in data.split(4096)]
+        return torch.cat(out).numpy().astype(np.float32)
+
+    @torch.no_grad()
+    def _assign(self, data: torch.Tensor) -> np.ndarray:
+        z = torch.from_numpy(self._embed(data)).to(self.device_)
+        return self.module_.log_joint(z).argmax(1).cpu().numpy().astype(np.int64)
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Posterior cluster probabilities p(c | mu(x)), shape (n_samples, n_clusters)."""
+        check_fitted(self)
+        z = torch.from_numpy(self._embed(self._prepare(X, fitting=False))).to(self.device_)
+        with torch.no_grad():
+            return F.softmax(self.module_.log_joint(z), dim=1).cpu().numpy().astype(np.float64)
+
+    def mixture(self):
+        """``(weights (K,), means (K, latent_dim), covariances (K, latent_dim, latent_dim))`` of the prior."""
+        check_fitted(self)
+        net = self.module_
+        weights = F.softmax(net.pi_logits.detach(), 0).cpu().numpy().astype(np.float64)
+        means = net.mu_c.detach().cpu().numpy().astype(np.float64)
+        variances = net.logvar_c.detach().exp().cpu().numpy().astype(np.float64)
+        return weights, means, np.stack([np.diag(v) for v in variances])
+
+
+register_encoder("vade", VaDEEncoder)

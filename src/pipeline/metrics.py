@@ -1,0 +1,219 @@
+"""Metrics for explanation trees: agreement with a reference clustering, clustering cost,
+and the explainability-to-noise ratio q with the MMDT error bounds (Fleissner et al.).
+
+Label conventions: integer labels; in a *reference* labelling, -1 marks noise (e.g. DBSCAN
+outliers) and such rows are left out wherever a function says so.
+
+Bounds: the paper states Theorems 1 and 2 as O(·); the functions here return the explicit
+expressions their proofs give (mixing weights p_k <= α/K, at most K internal nodes):
+
+* Theorem 1 (MMDT):            P(μ̂(x) ≠ μ(x)) <= α K exp(−q / (4K²))
+* Theorem 2 (randomized tree): E P(μ̂(x) ≠ μ(x)) <= α K sqrt(π / q)
+* Theorem 3 (lower bound):     some K-component mixture with ratio q has, for every tree
+  with one mean per leaf, P(μ̂(x) ≠ μ(x)) >= (K − 1) / (2 e^q)   (needs e^q > 2K)
+
+Upper-bound values above 1 are vacuous; they are returned unclipped so that log-plots show
+the bound's slope.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score
+
+from pipeline.trees.mixture import check_means, check_sigma
+from pipeline.validation import InvalidInputError, check_labels, check_matrix
+
+__all__ = [
+    "explainability_to_noise_ratio",
+    "theorem1_upper_bound",
+    "theorem2_upper_bound",
+    "theorem3_lower_bound",
+    "ari",
+    "ami",
+    "reference_agreement",
+    "misassignment_rate",
+    "clustering_cost",
+    "price_of_explainability",
+]
+
+
+# ------------------------------------------------------------------ q and the bounds
+def explainability_to_noise_ratio(means, sigma) -> float:
+    """q = min_{k≠l} max_j (μ_k^j − μ_l^j)² / (2 σ_j²)  (Definition 1).
+
+    For Concept-MMDT (Eq. 6) pass the concept means C μ_k and σ̄ (``ConceptMMDT.concept_means_``
+    and ``concept_sigma_``).
+
+    Parameters
+    ----------
+    means : array-like of shape (K, d)
+        K >= 2 distinct means.
+    sigma : array-like of shape (d,)
+        Positive per-axis noise scales.
+
+    Returns
+    -------
+    float
+    """
+    means = check_means(means)
+    sigma = check_sigma(sigma, means.shape[1])
+    z = means / (np.sqrt(2.0) * sigma)
+    q = np.inf
+    for k in range(z.shape[0] - 1):  # O(K² d) time, O(K d) memory
+        q = min(q, float(((z[k + 1:] - z[k]) ** 2).max(axis=1).min()))
+    return q
+
+
+def _check_qk(q, K):
+    q = np.asarray(q, dtype=float)
+    if np.any(~np.isfinite(q)) or np.any(q <= 0):
+        raise InvalidInputError(f"q must be finite and > 0, got {q!r}.")
+    if int(K) != K or K < 2:
+        raise InvalidInputError(f"K must be an integer >= 2 (number of mixture components), got {K!r}.")
+    return q, int(K)
+
+
+def _check_alpha(alpha):
+    if not alpha >= 1:
+        raise InvalidInputError(f"alpha bounds the mixing weights by alpha/K and must be >= 1, got {alpha!r}.")
+
+
+def theorem1_upper_bound(q, K, alpha: float = 1.0):
+    """Theorem 1: MMDT's error P(μ̂(x) ≠ μ(x)) <= α K exp(−q / (4K²)). Array-valued in q."""
+    q, K = _check_qk(q, K)
+    _check_alpha(alpha)
+    return alpha * K * np.exp(-q / (4.0 * K * K))
+
+
+def theorem2_upper_bound(q, K, alpha: float = 1.0):
+    """Theorem 2: the randomized tree's expected error <= α K sqrt(π / q). Array-valued in q."""
+    q, K = _check_qk(q, K)
+    _check_alpha(alpha)
+    return alpha * K * np.sqrt(np.pi / q)
+
+
+def theorem3_lower_bound(q, K):
+    """Theorem 3: (K − 1) / (2 e^q), attained by a worst-case mixture; NaN where e^q <= 2K
+    (the theorem does not apply there)."""
+    q, K = _check_qk(q, K)
+    with np.errstate(over="ignore"):
+        value = (K - 1) / (2.0 * np.exp(q))
+    return np.where(q > np.log(2.0 * K), value, np.nan)
+
+
+# ------------------------------------------------------------- label agreement
+def _pair(labels_pred, labels_ref, exclude_noise: bool):
+    ref = np.asarray(labels_ref)
+    ref = check_labels(ref, ref.shape[0] if ref.ndim else 0, "reference labels")
+    pred = check_labels(labels_pred, ref.shape[0], "predicted labels")
+    if exclude_noise:
+        keep = ref != -1
+        pred, ref = pred[keep], ref[keep]
+    if ref.size == 0:
+        raise InvalidInputError("no labelled rows to compare (empty input, or every reference label is -1).")
+    return pred, ref
+
+
+def ari(labels_true, labels_pred, exclude_noise: bool = False) -> float:
+    """Adjusted Rand index (sklearn); ``exclude_noise`` drops rows with ``labels_true == -1``."""
+    pred, ref = _pair(labels_pred, labels_true, exclude_noise)
+    return float(adjusted_rand_score(ref, pred))
+
+
+def ami(labels_true, labels_pred, exclude_noise: bool = False) -> float:
+    """Adjusted mutual information (sklearn); ``exclude_noise`` as in :func:`ari`."""
+    pred, ref = _pair(labels_pred, labels_true, exclude_noise)
+    return float(adjusted_mutual_info_score(ref, pred))
+
+
+def reference_agreement(labels_pred, labels_ref, match: bool = False) -> float:
+    """Fraction of rows whose tree label equals the reference label (rows with reference -1
+    are left out).
+
+    Parameters
+    ----------
+    labels_pred, labels_ref : array-like of shape (n_samples,)
+    match : bool, default=False
+        If True, first relabel the prediction with the one-to-one label matching that
+        maximises agreement (Hungarian algorithm), for trees whose leaf ids are not the
+        reference ids.
+
+    Returns
+    -------
+    float in [0, 1]
+    """
+    pred, ref = _pair(labels_pred, labels_ref, exclude_noise=True)
+    if not match:
+        return float(np.mean(pred == ref))
+    p_vals, p_idx = np.unique(pred, return_inverse=True)
+    r_vals, r_idx = np.unique(ref, return_inverse=True)
+    table = np.zeros((p_vals.size, r_vals.size), dtype=np.int64)
+    np.add.at(table, (p_idx, r_idx), 1)
+    rows, cols = linear_sum_assignment(table, maximize=True)
+    return float(table[rows, cols].sum() / ref.size)
+
+
+def misassignment_rate(labels_pred, labels_ref) -> float:
+    """Empirical P(μ̂(x) ≠ μ(x)): share of non-noise rows whose tree label differs from the
+    reference (or ground-truth component) label. Equals 1 − reference_agreement."""
+    pred, ref = _pair(labels_pred, labels_ref, exclude_noise=True)
+    return float(np.mean(pred != ref))
+
+
+# ------------------------------------------------------------ clustering cost
+def clustering_cost(X, labels, kind: str = "kmeans") -> float:
+    """Cost of a partition: Σ_clusters Σ_x ||x − c||² with c the cluster mean (``"kmeans"``)
+    or Σ ||x − c||₁ with c the coordinate-wise median (``"kmedians"``). Every label value
+    (including -1) is one cluster.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, d)
+    labels : array-like of shape (n_samples,)
+    kind : {"kmeans", "kmedians"}
+
+    Returns
+    -------
+    float
+    """
+    if kind not in ("kmeans", "kmedians"):
+        raise InvalidInputError(f"kind must be 'kmeans' or 'kmedians', got {kind!r}.")
+    X = check_matrix(X, "X")
+    labels = check_labels(labels, X.shape[0], "labels")
+    order = np.argsort(labels, kind="stable")
+    bounds = np.flatnonzero(np.diff(labels[order])) + 1
+    total = 0.0
+    for rows in np.split(order, bounds):
+        Xc = X[rows]
+        if kind == "kmeans":
+            total += float(((Xc - Xc.mean(axis=0)) ** 2).sum())
+        else:
+            total += float(np.abs(Xc - np.median(Xc, axis=0)).sum())
+    return total
+
+
+def price_of_explainability(X, tree_labels, reference_labels, kind: str = "kmeans") -> float:
+    """Cost of the tree's partition over the cost of the reference partition.
+
+    Rows whose reference label is -1 (noise) are left out of both costs. Each partition is
+    scored with its own cluster centres (means for k-means, coordinate-wise medians for
+    k-medians), see :func:`clustering_cost`.
+
+    Returns
+    -------
+    float
+        >= 0; ``inf`` if the reference cost is 0 and the tree's is not, 1.0 if both are 0.
+    """
+    X = check_matrix(X, "X")
+    ref = check_labels(reference_labels, X.shape[0], "reference_labels")
+    tree = check_labels(tree_labels, X.shape[0], "tree_labels")
+    keep = ref != -1
+    if not keep.any():
+        raise InvalidInputError("every reference label is -1 (noise); nothing to compare.")
+    tree_cost = clustering_cost(X[keep], tree[keep], kind)
+    ref_cost = clustering_cost(X[keep], ref[keep], kind)
+    if ref_cost == 0:
+        return 1.0 if tree_cost == 0 else float("inf")
+    return tree_cost / ref_cost

@@ -1,0 +1,165 @@
+"""``run(cfg)``: the whole pipeline from a composed config (no Hydra decorator; tests and
+notebooks call it with :func:`pipeline.config.compose_config`).
+
+load -> encode -> cluster -> concepts -> project -> fit (one per explainer) -> evaluate -> report.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+import traceback
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.cache import StageCache
+from pipeline.explainers import HOW_TO_PROVIDE, get_spec
+from pipeline.report.summary import summary_text
+from pipeline.report.tables import results_frame
+from pipeline.report.writer import write_status, write_tables, write_trees
+from pipeline.stages.base import execute
+from pipeline.stages.cluster import CLUSTER
+from pipeline.stages.concepts import CONCEPTS
+from pipeline.stages.encode import execute_encode
+from pipeline.stages.evaluate import evaluate
+from pipeline.stages.fit import fit_stage
+from pipeline.stages.load import LOAD
+from pipeline.stages.project import PROJECT
+from pipeline.study import compare_with_published
+from pipeline.validation import InvalidInputError
+
+log = logging.getLogger(__name__)
+
+# What each clustering can hand to explainers (best_of is checked after it has chosen).
+_PROVIDES = {"gmm": {"labels", "centers", "mixture"}, "kmeans": {"labels", "centers"},
+             "spectral": {"labels", "graph"}, "dbscan": {"labels"}}
+
+
+def to_plain(cfg: DictConfig | dict) -> dict:
+    """The resolved config as plain dicts/lists; a clear error if ``paths.output_dir`` is unset."""
+    if isinstance(cfg, dict):
+        return copy.deepcopy(cfg)
+    cfg = copy.deepcopy(cfg)
+    OmegaConf.set_struct(cfg, False)
+    cfg.pop("hydra", None)
+    try:
+        str(cfg.paths.output_dir)
+    except Exception:
+        raise InvalidInputError(
+            "paths.output_dir is not set: outside `python -m pipeline` (compose API, notebooks) pass "
+            "paths.output_dir=<dir> as an override."
+        ) from None
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def parse_force(value) -> frozenset:
+    """``+force=encode``, ``+force=[encode,cluster]``, ``+force=all`` -> set of stage names."""
+    if value is None:
+        return frozenset()
+    items = [value] if isinstance(value, str) else list(value)
+    return frozenset(s.strip() for item in items for s in str(item).split(",") if s.strip())
+
+
+def check_request(cfg: dict) -> None:
+    """Fail before any expensive stage on what the config alone shows to be impossible."""
+    if not cfg["explainer"]:
+        raise InvalidInputError("no explainer selected; choose at least one, e.g. explainer=[mmdt,cart].")
+    method = cfg["clustering"]["name"]
+    provided = _PROVIDES.get(method)
+    for row, spec in cfg["explainer"].items():
+        needs = get_spec(spec["name"]).needs
+        if cfg["concepts"]["name"] == "none" and "cavs" in needs:
+            raise InvalidInputError(f"explainer {row!r} needs cavs; {HOW_TO_PROVIDE['cavs']}.")
+        missing = sorted(needs - {"cavs"} - provided) if provided is not None else []
+        if missing:
+            hints = "; ".join(HOW_TO_PROVIDE[m] for m in missing)
+            raise InvalidInputError(
+                f"explainer {row!r} ({spec['name']}) needs {', '.join(missing)}, which clustering={method} cannot "
+                f"provide. To fix it: {hints}; or drop {row!r} from the explainer list."
+            )
+
+
+def run_stages(cfg: dict, cache: StageCache, keep_going: bool = False):
+    """All stages up to the fitted trees. Returns (finished stages, fits, explainer errors)."""
+    done = {}
+    done["load"] = execute(LOAD, cfg, cache, done)
+    done["encode"] = execute_encode(cfg, cache, done["load"])
+    for stage in (CLUSTER, CONCEPTS, PROJECT):
+        done[stage.name] = execute(stage, cfg, cache, done)
+    fits, errors = {}, {}
+    for row in cfg["explainer"]:
+        try:
+            fits[row] = execute(fit_stage(row), cfg, cache, done).artifact
+        except InvalidInputError as exc:
+            if not keep_going:
+                raise
+            log.error("explainer %s failed: %s", row, exc)
+            errors[row] = str(exc)
+    return done, fits, errors
+
+
+def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = False, summary: bool = True):
+    """One dataset: stages, evaluation, report files. Returns the results DataFrame."""
+    check_request(cfg)
+    done, fits, errors = run_stages(cfg, cache, keep_going)
+    load = done["load"].artifact
+    rows = evaluate(load.get("y"), done["cluster"].artifact, fits)
+    rows += [{"explainer": row, "method": cfg["explainer"][row]["name"], "error": err} for row, err in errors.items()]
+    df = results_frame(rows, {"dataset": load["name"], "clustering": cfg["clustering"]["name"]})
+    write_trees(out_dir, fits, cfg["report"]["figures"], None)
+    csv, _ = write_tables(out_dir, df)
+    if summary and cfg["report"]["summary"]:
+        ref = done["cluster"].artifact
+        title = (f"{load['name']} ({len(ref['labels'])} samples) | encoder={cfg['encoder']['name']} | "
+                 f"reference={ref['method']}" + (" [chosen using labels]" if ref.get("uses_labels") else ""))
+        print(summary_text(title, df, fits, cfg["report"]["max_rules"]))
+    print(f"results written to {csv}")
+    return df
+
+
+def run_study(cfg: dict, cache: StageCache, out_dir: Path) -> pd.DataFrame:
+    """An experiment over several datasets (``study.runs``); writes results + the published comparison."""
+    frames = []
+    for name, spec in cfg["study"]["runs"].items():
+        sub = copy.deepcopy(cfg)
+        sub["dataset"] = spec["dataset"]
+        if spec.get("clustering"):
+            sub["clustering"] = spec["clustering"]
+        log.info("study %s: run %s", cfg["study"]["name"], name)
+        df = run_single(sub, cache, out_dir / name, keep_going=True, summary=False)
+        df.insert(0, "run", name)
+        frames.append(df)
+    df = pd.concat(frames, ignore_index=True)
+    csv, _ = write_tables(out_dir, df)
+    comparison = compare_with_published(df, cfg["study"]["published"])
+    path, _ = write_tables(out_dir, comparison, "comparison")
+    print(f"{cfg['study']['name']}: ours beside published ({cfg['study'].get('source', '')})")
+    print(comparison.to_string(index=False, na_rep=""))
+    print(f"comparison written to {path}")
+    print(f"results written to {csv}")
+    return df
+
+
+def run(cfg: DictConfig | dict) -> pd.DataFrame:
+    """Run the configured pipeline; returns the results table (also written to ``results.csv``)."""
+    plain = to_plain(cfg)
+    force = parse_force(plain.pop("force", None))
+    out_dir = Path(plain["paths"]["output_dir"])
+    cache = StageCache(Path(plain["paths"]["cache_dir"]), enabled=plain["cache"]["enabled"], force=force)
+    start = time.time()
+    write_status(out_dir, {"status": "running", "started": start})
+    try:
+        if plain["study"]["runs"]:
+            df = run_study(plain, cache, out_dir)
+        else:
+            df = run_single(plain, cache, out_dir)
+    except BaseException as exc:
+        write_status(out_dir, {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
+                               "traceback": traceback.format_exc(), "seconds": time.time() - start})
+        raise
+    write_status(out_dir, {"status": "ok", "seconds": time.time() - start, "results": str(out_dir / "results.csv"),
+                           "cache": [vars(e) for e in cache.events]})
+    return df

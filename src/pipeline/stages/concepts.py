@@ -1,0 +1,64 @@
+"""Stage ``concepts``: dataset + latents -> concept names and CAVs (C, shape (n_concepts, m)).
+
+A no-op (empty artifact) with ``concepts=none``. Concept sets plug in through
+:func:`register_concepts`: a builder ``fn(cfg, dataset: Dataset, Z: ndarray (n, m)) -> dict``
+returning at least ``{"concept_names": [...], "cavs": ndarray (n_concepts, m)}`` (more arrays /
+JSON values are kept in the artifact, e.g. CAV accuracies). ``cfg`` is the whole plain config
+(``cfg["concepts"]``, ``cfg["cav"]``, ``cfg["paths"]``, ``cfg["seed"]``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+import numpy as np
+
+from pipeline.stages.base import Stage
+from pipeline.stages.load import artifact_to_dataset
+from pipeline.validation import InvalidInputError
+
+CONCEPT_BUILDERS: dict[str, str | Callable] = {}
+
+
+def register_concepts(name: str, builder: str | Callable) -> None:
+    """Register a concept builder (callable or ``"module:function"``) for ``concepts.name``."""
+    CONCEPT_BUILDERS[name] = builder
+
+
+def _builder(name: str) -> Callable:
+    if name not in CONCEPT_BUILDERS:
+        raise InvalidInputError(
+            f"unknown concept set {name!r}; registered: {sorted(CONCEPT_BUILDERS) + ['none']}. "
+            "Use concepts=none or register a builder (docs/pipeline.md)."
+        )
+    target = CONCEPT_BUILDERS[name]
+    if callable(target):
+        return target
+    module, _, fn = target.partition(":")
+    return getattr(importlib.import_module(module), fn)
+
+
+def _config(cfg: dict) -> dict:
+    if cfg["concepts"]["name"] == "none":
+        return {"concepts": "none"}
+    return {"concepts": cfg["concepts"], "cav": cfg["cav"], "seed": cfg["seed"]}
+
+
+def _compute(cfg: dict, load: dict, encode: dict) -> dict:
+    if cfg["concepts"]["name"] == "none":
+        return {}
+    out = dict(_builder(cfg["concepts"]["name"])(cfg, artifact_to_dataset(load), encode["Z"]))
+    cavs = np.asarray(out.get("cavs"), dtype=np.float64)
+    names = out.get("concept_names")
+    if cavs.ndim != 2 or cavs.shape[1] != encode["Z"].shape[1] or names is None or len(names) != len(cavs):
+        raise InvalidInputError(
+            f"concept builder {cfg['concepts']['name']!r} returned cavs of shape {cavs.shape} and "
+            f"{None if names is None else len(names)} names; expected (n_concepts, {encode['Z'].shape[1]}) and one "
+            "name per CAV."
+        )
+    out["cavs"], out["concept_names"] = cavs, [str(n) for n in names]
+    return out
+
+
+CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute)

@@ -1,0 +1,50 @@
+"""Stage ``fit``: one cached artifact per explainer row (tree JSON, predictions, fit time)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from pipeline.explainers import FitInputs, fit_explainer
+from pipeline.stages.base import Stage
+from pipeline.stages.cluster import graph_from_artifact
+
+log = logging.getLogger(__name__)
+
+
+def fit_inputs(project: dict, cluster: dict) -> FitInputs:
+    labels = cluster["labels"]
+    return FitInputs(
+        X=np.asarray(project["X"], dtype=np.float64), labels=labels, feature_names=list(project["feature_names"]),
+        n_clusters=int(np.unique(labels[labels >= 0]).size), centers=project.get("centers"),
+        mixture=project.get("mixture"), graph=graph_from_artifact(cluster), latent=project.get("latent_X"),
+        latent_mixture=project.get("latent_mixture"), cavs=project.get("cavs"),
+        concept_names=project.get("concept_names"),
+    )
+
+
+def fit_stage(row: str) -> Stage:
+    """The fit stage of explainer row ``row`` (its config is ``cfg["explainer"][row]``)."""
+
+    def config(cfg: dict) -> dict:
+        return {"explainer": cfg["explainer"][row], "seed": cfg["seed"]}
+
+    def compute(cfg: dict, project: dict, cluster: dict) -> dict:
+        inputs = fit_inputs(project, cluster)
+        spec = cfg["explainer"][row]
+        start = time.perf_counter()
+        est, pred = fit_explainer(row, spec, inputs, cfg["seed"], cfg["clustering"]["name"])
+        seconds = time.perf_counter() - start
+        tree = est.tree_
+        log.info("fitted %s (%s): %d leaves, depth %d, %.4fs", row, spec["name"], tree.n_leaves, tree.depth, seconds)
+        out = {"row": row, "name": spec["name"], "tree": tree.to_dict(), "predictions": pred,
+               "fit_seconds": seconds, "n_leaves": int(tree.n_leaves), "depth": int(tree.depth)}
+        for attr, key in (("means_", "means"), ("sigma_", "sigma"), ("concept_means_", "means"),
+                          ("concept_sigma_", "sigma")):
+            if hasattr(est, attr):
+                out[key] = np.asarray(getattr(est, attr), dtype=np.float64)
+        return out
+
+    return Stage("fit", ("project", "cluster"), config, compute)

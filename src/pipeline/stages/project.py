@@ -1,0 +1,40 @@
+"""Stage ``project``: the coordinates trees cut on.
+
+Without concepts: the latents themselves. With CAVs C (n_concepts, m): concept coordinates
+X = Z Cᵀ (MMDT paper, Eq. 4) with centres C μ_k and covariances C Σ_k Cᵀ (Eq. 5). Not cached:
+a matrix product is cheaper than reading its result back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.stages.base import Stage
+
+
+def _config(cfg: dict) -> dict:
+    return {}
+
+
+def _compute(cfg: dict, encode: dict, cluster: dict, concepts: dict) -> dict:
+    Z = encode["Z"]
+    mixture = [cluster.get(k) for k in ("weights", "means", "covariances")]
+    out = {"latent_names": encode["latent_names"], "latent_X": Z}
+    if not concepts:
+        out.update(X=Z, feature_names=encode["latent_names"], centers=cluster.get("centers"))
+        out["mixture"] = tuple(mixture) if mixture[1] is not None else None
+        out["latent_mixture"] = out["mixture"]
+        return out
+    C = concepts["cavs"]
+    out.update(X=(Z @ C.T), feature_names=concepts["concept_names"], cavs=C, concept_names=concepts["concept_names"])
+    out["centers"] = None if cluster.get("centers") is None else cluster["centers"] @ C.T
+    if mixture[1] is not None:
+        w, mu, cov = mixture
+        out["mixture"] = (w, mu @ C.T, np.einsum("ij,kjl,ml->kim", C, cov, C))
+        out["latent_mixture"] = (w, mu, cov)
+    else:
+        out["mixture"] = out["latent_mixture"] = None
+    return out
+
+
+PROJECT = Stage("project", ("encode", "cluster", "concepts"), _config, _compute, cached=False)

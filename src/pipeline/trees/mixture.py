@@ -1,0 +1,177 @@
+"""Mixture parameters for trees grown from means: validation, estimation from labels, GMM access.
+
+Shared by :mod:`pipeline.trees.mmdt` and :mod:`pipeline.metrics` (q needs the same checks).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from pipeline.validation import InvalidInputError, check_finite, check_matrix, check_vector
+
+logger = logging.getLogger(__name__)
+
+# A zero σ_j estimated from data (every component constant on axis j) is replaced by this
+# fraction of the axis' scale, so normalised gaps stay finite and positive.
+SIGMA_FLOOR = 1e-12
+
+
+def check_means(means, name: str = "means") -> np.ndarray:
+    """Return K >= 2 distinct, finite means as an array of shape (K, d).
+
+    Raises InvalidInputError naming the first pair of identical rows (Assumption 3).
+    """
+    arr = check_matrix(means, name)
+    if arr.shape[0] < 2:
+        raise InvalidInputError(f"{name} needs at least 2 rows (one per mixture component), got {arr.shape[0]}.")
+    _, first, inverse, counts = np.unique(arr, axis=0, return_index=True, return_inverse=True, return_counts=True)
+    if np.any(counts > 1):
+        group = int(np.flatnonzero(counts > 1)[0])
+        rows = np.flatnonzero(inverse.ravel() == group)[:2].tolist()
+        raise InvalidInputError(
+            f"{name} rows {rows[0]} and {rows[1]} are identical; the means must be distinct "
+            "(Assumption 3). Merge those components or drop one."
+        )
+    return arr
+
+
+def check_sigma(sigma, n_features: int, name: str = "sigma", *, from_data: bool = False, scale=None) -> np.ndarray:
+    """Return per-axis σ of shape (n_features,), finite and > 0.
+
+    User-given σ must be strictly positive. For σ estimated from data (``from_data=True``) a
+    zero on some axis means every component is constant there; it is replaced by
+    ``SIGMA_FLOOR * max(scale_j, 1)`` so that gaps on that axis count as (almost) infinitely
+    well separated instead of dividing by zero.
+    """
+    arr = check_vector(sigma, name)
+    if arr.shape[0] != n_features:
+        raise InvalidInputError(
+            f"{name} has length {arr.shape[0]} but the means have {n_features} columns; give one σ per axis."
+        )
+    if from_data:
+        zero = arr <= 0
+        if zero.any():
+            scale = np.ones(n_features) if scale is None else np.maximum(np.asarray(scale, dtype=float), 1.0)
+            logger.warning("%s is zero on axes %s (no spread within any component); using a floor of %g x scale.",
+                           name, np.flatnonzero(zero).tolist(), SIGMA_FLOOR)
+            arr = np.where(zero, SIGMA_FLOOR * scale, arr)
+    elif np.any(arr <= 0):
+        bad = np.flatnonzero(arr <= 0)
+        raise InvalidInputError(
+            f"{name} must be > 0 on every axis, got {arr[bad[0]]!r} at axis {int(bad[0])} "
+            f"({bad.size} axis/axes non-positive); pass standard deviations, not zeros."
+        )
+    return arr
+
+
+def _group(y: np.ndarray):
+    """Cluster values (excluding -1) and each row's cluster index (-1 for noise)."""
+    keep = y != -1
+    if not keep.any():
+        raise InvalidInputError("every label is -1 (noise); at least two clusters are needed.")
+    lo, hi = int(y[keep].min()), int(y[keep].max())
+    if hi - lo <= 4 * y.size + 1024:  # dense label range: counting beats sorting
+        counts = np.bincount(y[keep] - lo, minlength=hi - lo + 1)
+        classes = np.flatnonzero(counts) + lo
+        lut = np.full(hi - lo + 1, -1, dtype=np.int64)
+        lut[classes - lo] = np.arange(classes.size)
+        index = np.full(y.shape, -1, dtype=np.int64)
+        index[keep] = lut[y[keep] - lo]
+    else:
+        classes, inv = np.unique(y[keep], return_inverse=True)
+        index = np.full(y.shape, -1, dtype=np.int64)
+        index[keep] = inv
+    return classes.astype(np.int64), index
+
+
+def estimate_mixture(X: np.ndarray, y: np.ndarray):
+    """Per-cluster means and (population) variances per axis, ignoring rows labelled -1.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, d)
+        Validated, finite data.
+    y : ndarray of shape (n_samples,)
+        Validated integer labels; -1 marks noise.
+
+    Returns
+    -------
+    classes : ndarray of shape (K,)
+        Sorted cluster labels.
+    means : ndarray of shape (K, d)
+    variances : ndarray of shape (K, d)
+        Two-pass (numerically stable) variance of each cluster on each axis.
+    """
+    classes, index = _group(y)
+    keep = index >= 0
+    idx, Xk = (index, X) if keep.all() else (index[keep], X[keep])  # avoid copying X without noise
+    K, d = classes.size, X.shape[1]
+    counts = np.bincount(idx, minlength=K).astype(float)
+    means = np.empty((K, d))
+    variances = np.empty((K, d))
+    for j in range(d):
+        col = Xk[:, j]
+        means[:, j] = np.bincount(idx, weights=col, minlength=K) / counts
+        variances[:, j] = np.bincount(idx, weights=(col - means[idx, j]) ** 2, minlength=K) / counts
+    return classes, means, variances
+
+
+def gmm_covariances(gmm) -> np.ndarray:
+    """Full covariance matrices (K, d, d) of a fitted sklearn GaussianMixture, any covariance_type."""
+    K, d = gmm.means_.shape
+    kind = gmm.covariance_type
+    cov = np.asarray(gmm.covariances_, dtype=float)
+    if kind == "full":
+        return cov
+    if kind == "tied":
+        return np.broadcast_to(cov, (K, d, d))
+    if kind == "diag":
+        return cov[:, :, None] * np.eye(d)
+    if kind == "spherical":
+        return cov[:, None, None] * np.eye(d)
+    raise InvalidInputError(f"unknown GaussianMixture covariance_type {kind!r}.")
+
+
+def project_covariances(covariance, C: np.ndarray, n_components: int) -> np.ndarray:
+    """Variances c_mᵀ Σ_k c_m of each concept under each covariance (Eq. 5).
+
+    Parameters
+    ----------
+    covariance : array-like of shape (d, d) or (K, d, d)
+        Shared or per-component covariance; must be symmetric positive semi-definite.
+    C : ndarray of shape (M, d)
+        CAV matrix.
+    n_components : int
+        K, to check a per-component stack.
+
+    Returns
+    -------
+    ndarray of shape (1 or K, M)
+    """
+    d = C.shape[1]
+    try:
+        cov = np.asarray(covariance, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"covariance must be a numeric array: {exc}") from None
+    if cov.ndim == 2:
+        cov = cov[None]
+    if cov.ndim != 3 or cov.shape[1:] != (d, d) or cov.shape[0] not in (1, n_components):
+        raise InvalidInputError(
+            f"covariance must have shape ({d}, {d}) (shared) or ({n_components}, {d}, {d}) (one per "
+            f"component), got {np.shape(covariance)}."
+        )
+    check_finite(cov, "covariance")
+    scale = max(float(np.abs(cov).max()), np.finfo(float).tiny)
+    if not np.allclose(cov, np.swapaxes(cov, 1, 2), rtol=1e-8, atol=1e-10 * scale):
+        raise InvalidInputError("covariance must be symmetric (Σ = Σᵀ); symmetrise it with (S + S.T) / 2.")
+    eig_min = np.linalg.eigvalsh(cov).min(axis=1)
+    if np.any(eig_min < -1e-9 * scale):
+        k = int(np.argmin(eig_min))
+        raise InvalidInputError(
+            f"covariance {k} is not positive semi-definite (smallest eigenvalue {eig_min[k]:.3g}); "
+            "pass a valid covariance matrix."
+        )
+    var = np.einsum("md,kde,me->km", C, cov, C)
+    return np.clip(var, 0.0, None)

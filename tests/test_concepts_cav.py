@@ -1,0 +1,140 @@
+"""CAV fitting: recovery of planted directions, sign convention, significance, bad input."""
+
+import logging
+
+import numpy as np
+import pytest
+
+from pipeline.concepts import CAVFitter, build_fitter, project
+from pipeline.concepts.fitters import _best_threshold
+from pipeline.validation import InvalidInputError
+
+
+def planted(n=1500, d=12, M=3, noise=0.3, seed=0):
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(n, d)).astype(np.float32)
+    D = rng.normal(size=(M, d))
+    D /= np.linalg.norm(D, axis=1, keepdims=True)
+    labels = (Z @ D.T + noise * rng.normal(size=(n, M)) > 0.3).astype(float)
+    return Z, labels, D
+
+
+@pytest.mark.parametrize("fitter", ["logistic", "svm", "sgd", "mean_difference"])
+def test_cavs_recover_planted_directions(fitter):
+    Z, labels, D = planted()
+    cf = CAVFitter(fitter=fitter, n_repeats=3, cv=2, random_state=0).fit(Z, labels, ["a", "b", "c"])
+    cos = np.sum(cf.cavs_ * D, axis=1)
+    assert cos.min() > 0.97, cos  # aligned, and with the right sign
+    np.testing.assert_allclose(np.linalg.norm(cf.cavs_, axis=1), 1.0)
+    assert cf.significant_.all()
+    assert (cf.score_mean_ > 0.8).all()
+    assert (cf.score_ci_[:, 0] <= cf.score_mean_).all() and (cf.score_mean_ <= cf.score_ci_[:, 1]).all()
+
+
+def test_sign_convention_positives_project_higher():
+    Z, labels, _ = planted(seed=3)
+    cf = CAVFitter(n_repeats=2, cv=0, random_state=1).fit(Z, labels)
+    S = cf.project(Z)
+    for m in range(labels.shape[1]):
+        assert S[labels[:, m] == 1, m].mean() > S[labels[:, m] == 0, m].mean()
+    # Flipping the labels flips the CAV.
+    flipped = CAVFitter(n_repeats=2, cv=0, random_state=1).fit(Z, 1 - labels)
+    assert np.all(np.sum(flipped.cavs_ * cf.cavs_, axis=1) < -0.9)
+
+
+def test_random_concept_is_flagged_not_linearly_present(caplog):
+    Z, labels, _ = planted(M=1)
+    rng = np.random.default_rng(5)
+    labels = np.column_stack([labels[:, 0], rng.integers(0, 2, len(Z))])
+    with caplog.at_level(logging.WARNING):
+        cf = CAVFitter(n_repeats=5, cv=3, random_state=0).fit(Z, labels, ["real", "noise"])
+    assert cf.significant_.tolist() == [True, False]
+    assert cf.p_values_[0] < 0.01 and cf.p_values_[1] > 0.05
+    assert "not linearly present" in caplog.text
+    assert cf.spread_deg_[1] > 5 * cf.spread_deg_[0]  # unstable direction for the noise concept
+    rows = cf.summary()
+    assert [r["concept"] for r in rows] == ["real", "noise"] and rows[1]["significant"] is False
+
+
+def test_continuous_concept_with_linear_regression():
+    Z, _, D = planted(M=1)
+    y = Z @ D[0] + 0.05 * np.random.default_rng(0).normal(size=len(Z))
+    cf = CAVFitter(fitter="linear_regression", n_repeats=3, random_state=0).fit(Z, y)
+    assert cf.cavs_[0] @ D[0] > 0.99
+    assert cf.score_mean_[0] > 0.95  # held-out R²
+
+
+def test_project_is_one_call_and_checks_width():
+    Z, labels, _ = planted()
+    cf = CAVFitter(n_repeats=1, cv=0, random_state=0).fit(Z, labels)
+    np.testing.assert_allclose(cf.project(Z[:5]), Z[:5].astype(float) @ cf.cavs_.T, rtol=1e-6)
+    np.testing.assert_allclose(project(Z[:5], cf.cavs_), cf.project(Z[:5]))
+    with pytest.raises(InvalidInputError, match="features"):
+        cf.project(Z[:, :3])
+
+
+def test_reproducible_from_seed():
+    Z, labels, _ = planted()
+    a = CAVFitter(n_repeats=2, cv=2, random_state=7).fit(Z, labels)
+    b = CAVFitter(n_repeats=2, cv=2, random_state=7).fit(Z, labels)
+    np.testing.assert_array_equal(a.cavs_, b.cavs_)
+    np.testing.assert_array_equal(a.scores_, b.scores_)
+
+
+def test_unusable_concepts_are_dropped_with_reason(caplog):
+    Z, labels, _ = planted(M=1)
+    few = np.zeros(len(Z))
+    few[:3] = 1
+    all_pos = np.ones(len(Z))
+    all_neg = np.zeros(len(Z))
+    unused = np.full(len(Z), np.nan)
+    L = np.column_stack([labels[:, 0], few, all_pos, all_neg, unused])
+    with caplog.at_level(logging.WARNING):
+        cf = CAVFitter(n_repeats=1, cv=0, random_state=0).fit(Z, L, ["ok", "few", "allpos", "allneg", "unused"])
+    assert cf.concept_names_ == ["ok"]
+    assert "fewer than min_positives" in cf.dropped_["few"]
+    assert "positive" in cf.dropped_["allpos"] and "negative" in cf.dropped_["allneg"]
+    assert set(cf.dropped_) == {"few", "allpos", "allneg", "unused"}
+    assert "dropping concept 'few'" in caplog.text
+
+
+def test_duplicate_concepts_are_dropped():
+    Z, labels, _ = planted(M=1)
+    L = np.column_stack([labels[:, 0], labels[:, 0]])
+    cf = CAVFitter(fitter="mean_difference", n_repeats=1, subsample=1.0, cv=0).fit(Z, L, ["x", "x_again"])
+    assert cf.concept_names_ == ["x"] and "duplicates" in cf.dropped_["x_again"]
+
+
+def test_bad_input_errors():
+    Z, labels, _ = planted()
+    with pytest.raises(InvalidInputError, match="no concept could be fitted"):
+        CAVFitter().fit(Z, np.ones((len(Z), 1)))
+    with pytest.raises(InvalidInputError, match="shape"):
+        CAVFitter().fit(Z, labels[:10])
+    with pytest.raises(InvalidInputError, match="binary concept labels"):
+        CAVFitter().fit(Z, labels * 3)
+    with pytest.raises(InvalidInputError, match="NaN"):
+        CAVFitter().fit(np.full_like(Z, np.nan), labels)
+    with pytest.raises(InvalidInputError, match="unknown CAV fitter"):
+        CAVFitter(fitter="forest").fit(Z, labels)
+    with pytest.raises(InvalidInputError, match="names"):
+        CAVFitter().fit(Z, labels, ["a"])
+    with pytest.raises(InvalidInputError, match="cv"):
+        CAVFitter(cv=1).fit(Z, labels)
+
+
+def test_best_threshold_matches_brute_force():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        s = rng.integers(0, 6, size=20).astype(float)
+        y = rng.integers(0, 2, size=20)
+        t = _best_threshold(s, y)
+        acc = np.mean((s > t) == (y == 1))
+        cands = np.concatenate([[s.min() - 1], np.unique(s)])
+        brute = max(np.mean((s > c) == (y == 1)) for c in cands)
+        assert acc == pytest.approx(brute)
+
+
+def test_build_fitter_accepts_instances():
+    f = build_fitter("svm", C=0.5)
+    assert build_fitter(f) is f and f.C == 0.5

@@ -1,0 +1,257 @@
+"""SpEx-Clique / SpEx-kNN / SpEx-Graph: fast sweeps vs a brute-force Algorithm 1, examples, bad input."""
+
+import heapq
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings, strategies as st
+from sklearn.datasets import load_iris, make_blobs
+from sklearn.metrics import adjusted_rand_score
+
+from pipeline.trees import CART, SpExClique, SpExGraph, SpExKNN
+from pipeline.trees._column_order import ColumnOrder
+from pipeline.trees.graphs import knn_graph
+from pipeline.trees.tree import ExplanationTree
+from pipeline.validation import InvalidInputError
+
+
+# ---------------------------------------------------------------- brute force
+def bf_psi(W, S):
+    vol = W[S].sum()
+    return 0.0 if vol == 0 else W[np.ix_(S, ~S)].sum() / vol
+
+
+def bf_best_cut(X, W, members, priority):
+    """Every coordinate cut of the node scored from scratch on the dense adjacency."""
+    best = (np.inf, None, None)
+    for j in np.argsort(priority):  # visiting features in priority order: strict < keeps the first
+        values = np.unique(X[members, j])
+        for t in values[:-1]:
+            S = members & (X[:, j] <= t)
+            score = bf_psi(W, S) + bf_psi(W, members & ~S)
+            if score < best[0]:
+                best = (score, j, t)
+    return best
+
+
+def bf_spex(X, W, n_leaves, priority=None):
+    """Algorithm 1 with the dense adjacency W; same tie rules as the fast implementation."""
+    n, d = X.shape
+    priority = np.arange(d) if priority is None else priority
+    tree = ExplanationTree(d)
+    heap, counter = [], 0
+
+    def push(node, members):
+        nonlocal counter
+        score, j, t = bf_best_cut(X, W, members, priority)
+        leaf_score = bf_psi(W, members) - score if j is not None else -np.inf
+        heapq.heappush(heap, (-leaf_score, counter, node, members, j, t))
+        counter += 1
+
+    push(0, np.ones(n, dtype=bool))
+    while tree.n_leaves < n_leaves:
+        _, _, node, members, j, t = heapq.heappop(heap)
+        assert j is not None, "brute force ran out of splittable leaves"
+        left, right = tree.split(node, j, t)
+        push(left, members & (X[:, j] <= t))
+        push(right, members & (X[:, j] > t))
+    return tree
+
+
+def clique_adjacency(y):
+    W = (y[:, None] == y[None, :]).astype(float)
+    np.fill_diagonal(W, 0.0)
+    return W
+
+
+def same_structure(a: ExplanationTree, b: ExplanationTree):
+    np.testing.assert_array_equal(a.feature, b.feature)
+    np.testing.assert_array_equal(np.nan_to_num(a.threshold, nan=-7), np.nan_to_num(b.threshold, nan=-7))
+    np.testing.assert_array_equal(a.children_left, b.children_left)
+
+
+small_data = st.integers(3, 14).flatmap(lambda n: st.tuples(
+    st.lists(st.lists(st.integers(0, 4), min_size=3, max_size=3), min_size=n, max_size=n),
+    st.lists(st.integers(0, 2), min_size=n, max_size=n),
+    st.integers(1, 3),
+    st.integers(1, 5),
+    st.sampled_from([None, 0, 1]),
+))
+
+
+# --------------------------------------------------------- exact vs brute force
+@settings(max_examples=150, deadline=None)
+@given(small_data)
+def test_clique_matches_brute_force(case):
+    rows, labels, d, n_leaves, seed = case
+    X = np.array(rows, dtype=float)[:, :d]
+    y = np.array(labels)
+    n_distinct = np.unique(X, axis=0).shape[0]
+    if np.unique(y).size < 2:
+        with pytest.raises(InvalidInputError, match="at least 2"):
+            SpExClique(n_leaves=n_leaves).fit(X, y)
+        return
+    if n_leaves > n_distinct:
+        with pytest.raises(InvalidInputError, match="distinct"):
+            SpExClique(n_leaves=n_leaves, random_state=seed).fit(X, y)
+        return
+    est = SpExClique(n_leaves=n_leaves, random_state=seed).fit(X, y)
+    from pipeline.trees._column_order import feature_priority
+
+    ref = bf_spex(X, clique_adjacency(y), n_leaves, feature_priority(d, seed))
+    same_structure(est.tree_, ref)
+    assert est.tree_.n_leaves == n_leaves
+
+
+@settings(max_examples=150, deadline=None)
+@given(small_data, st.data())
+def test_graph_matches_brute_force(case, data):
+    rows, _, d, n_leaves, seed = case
+    X = np.array(rows, dtype=float)[:, :d]
+    n = X.shape[0]
+    # integer weights (0..3, some self-loops, some isolated points) keep every sum exact
+    upper = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n * n, max_size=n * n))).reshape(n, n)
+    W = np.triu(upper, 1).astype(float)
+    W = W + W.T + np.diag(np.diag(upper) * (np.arange(n) % 3 == 0))
+    n_distinct = np.unique(X, axis=0).shape[0]
+    if n_leaves > n_distinct:
+        with pytest.raises(InvalidInputError):
+            SpExGraph(n_leaves=n_leaves).fit(X, sp.csr_matrix(W))
+        return
+    est = SpExGraph(n_leaves=n_leaves, random_state=seed).fit(X, sp.csr_matrix(W))
+    from pipeline.trees._column_order import feature_priority
+
+    ref = bf_spex(X, W, n_leaves, feature_priority(d, seed))
+    same_structure(est.tree_, ref)
+    assert sorted(np.unique(est.predict(X))) == list(range(n_leaves))
+
+
+def test_graph_float_weights_close_to_brute_force():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 3))
+    W = rng.random((40, 40)) * (rng.random((40, 40)) < 0.2)
+    W = W + W.T
+    est = SpExGraph(n_leaves=4).fit(X, W)
+    ref = bf_spex(X, W, 4)
+    same_structure(est.tree_, ref)
+
+
+def test_clique_graph_equals_spexgraph_on_materialised_clique():
+    X, y = make_blobs(n_samples=300, n_features=4, centers=5, cluster_std=3.0, random_state=1)
+    a = SpExClique(n_leaves=7).fit(X, y)
+    b = SpExGraph(n_leaves=7).fit(X, sp.csr_matrix(clique_adjacency(y)), y=y)
+    same_structure(a.tree_, b.tree_)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+
+
+@pytest.mark.parametrize("n,d", [(5, 1), (1000, 3), (70000, 2)])
+def test_column_order_is_stable_argsort(n, d):
+    rng = np.random.default_rng(n)
+    X = rng.normal(size=(n, d))
+    X[: n // 3, 0] = np.round(X[: n // 3, 0], 1)  # ties
+    X[n // 3: n // 2, -1] = -0.0
+    X[n // 2: n // 2 + 3, -1] = 0.0
+    if n > 10:
+        X[5, 0] = np.nextafter(X[6, 0], np.inf)  # values that collide in the packed key
+    co = ColumnOrder.from_matrix(X)
+    for j in range(d):
+        np.testing.assert_array_equal(co.order[j], np.argsort(X[:, j] + 0.0, kind="stable"))
+        v = (X[:, j] + 0.0)[co.order[j]]
+        valid = co.valid_cuts(j, j + 1)
+        expect = v[1:] != v[:-1]
+        np.testing.assert_array_equal(np.ones_like(expect) if valid is None else valid[0], expect)
+
+
+# ------------------------------------------------------------------ behaviour
+def moshkovitz_example(n_top=50, n_bottom=200, seed=0):
+    """Figure 2 (right): a wide top cluster above two bottom clusters side by side."""
+    rng = np.random.default_rng(seed)
+    top = np.c_[rng.uniform(0, 10, n_top), rng.uniform(9, 10, n_top)]
+    left = np.c_[rng.uniform(0, 4.5, n_bottom), rng.uniform(0, 1, n_bottom)]
+    right = np.c_[rng.uniform(5.5, 10, n_bottom), rng.uniform(0, 1, n_bottom)]
+    return np.vstack([top, left, right]), np.repeat([0, 1, 2], [n_top, n_bottom, n_bottom])
+
+
+def test_figure2_spex_clique_error_free_where_cart_fails():
+    X, y = moshkovitz_example()
+    spex = SpExClique().fit(X, y)
+    assert spex.tree_.feature[0] == 1  # horizontal cut first
+    assert np.array_equal(spex.predict(X), y)
+    cart = CART(n_leaves=3).fit(X, y)
+    assert cart.tree_.feature[0] == 0  # CART's Gini gain prefers the vertical cut
+    assert np.mean(cart.predict(X) != y) > 0.04
+
+
+def test_spex_recovers_blobs_and_noise_is_ignored():
+    X, y = make_blobs(n_samples=600, n_features=5, centers=4, cluster_std=0.5, random_state=2)
+    noisy = y.copy()
+    noisy[::10] = -1
+    est = SpExClique(random_state=0).fit(X, noisy)
+    assert est.tree_.n_leaves == 4 and set(est.classes_) == {0, 1, 2, 3}
+    assert adjusted_rand_score(y, est.predict(X)) == 1.0
+    assert est.predict(X).dtype == np.int64
+
+
+def test_spex_knn_on_iris_and_leaf_indices():
+    X, y = load_iris(return_X_y=True)
+    est = SpExKNN(n_leaves=3).fit(X)
+    pred = est.predict(X)
+    assert set(pred) == {0, 1, 2}
+    assert adjusted_rand_score(y, pred) > 0.4
+    assert est.graph_.shape == (150, 150)
+    labelled = SpExKNN().fit(X, y)
+    assert set(labelled.predict(X)) <= {0, 1, 2} and labelled.tree_.n_leaves == 3
+
+
+def test_knn_graph_symmetric_sum():
+    X = np.random.default_rng(0).normal(size=(60, 4))
+    A = knn_graph(X, 5)
+    assert (A != A.T).nnz == 0 and A.diagonal().sum() == 0
+    assert set(np.unique(A.data)) <= {1.0, 2.0}
+    assert np.all(np.asarray((A > 0).sum(axis=1)).ravel() >= 5)
+
+
+def test_more_leaves_than_clusters_and_seeded_ties():
+    X, y = make_blobs(n_samples=200, n_features=3, centers=3, random_state=0)
+    est = SpExClique(n_leaves=6).fit(X, y)
+    assert est.tree_.n_leaves == 6
+    # duplicated columns tie exactly: the seed decides which copy is used, reproducibly
+    X2 = np.repeat(X, 4, axis=1)
+    used = {tuple(SpExClique(random_state=s).fit(X2, y).tree_.features_used) for s in range(6)}
+    assert len(used) > 1
+    assert SpExClique(random_state=3).fit(X2, y).tree_ == SpExClique(random_state=3).fit(X2, y).tree_
+
+
+# ------------------------------------------------------------------ bad input
+def test_bad_inputs():
+    X, y = make_blobs(n_samples=50, n_features=3, centers=3, random_state=0)
+    with pytest.raises(InvalidInputError, match="shape"):
+        SpExGraph(n_leaves=2).fit(X, sp.eye(49))
+    W = knn_graph(X, 3).toarray()
+    W[0, 1] = W[1, 0] = -1
+    with pytest.raises(InvalidInputError, match="negative"):
+        SpExGraph(n_leaves=2).fit(X, W)
+    W[0, 1] = W[1, 0] = np.nan
+    with pytest.raises(InvalidInputError, match="NaN"):
+        SpExGraph(n_leaves=2).fit(X, W)
+    W = np.zeros((50, 50))
+    W[0, 1] = 1
+    with pytest.raises(InvalidInputError, match="symmetric"):
+        SpExGraph(n_leaves=2).fit(X, W)
+    with pytest.raises(InvalidInputError, match="n_leaves is required"):
+        SpExGraph().fit(X, W + W.T)
+    with pytest.raises(InvalidInputError, match="at least 2"):
+        SpExClique().fit(X, np.zeros(50, dtype=int))
+    Xbad = X.copy()
+    Xbad[3, 1] = np.inf
+    with pytest.raises(InvalidInputError, match="NaN or infinite"):
+        SpExClique().fit(Xbad, y)
+    with pytest.raises(InvalidInputError, match="exceeds"):
+        SpExClique(n_leaves=51).fit(X, y)
+    with pytest.raises(InvalidInputError, match="identical points"):
+        SpExClique(n_leaves=4).fit(np.repeat([[0.0, 1.0], [2.0, 3.0], [4.0, 4.0]], 5, axis=0), np.repeat([0, 1, 2], 5))
+    with pytest.raises(InvalidInputError, match="feature_names"):
+        SpExClique().fit(X, y, feature_names=["a"])
+    with pytest.raises(InvalidInputError, match="n_neighbors"):
+        SpExKNN(n_leaves=2, n_neighbors=50).fit(X)
