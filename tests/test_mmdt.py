@@ -311,3 +311,15 @@ def test_singular_covariance_gives_finite_concept_sigma():
         cm = ConceptMMDT(np.eye(2)).fit_mixture([[0, 0], [0, 1]], cov)
     assert np.all(cm.concept_sigma_ > 0)
     assert cm.tree_.feature[0] == 1
+
+
+def test_docs_example_runs():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "mmdt.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    namespace = {}
+    exec(compile(code, "docs/mmdt.md", "exec"), namespace)
+    assert namespace["tree"].tree_.n_leaves == 3
+    assert namespace["cm"].tree_.feature_names == ["stripes", "roundness"]

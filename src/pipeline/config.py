@@ -107,6 +107,7 @@ class StudyRunConfig:
 
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     clustering: Optional[ClusteringConfig] = None
+    explainers: Optional[List[str]] = None  # subset of the `explainer` rows for this run (None: all)
 
 
 @dataclass
@@ -144,6 +145,7 @@ class Config:
     report: ReportConfig = field(default_factory=ReportConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     seed: int = 0
+    threads: Optional[int] = 1  # BLAS/OpenMP threads per run (threadpoolctl); null = library default
     task_name: str = "pipeline"
 
 

@@ -175,6 +175,21 @@ EXPLAINERS: dict[str, ExplainerSpec] = {
 }
 
 
+class _TAOSpec(ExplainerSpec):
+    """TAO takes ``n_clusters`` (from the clustering) and ``depth`` (default: ceil(log2 K)) instead of n_leaves."""
+
+    def build(self, n_leaves, random_state, params, inputs):
+        from pipeline.trees import TAO
+
+        params = dict(params)
+        if params.get("depth") is None:
+            params["depth"] = max(1, int(np.ceil(np.log2(inputs.n_clusters))))
+        return TAO(n_clusters=inputs.n_clusters, random_state=random_state, **params)
+
+
+EXPLAINERS["tao"] = _TAOSpec("pipeline.trees:TAO", frozenset({"labels"}), _fit_centers, _predict_x, False)
+
+
 def register_explainer(name: str, spec: ExplainerSpec) -> None:
     """Add (or replace) the explainer ``name``."""
     EXPLAINERS[name] = spec

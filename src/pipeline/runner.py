@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
+from threadpoolctl import threadpool_limits
 
 from pipeline.cache import StageCache
 from pipeline.explainers import HOW_TO_PROVIDE, get_spec
+from pipeline.report.concept_run import report_concepts
 from pipeline.report.summary import summary_text
 from pipeline.report.tables import results_frame
 from pipeline.report.writer import write_status, write_tables, write_trees
@@ -116,6 +118,8 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
         title = (f"{load['name']} ({len(ref['labels'])} samples) | encoder={cfg['encoder']['name']} | "
                  f"reference={ref['method']}" + (" [chosen using labels]" if ref.get("uses_labels") else ""))
         print(summary_text(title, df, fits, cfg["report"]["max_rules"]))
+    if cfg["concepts"]["name"] != "none":  # Table-2 row, CAV table, files for the notebook (issue 6)
+        report_concepts(cfg, done, df, out_dir, summary and cfg["report"]["summary"])
     print(f"results written to {csv}")
     return df
 
@@ -128,6 +132,12 @@ def run_study(cfg: dict, cache: StageCache, out_dir: Path) -> pd.DataFrame:
         sub["dataset"] = spec["dataset"]
         if spec.get("clustering"):
             sub["clustering"] = spec["clustering"]
+        if spec.get("explainers") is not None:
+            unknown = sorted(set(spec["explainers"]) - set(cfg["explainer"]))
+            if unknown:
+                raise InvalidInputError(f"study run {name!r} lists explainers {unknown} that are not in the explainer "
+                                        f"config {sorted(cfg['explainer'])}.")
+            sub["explainer"] = {row: cfg["explainer"][row] for row in spec["explainers"]}
         log.info("study %s: run %s", cfg["study"]["name"], name)
         df = run_single(sub, cache, out_dir / name, keep_going=True, summary=False)
         df.insert(0, "run", name)
@@ -152,10 +162,11 @@ def run(cfg: DictConfig | dict) -> pd.DataFrame:
     start = time.time()
     write_status(out_dir, {"status": "running", "started": start})
     try:
-        if plain["study"]["runs"]:
-            df = run_study(plain, cache, out_dir)
-        else:
-            df = run_single(plain, cache, out_dir)
+        with threadpool_limits(limits=plain.get("threads")):
+            if plain["study"]["runs"]:
+                df = run_study(plain, cache, out_dir)
+            else:
+                df = run_single(plain, cache, out_dir)
     except BaseException as exc:
         write_status(out_dir, {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
                                "traceback": traceback.format_exc(), "seconds": time.time() - start})

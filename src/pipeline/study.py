@@ -28,6 +28,9 @@ def compare_with_published(ours: pd.DataFrame, published: list[dict]) -> pd.Data
     for m in metrics:
         order += [c for c in (m, f"{m}_paper") if c in merged.columns]
     order += [c for c in merged.columns if c not in order]
-    run_order = {r: i for i, r in enumerate(dict.fromkeys(list(ours["run"]) + list(pub["run"])))}
-    merged = merged[order].sort_values("run", key=lambda s: s.map(run_order), kind="stable")
-    return merged.reset_index(drop=True)
+    # Keep our row order (reference first within each run); paper-only rows go after.
+    position = {key: i for i, key in enumerate(zip(ours["run"], ours["explainer"]))}
+    position.update({key: len(position) + i for i, key in enumerate(zip(pub["run"], pub["explainer"]))
+                     if key not in position})
+    rank = [position[key] for key in zip(merged["run"], merged["explainer"])]
+    return merged[order].iloc[sorted(range(len(merged)), key=rank.__getitem__)].reset_index(drop=True)

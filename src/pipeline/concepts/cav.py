@@ -237,8 +237,14 @@ class CAVFitter(BaseEstimator):
         for _ in range(int(self.n_repeats)):
             idx = self._draw(y, fitter.continuous, rng)
             Zs, ys = Z[idx].astype(np.float64), y[idx]
+            if fitter.standardize:  # w·((z - m) / sd) = (w / sd)·z - const: same rule, scaled direction
+                scale = Zs.std(axis=0)
+                scale[scale == 0] = 1.0
+                Zs = (Zs - Zs.mean(axis=0)) / scale
             seed = int(rng.integers(2**31 - 1))
             w = np.asarray(fitter.direction(Zs, ys, seed), dtype=np.float64)
+            if fitter.standardize:
+                w = w / scale
             norm = np.linalg.norm(w)
             dirs.append(w / norm if norm > 0 else w)
             scores.append(self._heldout(fitter, Zs, ys, seed))

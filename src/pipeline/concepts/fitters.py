@@ -34,6 +34,9 @@ class Fitter:
     """
 
     continuous = False
+    #: Fit on standardised latents and map the direction back (w / scale); for iterative
+    #: solvers whose convergence depends on feature scales. Sign and rule are unchanged.
+    standardize = False
 
     def direction(self, Z: np.ndarray, y: np.ndarray, random_state: int) -> np.ndarray:
         """Weight vector of shape (d,) with ``w · z`` increasing with the concept.
@@ -59,6 +62,8 @@ class Fitter:
 class LogisticFitter(Fitter):
     """L2-regularised logistic regression (the TCAV default)."""
 
+    standardize = True
+
     def __init__(self, C: float = 1.0, max_iter: int = 500):
         self.C, self.max_iter = C, max_iter
 
@@ -70,6 +75,8 @@ class LogisticFitter(Fitter):
 class LinearSVMFitter(Fitter):
     """Linear support-vector machine (hinge loss)."""
 
+    standardize = True
+
     def __init__(self, C: float = 1.0, max_iter: int = 5000):
         self.C, self.max_iter = C, max_iter
 
@@ -80,6 +87,8 @@ class LinearSVMFitter(Fitter):
 
 class SGDFitter(Fitter):
     """Linear classifier trained by SGD (what the TCAV reference code uses)."""
+
+    standardize = True
 
     def __init__(self, alpha: float = 1e-3, loss: str = "hinge", max_iter: int = 1000):
         self.alpha, self.loss, self.max_iter = alpha, loss, max_iter

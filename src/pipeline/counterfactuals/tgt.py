@@ -163,7 +163,7 @@ class TGT(BaseEstimator):
         self.x_means_ = np.stack([X[groups == g].mean(axis=0) for g in labels])
         self.r_means_ = np.stack([encode(self.encoder, X[groups == g]).mean(axis=0) for g in labels])
         basis, curve = self._optimise(rng)
-        self.deltas_ = basis[1:]
+        self.deltas_ = basis[1:].numpy()
         self.loss_curve_ = np.asarray(curve)
         self.n_iter_ = len(curve)
         self.converged_ = self.n_iter_ < self.n_iter
@@ -177,28 +177,27 @@ class TGT(BaseEstimator):
         dtype = encoder_dtype(self.encoder)
         x_means = torch.as_tensor(self.x_means_, dtype=dtype)
         r_means = torch.as_tensor(self.r_means_, dtype=dtype)
-        basis = np.zeros((n_groups, dim))
-        best_basis, best, best_step, ema = basis.copy(), np.inf, 0, None
+        basis = torch.zeros((n_groups, dim), dtype=torch.float64)
+        best_basis, best, best_step, ema = basis.clone(), np.inf, 0, None
         curve: list[float] = []
         a = b = 0
         with eval_mode(self.encoder):
             for step in range(self.n_iter):
                 if step % self.consecutive_steps == 0:
-                    a, b = rng.choice(n_groups, size=2, replace=False)
-                delta = torch.tensor(basis[b] - basis[a], dtype=dtype, requires_grad=True)
+                    a, b = (int(v) for v in rng.choice(n_groups, size=2, replace=False))
+                delta = (basis[b] - basis[a]).to(dtype).requires_grad_(True)
                 rep = self.encoder((x_means[a] + delta).unsqueeze(0))[0]
                 loss = ((rep - r_means[b]) ** 2).sum() + self.l1 * delta.abs().sum()
                 (grad,) = torch.autograd.grad(loss, delta)
-                grad = np.clip(grad.double().numpy(), -self.clip, self.clip)
+                step_vec = self.learning_rate * grad.to(torch.float64).clamp_(-self.clip, self.clip)
                 # Algorithm 3: split the gradient of delta_{a->b} = basis[b] - basis[a].
                 if a == 0:
-                    basis[b] -= self.learning_rate * grad
+                    basis[b] -= step_vec
                 elif b == 0:
-                    basis[a] += self.learning_rate * grad
+                    basis[a] += step_vec
                 else:
-                    basis[b] -= 0.5 * self.learning_rate * grad
-                    basis[a] += 0.5 * self.learning_rate * grad
-                basis[0] = 0.0
+                    basis[b] -= 0.5 * step_vec
+                    basis[a] += 0.5 * step_vec
                 value = float(loss.detach())
                 if not np.isfinite(value):
                     raise InvalidInputError(
@@ -207,7 +206,7 @@ class TGT(BaseEstimator):
                 ema = value if ema is None else self.discount * ema + (1 - self.discount) * value
                 curve.append(ema)
                 if ema < best - self.tol * abs(best) or best == np.inf:
-                    best, best_step, best_basis = ema, step, basis.copy()
+                    best, best_step, best_basis = ema, step, basis.clone()
                 elif step - best_step > self.patience and step >= self.patience:
                     break
         return best_basis, curve

@@ -124,10 +124,10 @@ class TorchEncoder(Encoder):
             run["collapsed"] = self._collapsed()
             runs.append((run, self._snapshot()))
             logger.info("%s: seed %d finished: %s", self.name, seed, run)
-        best = int(np.nanargmin([r["loss"] for r, _ in runs]))
+        losses = np.array([r["loss"] for r, _ in runs])
+        best = int(np.argmin(np.where(np.isfinite(losses), losses, np.inf)))
         self._load_snapshot(runs[best][1])
         self.seed_report_ = [r for r, _ in runs]
-        losses = np.array([r["loss"] for r in self.seed_report_])
         self.metrics_ = {"loss": float(losses[best]), "seed": self.seed_, "n_seeds": len(runs),
                          "loss_spread": float(losses.max() - losses.min()), "collapsed": self._collapsed()}
         if y is not None:

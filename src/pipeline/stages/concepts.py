@@ -42,7 +42,9 @@ def _builder(name: str) -> Callable:
 def _config(cfg: dict) -> dict:
     if cfg["concepts"]["name"] == "none":
         return {"concepts": "none"}
-    return {"concepts": cfg["concepts"], "cav": cfg["cav"], "seed": cfg["seed"]}
+    # Concept selection runs in the project stage (pipeline.stages.cavs), so it is not part of this key.
+    params = {k: v for k, v in (cfg["concepts"].get("params") or {}).items() if k not in ("select", "select_tol")}
+    return {"concepts": {**cfg["concepts"], "params": params}, "cav": cfg["cav"], "seed": cfg["seed"]}
 
 
 def _compute(cfg: dict, load: dict, encode: dict) -> dict:
@@ -62,3 +64,9 @@ def _compute(cfg: dict, load: dict, encode: dict) -> dict:
 
 
 CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute)
+
+
+# Every concepts/<name>.yaml is a concepts=<name> choice (pipeline.stages.cavs, docs/concepts.md).
+from pipeline.stages.cavs import register_concept_files  # noqa: E402
+
+register_concept_files()

@@ -10,14 +10,17 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.stages.base import Stage
+from pipeline.stages.cavs import select_for_reference
 
 
 def _config(cfg: dict) -> dict:
-    return {}
+    params = cfg["concepts"].get("params") or {}
+    return {k: params[k] for k in ("select", "select_tol") if params.get(k) is not None}
 
 
 def _compute(cfg: dict, encode: dict, cluster: dict, concepts: dict) -> dict:
     Z = encode["Z"]
+    concepts = select_for_reference(cfg, concepts, cluster, Z)  # concepts.params.select (off by default)
     mixture = [cluster.get(k) for k in ("weights", "means", "covariances")]
     out = {"latent_names": encode["latent_names"], "latent_X": Z}
     if not concepts:
@@ -26,6 +29,8 @@ def _compute(cfg: dict, encode: dict, cluster: dict, concepts: dict) -> dict:
         out["latent_mixture"] = out["mixture"]
         return out
     C = concepts["cavs"]
+    if concepts.get("selection"):
+        out["selection"] = concepts["selection"]
     out.update(X=(Z @ C.T), feature_names=concepts["concept_names"], cavs=C, concept_names=concepts["concept_names"])
     out["centers"] = None if cluster.get("centers") is None else cluster["centers"] @ C.T
     if mixture[1] is not None:

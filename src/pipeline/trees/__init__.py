@@ -8,3 +8,6 @@ from pipeline.trees.spex import SpExClique, SpExGraph, SpExKNN
 __all__ = ["ExplanationTree", "Rule", "Condition"]
 __all__ += ["MMDT", "RandomizedMMDT", "ConceptMMDT", "CART", "tree_from_sklearn"]
 __all__ += ["SpExClique", "SpExKNN", "SpExGraph"]
+from pipeline.trees.tao import TAO
+
+__all__ += ["TAO"]

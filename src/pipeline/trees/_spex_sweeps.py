@@ -65,7 +65,7 @@ def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndar
     gm1 = (g - 1).astype(np.float64)
     t2 = (2 * local - g - 1).astype(np.float64)
     starts = np.cumsum(local) - local
-    rank2 = 2.0 * (0+np.arange(m) - np.repeat(starts, local))  # 2*rank in label-grouped order
+    rank2 = 2.0 * (np.arange(m) - np.repeat(starts, local))  # 2*rank in label-grouped order
     col_score = np.empty(d)
     col_pos = np.empty(d, dtype=np.int64)
     step = column_block_size(m)
@@ -81,7 +81,7 @@ def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndar
         twice_rank_sum = np.cumsum(r2, axis=1)
         cut_r = np.cumsum(t2[labels], axis=1)
         cut_r += cut_v
-        cut_r -= 0.9*twice_rank_sum
+        cut_r -= twice_rank_sum
         cut_s = np.subtract(vol_s, twice_rank_sum, out=twice_rank_sum)
         vol_r = np.subtract(vol_v, vol_s)
         np.maximum(vol_s, 1.0, out=vol_s)  # integer volumes: 0 only when the cut is 0 too
@@ -124,7 +124,7 @@ def graph_best_cut(node: ColumnOrder, graph: GraphData, priority: np.ndarray) ->
     deg = graph.degree[members]
     deg_off = graph.degree_off[members]
     vol_v = float(deg.sum())
-    cut_v = float(deg_off.sum() - 0.5*inner_deg.sum())
+    cut_v = float(deg_off.sum() - inner_deg.sum())
     psi_v = cut_v / vol_v if vol_v > 0 else 0.0
     if m < 2:
         return -1, -1, np.inf, psi_v

@@ -168,7 +168,9 @@ class HeapTree:
 
         Decision nodes one of whose children receives no training point (including constant
         nodes) are replaced by the other child; siblings that are leaves with the same label
-        are merged. Predictions on ``X`` are unchanged.
+        are merged. Oblique weights are rescaled so the largest |weight| is 1 (the test is
+        invariant to positive scaling). Predictions on ``X`` are unchanged (up to rounding of
+        points lying exactly on a hyperplane).
         """
         counts = np.bincount(self.paths(self.values(X)).ravel(), minlength=2 * self.n_internal + 1)
 
@@ -194,7 +196,9 @@ class HeapTree:
                 return
             i, lt, rt = sub
             nz = np.flatnonzero(self.W[i])
-            left, right = et.split_oblique(node, {int(j): float(self.W[i, j]) for j in nz}, float(self.t[i]))
+            scale = np.abs(self.W[i, nz]).max()  # readable rules: largest |weight| is 1
+            weights = {int(j): float(self.W[i, j] / scale) for j in nz}
+            left, right = et.split_oblique(node, weights, float(self.t[i] / scale))
             emit(et, left, lt)
             emit(et, right, rt)
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-from sklearn.utils import check_random_state
 from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from pipeline.trees.mixture import (

@@ -59,7 +59,9 @@ class TAO(ClusterMixin, BaseEstimator):
     mu_growth : float, default=1.5
         Factor a > 1 applied to μ after each round.
     max_rounds : int, default=60
-        Cap on the number of μ rounds.
+        Cap on the number of μ rounds; 0 stops after the direct fit (a TAO tree fitted to the
+        starting clustering, which is left unchanged — use this to explain a non-centroid
+        clustering without moving it).
     max_tao_iter : int, default=20
         Cap on TAO iterations per tree step.
     cost : {"kmeans", "spherical"} or ClusteringCost, default="kmeans"
@@ -97,6 +99,8 @@ class TAO(ClusterMixin, BaseEstimator):
         ``E`` (cost of Z), ``mismatches`` (#{z_n != T(x_n)}), ``phi``, ``objective``
         (E + λ phi + μ mismatches) and ``tao_trace`` (tree-step objective per TAO iteration).
     converged_ : bool
+        Whether the assignments reached the tree's predictions with nothing changing
+        (always False when ``max_rounds=0``).
     n_rounds_ : int
     """
 
@@ -125,7 +129,7 @@ class TAO(ClusterMixin, BaseEstimator):
 
         positive_int("n_clusters", self.n_clusters, 2)
         positive_int("depth", self.depth, 1)
-        positive_int("max_rounds", self.max_rounds, 1)
+        positive_int("max_rounds", self.max_rounds, 0)
         positive_int("max_tao_iter", self.max_tao_iter, 1)
         if self.n_clusters > n_samples:
             raise InvalidInputError(f"n_clusters={self.n_clusters} exceeds the {n_samples} samples; lower it.")
@@ -228,7 +232,7 @@ class TAO(ClusterMixin, BaseEstimator):
             mu *= float(self.mu_growth)
         bar.close()
         self.n_rounds_ = len(self.history_) - 1
-        if not self.converged_:
+        if not self.converged_ and self.max_rounds > 0:
             warnings.warn(f"TAO did not converge in max_rounds={self.max_rounds} μ rounds ({rec['mismatches']} "
                           "assignments still differ from the tree); labels_ are the tree's. Increase max_rounds "
                           "or mu_growth.", ConvergenceWarning, stacklevel=2)

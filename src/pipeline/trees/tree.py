@@ -259,30 +259,38 @@ class ExplanationTree:
 
     # -------------------------------------------------------------- prediction
     def apply(self, X) -> np.ndarray:
-        """Leaf id for each row of X, shape (n_samples,). Vectorised over samples."""
+        """Leaf id for each row of X, shape (n_samples,). Vectorised over samples.
+
+        Rows are partitioned node by node: each internal node gathers and compares only the
+        rows that reach it, so the cost is O(n_samples * depth) numpy work plus O(n_nodes)
+        Python steps.
+        """
         X = check_matrix(X, "X", min_rows=0)
         check_n_features(X, self.n_features)
-        feature, threshold, left, right, _ = self._as_arrays()
-        node = np.zeros(X.shape[0], dtype=np.int64)
-        active = np.arange(X.shape[0])
-        while active.size:
-            nd = node[active]
-            internal = feature[nd] != LEAF
-            active, nd = active[internal], nd[internal]
-            if not active.size:
-                break
-            feat = feature[nd]
-            values = np.empty(active.size)
-            axis = feat >= 0
-            values[axis] = X[active[axis], feat[axis]]
-            if not axis.all():
-                for o in np.unique(nd[~axis]):
-                    sel = nd == o
-                    cols = np.fromiter(self._weights[o].keys(), dtype=np.int64)
-                    w = np.fromiter(self._weights[o].values(), dtype=np.float64)
-                    values[sel] = X[np.ix_(active[sel], cols)] @ w
-            node[active] = np.where(values <= threshold[nd], left[nd], right[nd])
-        return node
+        out = np.zeros(X.shape[0], dtype=np.int64)
+        stack = [(0, None)]  # (node, indices of the rows that reach it; None = all rows)
+        while stack:
+            n, rows = stack.pop()
+            f = self._feature[n]
+            if f == LEAF:
+                out[slice(None) if rows is None else rows] = n
+                continue
+            if rows is not None and rows.size == 0:
+                continue
+            if f == OBLIQUE:
+                cols = np.fromiter(self._weights[n].keys(), dtype=np.int64)
+                w = np.fromiter(self._weights[n].values(), dtype=np.float64)
+                values = (X[:, cols] if rows is None else X[np.ix_(rows, cols)]) @ w
+            else:
+                values = X[:, f] if rows is None else X[rows, f]
+            go_left = values <= self._threshold[n]
+            if rows is None:
+                left_rows, right_rows = np.flatnonzero(go_left), np.flatnonzero(~go_left)
+            else:
+                left_rows, right_rows = rows[go_left], rows[~go_left]
+            stack.append((self._right[n], right_rows))
+            stack.append((self._left[n], left_rows))
+        return out
 
     def predict(self, X) -> np.ndarray:
         """Cluster id of the leaf each row of X falls in, shape (n_samples,), dtype int64."""

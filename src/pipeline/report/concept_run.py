@@ -1,0 +1,125 @@
+"""Concept runs: the Table-2 row, the CAV table, and the files a notebook opens.
+
+A run with ``concepts != none`` additionally writes ``<run>/concepts/`` (via
+:func:`write_concept_run`): ``run.npz`` (concept coordinates, reference and true labels,
+thumbnails) and ``run.json`` (concept names, CAV summary, Table-2 row, selection, texts).
+:func:`load_concept_run` reads them back for ``notebooks/inspect_concept_tree.ipynb``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pipeline.report.writer import atomic_write
+from pipeline.trees.tree import ExplanationTree
+
+MAX_THUMBNAILS = 20_000  # images kept for leaf thumbnails (digits / MNIST sized)
+
+
+def _first(df: pd.DataFrame, methods) -> pd.Series | None:
+    rows = df[df["method"].isin(methods)]
+    return None if rows.empty else rows.iloc[0]
+
+
+def table2_row(df: pd.DataFrame, *, dataset: str, n_samples: int, n_cavs: int, model: str) -> pd.DataFrame:
+    """One row shaped like the MMDT paper's Table 2 from a run's results table.
+
+    Columns: dataset, samples, CAVs, K, model, base ARI (reference vs ground truth),
+    MMDT ARI, CART ARI, MMDT time (s), CART time (s).
+    """
+    ref = df[df["explainer"] == "reference"].iloc[0]
+    mmdt = _first(df, ["concept_mmdt", "mmdt"])
+    cart = _first(df, ["cart"])
+
+    def get(row, col):
+        return math.nan if row is None else float(row[col])
+
+    return pd.DataFrame([{
+        "dataset": dataset, "samples": int(n_samples), "CAVs": int(n_cavs), "K": int(ref["n_leaves"]),
+        "model": model, "base ARI": float(ref["ari"]), "MMDT ARI": get(mmdt, "ari"), "CART ARI": get(cart, "ari"),
+        "MMDT time (s)": get(mmdt, "fit_seconds"), "CART time (s)": get(cart, "fit_seconds"),
+    }])
+
+
+def cav_frame(cav_summary: list[dict]) -> pd.DataFrame:
+    """CAV table: concept, held-out accuracy mean [95% CI], random-split accuracy, p, spread."""
+    df = pd.DataFrame(cav_summary)
+    return df[["concept", "score", "ci_low", "ci_high", "random_score", "p_value", "significant", "spread_deg",
+               "n_positives", "n_negatives"]]
+
+
+def _fmt(df: pd.DataFrame) -> str:
+    return df.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+
+
+def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped: dict, selection: dict | None) -> str:
+    lines = ["", "Concept trees (MMDT paper, Table 2 layout):", _fmt(table2), "",
+             "CAVs (held-out accuracy of one cut along the CAV; random = random-split CAVs):", _fmt(cav_frame(cav_summary))]
+    if dropped:
+        lines += ["", "dropped concepts: " + "; ".join(f"{k}: {v}" for k, v in dropped.items())]
+    if selection:
+        lines += ["", f"concept selection kept {selection['selected']} of {selection['all_concepts']} "
+                      f"(q {selection['q_path'][-1]:.4g} vs {selection['q_all']:.4g} with all)"]
+    return "\n".join(lines)
+
+
+def write_concept_run(out_dir: Path, load: dict, cluster: dict, concepts: dict, project: dict,
+                      table2: pd.DataFrame) -> Path:
+    """Write ``<out_dir>/concepts/run.npz`` + ``run.json`` for the inspection notebook."""
+    out = Path(out_dir) / "concepts"
+    out.mkdir(parents=True, exist_ok=True)
+    arrays = {"X": np.asarray(project["X"], dtype=np.float64), "reference": np.asarray(cluster["labels"])}
+    if load.get("y") is not None:
+        arrays["y"] = np.asarray(load["y"])
+    images = load.get("images") if load.get("images") is not None else (load.get("X") if load["kind"] == "image"
+                                                                       else None)
+    if images is not None and len(images) <= MAX_THUMBNAILS:
+        arrays["images"] = np.asarray(images)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    atomic_write(out / "run.npz", buf.getvalue())
+    meta = {"dataset": load["name"], "kind": load["kind"], "concept_names": list(project["feature_names"]),
+            "class_names": load.get("class_names"), "cav_summary": concepts.get("cav_summary", []),
+            "cav_dropped": concepts.get("cav_dropped", {}), "selection": project.get("selection"),
+            "table2": table2.to_dict(orient="records")[0],
+            "texts": list(load["texts"]) if load["kind"] == "text" else None}
+    atomic_write(out / "run.json", json.dumps(meta, indent=1, default=float))
+    return out
+
+
+def load_concept_run(run_dir) -> dict:
+    """A finished concept run: ``results`` (DataFrame), ``trees`` (row -> ExplanationTree),
+    the arrays of ``concepts/run.npz`` and the entries of ``concepts/run.json``."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "concepts" / "run.json").exists():
+        raise FileNotFoundError(f"{run_dir} is not a finished concept run (no concepts/run.json); run "
+                                "`python -m pipeline` with a concept set and open the run directory it prints.")
+    out = json.loads((run_dir / "concepts" / "run.json").read_text())
+    with np.load(run_dir / "concepts" / "run.npz", allow_pickle=False) as data:
+        out.update({k: data[k] for k in data.files})
+    out["results"] = pd.read_csv(run_dir / "results.csv")
+    out["trees"] = {p.stem: ExplanationTree.from_dict(json.loads(p.read_text())["tree"])
+                    for p in sorted((run_dir / "trees").glob("*.json"))}
+    return out
+
+
+def report_concepts(cfg: dict, done: dict, df: pd.DataFrame, out_dir: Path, show: bool = True) -> pd.DataFrame:
+    """The runner's hook for concept runs: Table-2 row + CAV table on screen, files for the notebook."""
+    load, cluster = done["load"].artifact, done["cluster"].artifact
+    concepts, project = done["concepts"].artifact, done["project"].artifact
+    model = cfg["encoder"]["name"] if cfg["clustering"]["name"] == "encoder" else (
+        f"{cfg['encoder']['name']}+{cfg['clustering']['name']}")
+    row = table2_row(df, dataset=load["name"], n_samples=len(cluster["labels"]),
+                     n_cavs=len(project["feature_names"]), model=model)
+    write_concept_run(out_dir, load, cluster, concepts, project, row)
+    atomic_write(Path(out_dir) / "concepts" / "table2.csv", row.to_csv(index=False))
+    if show:
+        print(concept_summary_text(row, concepts.get("cav_summary", []), concepts.get("cav_dropped", {}),
+                                   project.get("selection")))
+    return row

@@ -1,0 +1,107 @@
+"""Config schema: every option of every group composes; typos and wrong types fail at start-up."""
+
+from __future__ import annotations
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf.errors import ConfigKeyError, ValidationError
+
+from pipeline.clustering import METHODS
+from omegaconf import OmegaConf
+
+from pipeline.config import CONFIG_DIR, Config, compose_config
+from pipeline.data.registry import LOADERS, get_loader
+from pipeline.explainers import EXPLAINERS
+from pipeline.runner import parse_force, to_plain
+
+GROUPS = ["dataset", "encoder", "clustering", "concepts", "cav", "explainer", "experiment"]
+
+
+def options(group):
+    return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
+
+
+def load_option(group: str, option: str) -> dict:
+    """The option merged onto the schema: directly (fast) unless the file has a defaults list."""
+    node = OmegaConf.load(CONFIG_DIR / group / f"{option}.yaml")
+    if "defaults" in node or group == "experiment":
+        value = f"[{option}]" if group == "explainer" else option
+        return to_plain(compose_config([f"{group}={value}", "paths.output_dir=/tmp/unused"]))
+    merged = OmegaConf.merge(OmegaConf.structured(Config), {group: node})  # validates keys and types
+    return OmegaConf.to_container(merged[group] if group != "explainer" else merged, resolve=False)
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_every_option_of_every_group_fits_the_schema_and_is_known(group):
+    assert options(group), f"no options in conf/{group}"
+    for option in options(group):
+        cfg = load_option(group, option)
+        if group == "dataset":
+            assert cfg["loader"] in LOADERS
+            get_loader(cfg["loader"])  # importable loader function
+        elif group == "clustering":
+            assert cfg["name"] in METHODS
+        elif group == "explainer":
+            assert list(cfg["explainer"]) == [option]  # the row name is the option name
+            assert cfg["explainer"][option]["name"] in EXPLAINERS
+        elif group == "encoder":
+            from pipeline.encoders import ENCODERS
+            assert cfg["name"] in ENCODERS
+        elif group == "experiment":
+            runs = cfg["study"]["runs"]
+            assert runs and cfg["study"]["published"]
+            published_runs = {p["run"] for p in cfg["study"]["published"]}
+            assert published_runs <= set(runs), "published values name runs the experiment does not have"
+            for run in runs.values():
+                assert run["dataset"]["loader"] in LOADERS
+                assert set(run.get("explainers") or []) <= set(cfg["explainer"])
+
+
+def test_default_config_is_offline_digits_gmm_mmdt_cart():
+    cfg = to_plain(compose_config(["paths.output_dir=/tmp/unused"]))
+    assert cfg["dataset"]["loader"] == "digits" and cfg["clustering"]["name"] == "gmm"
+    assert list(cfg["explainer"]) == ["mmdt", "cart"] and cfg["encoder"]["name"] == "identity"
+    assert cfg["concepts"]["name"] == "none"
+
+
+def test_unknown_option_lists_valid_choices():
+    with pytest.raises(ConfigCompositionException) as err:
+        compose_config(["dataset=digitz"])
+    message = str(err.value) + str(err.value.__cause__)
+    assert "digitz" in message and "iris" in message and "clustbench" in message
+
+
+def test_misspelt_key_fails():
+    with pytest.raises(ConfigCompositionException) as err:
+        compose_config(["clustering.n_cluster=3"])
+    assert isinstance(err.value.__cause__, ConfigKeyError) or "n_cluster" in str(err.value)
+
+
+def test_wrong_type_fails():
+    with pytest.raises(ConfigCompositionException) as err:
+        compose_config(["seed=abc"])
+    assert isinstance(err.value.__cause__, ValidationError) or "seed" in str(err.value)
+
+
+def test_paths_follow_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("PIPELINE_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.setenv("PIPELINE_BENCHMARK_DIR", str(tmp_path / "b"))
+    cfg = to_plain(compose_config(["paths.output_dir=/tmp/unused"]))
+    assert cfg["paths"]["cache_dir"] == str(tmp_path / "c")
+    assert cfg["paths"]["benchmark_dir"] == str(tmp_path / "b")
+    cfg = to_plain(compose_config(["paths.output_dir=/tmp/unused", "paths.cache_dir=/x"]))
+    assert cfg["paths"]["cache_dir"] == "/x"
+
+
+def test_output_dir_required_outside_hydra():
+    from pipeline.validation import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="paths.output_dir"):
+        to_plain(compose_config([]))
+
+
+def test_parse_force():
+    assert parse_force(None) == frozenset()
+    assert parse_force("encode") == {"encode"}
+    assert parse_force(["encode", "cluster"]) == {"encode", "cluster"}
+    assert parse_force("encode,fit") == {"encode", "fit"}
