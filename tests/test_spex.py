@@ -5,12 +5,13 @@ import heapq
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from sklearn.datasets import load_iris, make_blobs
 from sklearn.metrics import adjusted_rand_score
 
 from pipeline.trees import CART, SpExClique, SpExGraph, SpExKNN
-from pipeline.trees._column_order import ColumnOrder
+from pipeline.trees import _spex_sweeps
+from pipeline.trees._column_order import ColumnOrder, feature_priority
 from pipeline.trees.graphs import knn_graph
 from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError
@@ -81,9 +82,18 @@ small_data = st.integers(3, 14).flatmap(lambda n: st.tuples(
 
 
 # --------------------------------------------------------- exact vs brute force
-@settings(max_examples=150, deadline=None)
-@given(small_data)
-def test_clique_matches_brute_force(case):
+@pytest.fixture(params=[True, False], ids=["numba", "numpy"])
+def kernels(request):
+    """Run a test with the compiled kernels and with the pure-numpy sweeps."""
+    saved = _spex_sweeps.USE_KERNELS
+    _spex_sweeps.USE_KERNELS = request.param
+    yield request.param
+    _spex_sweeps.USE_KERNELS = saved
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=small_data)
+def test_clique_matches_brute_force(kernels, case):
     rows, labels, d, n_leaves, seed = case
     X = np.array(rows, dtype=float)[:, :d]
     y = np.array(labels)
@@ -97,16 +107,14 @@ def test_clique_matches_brute_force(case):
             SpExClique(n_leaves=n_leaves, random_state=seed).fit(X, y)
         return
     est = SpExClique(n_leaves=n_leaves, random_state=seed).fit(X, y)
-    from pipeline.trees._column_order import feature_priority
-
     ref = bf_spex(X, clique_adjacency(y), n_leaves, feature_priority(d, seed))
     same_structure(est.tree_, ref)
     assert est.tree_.n_leaves == n_leaves
 
 
-@settings(max_examples=150, deadline=None)
-@given(small_data, st.data())
-def test_graph_matches_brute_force(case, data):
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=small_data, data=st.data())
+def test_graph_matches_brute_force(kernels, case, data):
     rows, _, d, n_leaves, seed = case
     X = np.array(rows, dtype=float)[:, :d]
     n = X.shape[0]
@@ -120,14 +128,12 @@ def test_graph_matches_brute_force(case, data):
             SpExGraph(n_leaves=n_leaves).fit(X, sp.csr_matrix(W))
         return
     est = SpExGraph(n_leaves=n_leaves, random_state=seed).fit(X, sp.csr_matrix(W))
-    from pipeline.trees._column_order import feature_priority
-
     ref = bf_spex(X, W, n_leaves, feature_priority(d, seed))
     same_structure(est.tree_, ref)
     assert sorted(np.unique(est.predict(X))) == list(range(n_leaves))
 
 
-def test_graph_float_weights_close_to_brute_force():
+def test_graph_float_weights_close_to_brute_force(kernels):
     rng = np.random.default_rng(3)
     X = rng.normal(size=(40, 3))
     W = rng.random((40, 40)) * (rng.random((40, 40)) < 0.2)
@@ -137,7 +143,7 @@ def test_graph_float_weights_close_to_brute_force():
     same_structure(est.tree_, ref)
 
 
-def test_clique_graph_equals_spexgraph_on_materialised_clique():
+def test_clique_graph_equals_spexgraph_on_materialised_clique(kernels):
     X, y = make_blobs(n_samples=300, n_features=4, centers=5, cluster_std=3.0, random_state=1)
     a = SpExClique(n_leaves=7).fit(X, y)
     b = SpExGraph(n_leaves=7).fit(X, sp.csr_matrix(clique_adjacency(y)), y=y)

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from pipeline.config import CONFIG_DIR, register_configs
 from pipeline.validation import InvalidInputError
-
-log = logging.getLogger("pipeline")
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
@@ -21,10 +20,11 @@ def main(cfg: DictConfig) -> None:
     try:
         run(cfg)
     except InvalidInputError as exc:
-        # One clear paragraph instead of a traceback; Hydra marks the job failed (non-zero exit).
-        log.error("%s", exc)
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            raise  # the sweeper records the failed job (status.json has the error) and the others go on
+        # A single run: one clear paragraph instead of a traceback, non-zero exit.
         print(f"error: {exc}", file=sys.stderr)
-        raise
+        sys.exit(1)
 
 
 if __name__ == "__main__":

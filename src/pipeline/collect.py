@@ -33,7 +33,8 @@ def main(argv=None) -> int:
     write_tables(args.sweep_dir, jobs, "jobs")
     if not results.empty:
         csv, _ = write_tables(args.sweep_dir, results, "collected")
-        extra = [c for c in results.columns if c not in _SHOWN and c in jobs.columns and c not in ("status", "error")]
+        extra = [c for c in results.columns if c.endswith("_override")
+                 or (c not in _SHOWN and c in jobs.columns and c not in ("status", "error"))]
         print(results[[c for c in ["job", *extra, *_SHOWN[1:]] if c in results.columns]].to_string(index=False))
         print(f"collected {len(results)} rows from {int((jobs['status'] == 'ok').sum())} jobs into {csv}")
     failed = jobs[jobs["status"] != "ok"]

@@ -293,6 +293,10 @@ class VaDEEncoder(TorchEncoder):
         net.pi_logits.copy_(torch.as_tensor(np.log(gmm.weights_), dtype=torch.float32))
         net.mu_c.copy_(torch.as_tensor(gmm.means_, dtype=torch.float32))
         net.logvar_c.copy_(torch.as_tensor(np.log(gmm.covariances_), dtype=torch.float32))
+        # Start q(z|x) narrow relative to the clusters (the log-variance head was not pre-trained),
+        # so the first ELBO epochs do not blur the pre-trained cluster structure.
+        net.logvar.weight.zero_()
+        net.logvar.bias.copy_(torch.as_tensor(np.log(0.1 * gmm.covariances_.mean(0)), dtype=torch.float32))
 
     # ---- inference --------------------------------------------------------------------
     @torch.no_grad()

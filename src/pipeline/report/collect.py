@@ -35,7 +35,10 @@ def read_status(job: Path) -> dict:
 
 
 def collect_sweep(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(results of all jobs with job number + overrides as columns, one status row per job)."""
+    """(results of all jobs with job number + overrides as columns, one status row per job).
+
+    An override whose key is also a results column (``dataset``, ``explainer``) becomes ``<key>_override``.
+    """
     frames, statuses = [], []
     for job in job_dirs(sweep_dir):
         overrides, status = read_overrides(job), read_status(job)
@@ -44,7 +47,7 @@ def collect_sweep(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         if (job / "results.csv").exists() and status.get("status") == "ok":
             df = pd.read_csv(job / "results.csv")
             for i, (k, v) in enumerate({"job": job.name, **overrides}.items()):
-                df.insert(i, k, v)
+                df.insert(i, f"{k}_override" if k in df.columns else k, v)
             frames.append(df)
     results = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return results, pd.DataFrame(statuses)

@@ -123,3 +123,11 @@ def report_concepts(cfg: dict, done: dict, df: pd.DataFrame, out_dir: Path, show
         print(concept_summary_text(row, concepts.get("cav_summary", []), concepts.get("cav_dropped", {}),
                                    project.get("selection")))
     return row
+
+
+def latest_concept_run(log_dir) -> Path:
+    """The most recent run directory under ``log_dir`` that holds ``concepts/run.json``."""
+    runs = sorted(Path(log_dir).glob("**/concepts/run.json"), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise FileNotFoundError(f"no concept run under {log_dir}; run `python -m pipeline` first.")
+    return runs[-1].parent.parent

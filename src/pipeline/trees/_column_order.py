@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.trees import _kernels
+
 _BLOCK_ELEMENTS = 1 << 20  # work on ~1M-element column blocks (cache + memory friendly)
 
 
@@ -118,6 +120,11 @@ class ColumnOrder:
         """Children for the cut after sorted ``position`` of ``feature``: (left, right)."""
         left = np.zeros(n_total, dtype=bool)
         left[self.order[feature, :position + 1]] = True
+        if _kernels.AVAILABLE:
+            has_ties = self.tie_ids is not None
+            ties = self.tie_ids if has_ties else np.empty((0, 0), np.int32)
+            lo, ro, lt, rt = _kernels.partition_rows(self.order, ties, has_ties, left, position + 1)
+            return ColumnOrder(lo, lt if has_ties else None), ColumnOrder(ro, rt if has_ties else None)
         right = np.zeros(n_total, dtype=bool)
         right[self.order[feature, position + 1:]] = True
         return self.filter(left), self.filter(right)

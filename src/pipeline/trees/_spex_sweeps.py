@@ -22,7 +22,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from pipeline.trees import _kernels
 from pipeline.trees._column_order import ColumnOrder, column_block_size, pick_best
+
+USE_KERNELS = True  # use the compiled kernels when numba is importable (tests flip this)
 
 
 def _finish_block(score: np.ndarray, valid: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -62,12 +65,24 @@ def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndar
     psi_v = cut_v / vol_v if vol_v > 0 else 0.0
     if m < 2:
         return -1, -1, np.inf, psi_v
+    col_score = np.empty(d)
+    col_pos = np.empty(d, dtype=np.int64)
+    if _kernels.AVAILABLE and USE_KERNELS:
+        ties = node.tie_ids if node.tie_ids is not None else np.empty((0, 0), np.int32)
+        _kernels.clique_sweep(node.order, ties, node.tie_ids is not None, codes, g, local,
+                              np.int64(local @ (g - local)), np.int64(local @ (g - 1)), col_score, col_pos)
+    else:
+        _clique_numpy(node, codes, g, local, cut_v, vol_v, col_score, col_pos)
+    j, p, score = pick_best(col_score, col_pos, priority)
+    return j, p, score, psi_v
+
+
+def _clique_numpy(node, codes, g, local, cut_v, vol_v, col_score, col_pos):
+    d, m = node.order.shape
     gm1 = (g - 1).astype(np.float64)
     t2 = (2 * local - g - 1).astype(np.float64)
     starts = np.cumsum(local) - local
     rank2 = 2.0 * (np.arange(m) - np.repeat(starts, local))  # 2*rank in label-grouped order
-    col_score = np.empty(d)
-    col_pos = np.empty(d, dtype=np.int64)
     step = column_block_size(m)
     for s in range(0, d, step):
         labels = codes[node.order[s:s + step]]
@@ -90,8 +105,6 @@ def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndar
         cut_r /= vol_r
         cut_s += cut_r
         col_score[s:s + b], col_pos[s:s + b] = _finish_block(cut_s, node.valid_cuts(s, s + b))
-    j, p, score = pick_best(col_score, col_pos, priority)
-    return j, p, score, psi_v
 
 
 class GraphData:
@@ -105,22 +118,22 @@ class GraphData:
     def __init__(self, adjacency):
         self.adjacency = sp.csr_matrix(adjacency, dtype=np.float64)
         self.degree = np.asarray(self.adjacency.sum(axis=1)).ravel()
-        self.self_loops = self.adjacency.diagonal()
-        self.degree_off = self.degree - self.self_loops  # weight that can ever be cut
+        self.degree_off = self.degree - self.adjacency.diagonal()  # weight that can ever be cut
 
-    def internal_edges(self, members: np.ndarray):
-        """Node-internal off-diagonal edges as local (a, b, w) with a < b, and internal degrees."""
-        sub = self.adjacency[members][:, members]
-        upper = sp.triu(sub, k=1).tocoo()
-        inner_deg = np.asarray(sub.sum(axis=1)).ravel() - sub.diagonal()
-        return upper.row.astype(np.int32), upper.col.astype(np.int32), upper.data, inner_deg
+    def internal(self, members: np.ndarray) -> sp.csr_matrix:
+        """Node-internal off-diagonal edges as a CSR matrix in local ids (members order)."""
+        sub = self.adjacency[members][:, members].tocsr()
+        sub.setdiag(0)
+        sub.eliminate_zeros()
+        return sub
 
 
 def graph_best_cut(node: ColumnOrder, graph: GraphData, priority: np.ndarray) -> tuple[int, int, float, float]:
     """Best SpEx cut of a node for a general graph; same contract as :func:`clique_best_cut`."""
     d, m = node.order.shape
     members = node.members
-    a, b, w, inner_deg = graph.internal_edges(members)
+    sub = graph.internal(members)
+    inner_deg = np.asarray(sub.sum(axis=1)).ravel()
     deg = graph.degree[members]
     deg_off = graph.degree_off[members]
     vol_v = float(deg.sum())
@@ -128,15 +141,31 @@ def graph_best_cut(node: ColumnOrder, graph: GraphData, priority: np.ndarray) ->
     psi_v = cut_v / vol_v if vol_v > 0 else 0.0
     if m < 2:
         return -1, -1, np.inf, psi_v
-    inner_total = float(w.sum())
-    unit = w.size > 0 and np.all(w == w[0])
     local = np.full(graph.degree.size, -1, dtype=np.int32)
     local[members] = np.arange(m, dtype=np.int32)
+    order_local = local[node.order]
     col_score = np.empty(d)
     col_pos = np.empty(d, dtype=np.int64)
+    if _kernels.AVAILABLE and USE_KERNELS:
+        ties = node.tie_ids if node.tie_ids is not None else np.empty((0, 0), np.int32)
+        _kernels.graph_sweep(order_local, ties, node.tie_ids is not None, sub.indptr, sub.indices, sub.data,
+                             deg, deg_off, inner_deg, float(sub.data.sum()) / 2.0, float(deg_off.sum()), vol_v,
+                             int(np.count_nonzero(deg > 0)), col_score, col_pos)
+    else:
+        _graph_numpy(node, order_local, sub, deg, deg_off, inner_deg, col_score, col_pos)
+    j, p, score = pick_best(col_score, col_pos, priority)
+    return j, p, score, psi_v
+
+
+def _graph_numpy(node, order_local, sub, deg, deg_off, inner_deg, col_score, col_pos):
+    d, m = order_local.shape
+    upper = sp.triu(sub, k=1).tocoo()
+    a, b, w = upper.row, upper.col, upper.data
+    inner_total = float(w.sum())
+    unit = w.size > 0 and np.all(w == w[0])
     step = max(1, column_block_size(max(m, w.size)) // 2)
     for s in range(0, d, step):
-        lo = local[node.order[s:s + step]]  # (B, m) local ids in feature order
+        lo = order_local[s:s + step]  # (B, m) local ids in feature order
         nb = lo.shape[0]
         pos = np.empty((nb, m), dtype=np.int32)
         np.put_along_axis(pos, lo, np.arange(m, dtype=np.int32)[None, :], axis=1)
@@ -160,5 +189,3 @@ def graph_best_cut(node: ColumnOrder, graph: GraphData, priority: np.ndarray) ->
         with np.errstate(divide="ignore", invalid="ignore"):
             score = np.where(vol_s > 0, cut_s / vol_s, 0.0) + np.where(vol_r > 0, cut_r / vol_r, 0.0)
         col_score[s:s + nb], col_pos[s:s + nb] = _finish_block(score, node.valid_cuts(s, s + nb))
-    j, p, score = pick_best(col_score, col_pos, priority)
-    return j, p, score, psi_v

@@ -1,0 +1,120 @@
+"""Compiled (numba) inner loops for the sweep-line tree algorithms.
+
+Each kernel does, per feature row of a node's sorted orders, the single pass that the numpy
+versions in :mod:`pipeline.trees._spex_sweeps` spread over ~20 array passes: it keeps the
+prefix statistics in registers and tracks the row minimum. Rows are independent and run in
+parallel (``prange``). The arithmetic is the same as the numpy/brute-force versions, so scores
+are bit-identical on integer-weighted inputs. numba is already a dependency of pynndescent;
+if it cannot be imported, ``AVAILABLE`` is False and callers use the numpy paths.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:  # pragma: no cover - exercised implicitly
+    import numba
+    from numba import prange
+
+    AVAILABLE = True
+except ImportError:  # pragma: no cover
+    AVAILABLE = False
+
+if AVAILABLE:
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def clique_sweep(order, tie_ids, has_ties, codes, g, local, cut_v, vol_v, out_score, out_pos):
+        """Best prefix cut per row for the clique graph; see ``clique_best_cut``."""
+        d, m = order.shape
+        k = g.size
+        for j in prange(d):
+            s = np.zeros(k, np.int64)
+            cut_s = 0
+            vol_s = 0
+            cut_r = cut_v
+            best = np.inf
+            best_p = -1
+            for p in range(m - 1):
+                c = codes[order[j, p]]
+                sc = s[c]
+                cut_s += g[c] - 1 - 2 * sc
+                vol_s += g[c] - 1
+                cut_r += 2 * (local[c] - sc) - g[c] - 1
+                s[c] = sc + 1
+                if has_ties and tie_ids[j, p] == tie_ids[j, p + 1]:
+                    continue
+                vol_r = vol_v - vol_s
+                a = cut_s / vol_s if vol_s > 0 else 0.0
+                b = cut_r / vol_r if vol_r > 0 else 0.0
+                score = a + b
+                if score < best:
+                    best = score
+                    best_p = p
+            out_score[j] = best
+            out_pos[j] = best_p
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def graph_sweep(order_local, tie_ids, has_ties, indptr, indices, weights, deg, deg_off, inner_deg,
+                    inner_total, off_total, vol_total, n_positive, out_score, out_pos):
+        """Best prefix cut per row for a general graph (node-internal CSR in local ids)."""
+        d, m = order_local.shape
+        for j in prange(d):
+            pos = np.empty(m, np.int64)
+            for p in range(m):
+                pos[order_local[j, p]] = p
+            w_in_s = 0.0
+            vol_s = 0.0
+            off_s = 0.0
+            inner_s = 0.0
+            pos_s = 0
+            best = np.inf
+            best_p = -1
+            for p in range(m - 1):
+                x = order_local[j, p]
+                for e in range(indptr[x], indptr[x + 1]):
+                    if pos[indices[e]] < p:
+                        w_in_s += weights[e]
+                vol_s += deg[x]
+                off_s += deg_off[x]
+                inner_s += inner_deg[x]
+                if deg[x] > 0:
+                    pos_s += 1
+                if has_ties and tie_ids[j, p] == tie_ids[j, p + 1]:
+                    continue
+                cut_s = off_s - 2.0 * w_in_s
+                w_in_r = inner_total - (inner_s - w_in_s)
+                cut_r = (off_total - off_s) - 2.0 * w_in_r
+                a = cut_s / vol_s if vol_s > 0 else 0.0
+                b = cut_r / (vol_total - vol_s) if n_positive - pos_s > 0 else 0.0
+                score = a + b
+                if score < best:
+                    best = score
+                    best_p = p
+            out_score[j] = best
+            out_pos[j] = best_p
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def partition_rows(order, tie_ids, has_ties, side, n_left):
+        """Stable split of every row of ``order`` by ``side[point]`` (True = left)."""
+        d, m = order.shape
+        left = np.empty((d, n_left), order.dtype)
+        right = np.empty((d, m - n_left), order.dtype)
+        t_rows = d if has_ties else 0
+        t_left = np.empty((t_rows, n_left), tie_ids.dtype)
+        t_right = np.empty((t_rows, m - n_left), tie_ids.dtype)
+        for j in prange(d):
+            a = 0
+            b = 0
+            for p in range(m):
+                x = order[j, p]
+                if side[x]:
+                    left[j, a] = x
+                    if has_ties:
+                        t_left[j, a] = tie_ids[j, p]
+                    a += 1
+                else:
+                    right[j, b] = x
+                    if has_ties:
+                        t_right[j, b] = tie_ids[j, p]
+                    b += 1
+        return left, right, t_left, t_right

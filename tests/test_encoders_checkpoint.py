@@ -1,0 +1,108 @@
+"""Checkpoints: save -> load round trip, hash verification, architecture checks, resume."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_digits
+
+from pipeline.encoders import IdentityEncoder, VaDEEncoder, load_encoder, save_encoder
+from pipeline.encoders.checkpoint import read_checkpoint, sidecar_path
+from pipeline.validation import InvalidInputError
+
+TINY = dict(n_clusters=3, latent_dim=4, hidden_dims=(16, 16), pretrain_epochs=2, epochs=2, batch_size=64,
+            progress=False, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = load_digits(return_X_y=True)
+    return X[:150]
+
+
+@pytest.fixture(scope="module")
+def saved(data, tmp_path_factory):
+    enc = VaDEEncoder(**TINY).fit(data)
+    path = tmp_path_factory.mktemp("models") / "vade" / "key.pt"
+    sha = save_encoder(enc, path, {"data": "digits", "key": "key", "metrics": {"extra": 1.0}})
+    return enc, path, sha
+
+
+def test_round_trip_gives_identical_embeddings(saved, data, caplog):
+    enc, path, sha = saved
+    with caplog.at_level("INFO"):
+        loaded = load_encoder(path)
+    assert "epoch 2" in caplog.text
+    np.testing.assert_array_equal(loaded.transform(data), enc.transform(data))
+    np.testing.assert_array_equal(loaded.predict_clusters(data), enc.predict_clusters(data))
+    for a, b in zip(loaded.mixture(), enc.mixture()):
+        np.testing.assert_array_equal(a, b)
+    assert loaded.epoch_ == 2 and loaded.checkpoint_sha256_ == sha
+
+
+def test_sidecar_contents(saved):
+    enc, path, sha = saved
+    side = json.loads(sidecar_path(path).read_text())
+    assert side["sha256"] == sha and side["encoder"] == "vade" and side["epoch"] == 2
+    assert side["config"]["n_clusters"] == 3 and side["data"] == "digits"
+    assert side["architecture"] == {"encoder": "vade", "input_dim": 64, "n_clusters": 3, "latent_dim": 4,
+                                    "hidden_dims": [16, 16]}
+    assert side["metrics"]["extra"] == 1.0 and "loss" in side["metrics"] and side["seed"] == 0
+    torch.load(path, weights_only=True)  # plain tensors and containers only
+
+
+def test_corrupted_checkpoint_is_rejected(saved, tmp_path):
+    _, path, _ = saved
+    bad = tmp_path / "bad.pt"
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    bad.write_bytes(bytes(raw))
+    sidecar_path(bad).write_text(sidecar_path(path).read_text())
+    with pytest.raises(InvalidInputError, match="sha256.*delete"):
+        load_encoder(bad)
+
+
+def test_missing_file_or_sidecar(saved, tmp_path):
+    _, path, _ = saved
+    with pytest.raises(InvalidInputError, match="does not exist"):
+        load_encoder(tmp_path / "nope.pt")
+    lonely = tmp_path / "lonely.pt"
+    lonely.write_bytes(path.read_bytes())
+    with pytest.raises(InvalidInputError, match="no JSON sidecar"):
+        load_encoder(lonely)
+
+
+def test_checkpoint_for_other_k_or_architecture(saved):
+    _, path, _ = saved
+    with pytest.raises(InvalidInputError, match="n_clusters=3 in the checkpoint but 5 configured"):
+        load_encoder(path, expected=VaDEEncoder(**{**TINY, "n_clusters": 5}))
+    with pytest.raises(InvalidInputError, match="hidden_dims"):
+        load_encoder(path, expected=VaDEEncoder(**{**TINY, "hidden_dims": (8, 8)}))
+    with pytest.raises(InvalidInputError, match="encoder='vade' in the checkpoint but 'contrastive'"):
+        load_encoder(path, expected={"encoder": "contrastive"})
+    assert load_encoder(path, expected=VaDEEncoder(**TINY)).epoch_ == 2
+
+
+def test_resume_from_full_state_checkpoint(saved, data, tmp_path, caplog):
+    enc, path, _ = saved
+    state, _ = read_checkpoint(path)
+    assert state["optimizer"] is not None and state["epoch"] == 2
+    with caplog.at_level("INFO"):
+        resumed = VaDEEncoder(**{**TINY, "epochs": 4, "resume_from": str(path)}).fit(data)
+    assert "resuming" in caplog.text and "from epoch 2" in caplog.text
+    train = [h["epoch"] for h in resumed.history_ if h["phase"] == "train"]
+    assert train == [1, 2, 3, 4] and resumed.epoch_ == 4
+    with pytest.raises(InvalidInputError, match="n_clusters"):
+        VaDEEncoder(**{**TINY, "n_clusters": 4, "epochs": 4, "resume_from": str(path)}).fit(data)
+
+
+def test_periodic_checkpoints(data, tmp_path):
+    path = tmp_path / "periodic.pt"
+    VaDEEncoder(**{**TINY, "epochs": 3, "checkpoint_path": str(path), "checkpoint_every": 1}).fit(data)
+    assert load_encoder(path).epoch_ == 3
+
+
+def test_untrainable_encoder_has_no_checkpoint(tmp_path):
+    with pytest.raises(InvalidInputError, match="not trainable"):
+        save_encoder(IdentityEncoder(), tmp_path / "x.pt")

@@ -1,0 +1,125 @@
+"""VaDE: tiny configurations that actually train on a digits subset."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+from pipeline.encoders import VaDEEncoder, build_encoder
+from pipeline.encoders.training import occupancy
+from pipeline.validation import InvalidInputError
+
+TINY = dict(n_clusters=3, latent_dim=4, hidden_dims=(32, 32), pretrain_epochs=3, epochs=6, lr=2e-3,
+            batch_size=64, progress=False, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def digits3():
+    X, y = load_digits(return_X_y=True)
+    keep = np.flatnonzero(np.isin(y, [0, 1, 6]))[:240]
+    return X[keep], y[keep]
+
+
+@pytest.fixture(scope="module")
+def fitted(digits3):
+    X, y = digits3
+    return VaDEEncoder(**TINY).fit(X, y)
+
+
+def test_elbo_loss_decreases_and_prior_has_k_components(fitted, digits3):
+    X, _ = digits3
+    train = [h["loss"] for h in fitted.history_ if h["phase"] == "train"]
+    pre = [h["loss"] for h in fitted.history_ if h["phase"] == "pretrain"]
+    assert len(train) == 6 and len(pre) == 3
+    assert train[-1] < train[0]
+    assert pre[-1] < pre[0]
+    weights, means, covs = fitted.mixture()
+    assert weights.shape == (3,) and means.shape == (3, 4) and covs.shape == (3, 4, 4)
+    assert np.isclose(weights.sum(), 1.0)
+    assert np.all(np.linalg.eigvalsh(covs) > 0)
+    Z = fitted.transform(X)
+    assert Z.dtype == np.float32 and Z.shape == (len(X), 4)
+    labels = fitted.predict_clusters(X)
+    assert labels.dtype == np.int64 and labels.shape == (len(X),) and labels.max() < 3
+    proba = fitted.predict_proba(X)
+    assert np.allclose(proba.sum(1), 1.0) and np.array_equal(proba.argmax(1), labels)
+
+
+def test_occupancy_logged_each_epoch_and_metrics(fitted):
+    train = [h for h in fitted.history_ if h["phase"] == "train"]
+    assert all(len(h["occupancy"]) == 3 and abs(sum(h["occupancy"]) - 1) < 1e-3 for h in train)
+    assert "collapsed" in fitted.metrics_ and "ari" in fitted.metrics_
+
+
+def test_three_clusters_recovered_reasonably(fitted, digits3):
+    from sklearn.metrics import adjusted_rand_score
+
+    X, y = digits3
+    assert adjusted_rand_score(y, fitted.predict_clusters(X)) > 0.5
+
+
+def test_same_seed_reproduces_on_cpu(digits3, fitted):
+    X, y = digits3
+    again = VaDEEncoder(**TINY).fit(X, y)
+    np.testing.assert_array_equal(again.transform(X), fitted.transform(X))
+
+
+def test_several_seeds_choose_lowest_loss_without_labels(digits3):
+    X, _ = digits3
+    enc = VaDEEncoder(**{**TINY, "epochs": 2, "n_init": 2}).fit(X)
+    losses = [r["loss"] for r in enc.seed_report_]
+    assert len(losses) == 2 and enc.metrics_["loss"] == min(losses)
+    assert enc.seed_ == enc.seed_report_[int(np.argmin(losses))]["seed"]
+    assert enc.metrics_["loss_spread"] == pytest.approx(max(losses) - min(losses))
+
+
+def test_pretraining_is_cached(digits3, tmp_path, caplog):
+    X, _ = digits3
+    params = {**TINY, "epochs": 1, "pretrain_cache": str(tmp_path)}
+    first = VaDEEncoder(**params).fit(X)
+    files = list(tmp_path.glob("vade-ae-*.pt"))
+    assert len(files) == 1 and files[0].with_suffix(".json").is_file()
+    with caplog.at_level("INFO"):
+        second = VaDEEncoder(**params).fit(X)
+    assert "loaded cached autoencoder pre-training" in caplog.text
+    assert [h["loss"] for h in second.history_] == [h["loss"] for h in first.history_]
+    VaDEEncoder(**{**params, "pretrain_epochs": 2}).fit(X)  # other settings -> another cache entry
+    assert len(list(tmp_path.glob("vade-ae-*.pt"))) == 2
+
+
+def test_collapse_is_reported():
+    occ = occupancy(np.array([0] * 95 + [1] * 5), 3)
+    np.testing.assert_allclose(occ, [0.95, 0.05, 0.0])
+    enc = VaDEEncoder(**{**TINY, "collapse_threshold": 0.0})  # any occupancy counts as collapse
+    X = np.random.default_rng(0).random((40, 16))
+    enc.fit(X)
+    assert enc.metrics_["collapsed"] is True
+
+
+def test_registry_builds_vade():
+    enc = build_encoder("vade", n_clusters=4)
+    assert isinstance(enc, VaDEEncoder) and enc.trainable and enc.get_params()["hidden_dims"] == [500, 500, 2000]
+
+
+@pytest.mark.parametrize(
+    "X, params, match",
+    [
+        (np.zeros((0, 5)), {}, "empty"),
+        (np.random.default_rng(0).random((2, 5)), {}, "exceeds the number of samples"),
+        (["a text"] * 5, {}, "sbert"),
+        (np.full((10, 3), 2.0) + np.arange(3), {"input_scaling": "none"}, r"\[0, 1\]"),
+        (np.random.default_rng(0).random((10, 3)), {"reconstruction": "poisson"}, "reconstruction"),
+        (np.array([[np.nan, 1.0]] * 5), {}, "NaN"),
+    ],
+)
+def test_bad_input(X, params, match):
+    with pytest.raises(InvalidInputError, match=match):
+        VaDEEncoder(**{**TINY, **params}).fit(X)
+
+
+def test_transform_checks_width_and_fitted(fitted):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(InvalidInputError, match="features"):
+        fitted.transform(np.zeros((3, 10)))
+    with pytest.raises(NotFittedError):
+        VaDEEncoder().transform(np.zeros((3, 10)))
