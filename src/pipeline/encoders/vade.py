@@ -220,11 +220,10 @@ class VaDEEncoder(TorchEncoder):
             self._init_prior(data)
         net = self.module_
         opt = self._make_optimizer(net.parameters(), float(self.lr))
-        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=float(self.lr_decay))
-        for _ in range(self.epoch_):
-            sched.step()
 
         def run_epoch(epoch):
+            for group in opt.param_groups:  # step decay: x lr_decay every 10 epochs
+                group["lr"] = float(self.lr) * float(self.lr_decay) ** (epoch // 10)
             net.train()
             total, labels = 0.0, []
             for (xb,) in self._loader(data, generator):
@@ -235,7 +234,6 @@ class VaDEEncoder(TorchEncoder):
                 opt.step()
                 total += float(loss.detach()) * len(xb)
                 labels.append(gamma.argmax(1).cpu().numpy())
-            sched.step()
             return total / len(data), np.concatenate(labels)
 
         self._run_epochs(self.main_phase, int(self.epochs), run_epoch)

@@ -15,6 +15,8 @@ stable argsort of every column.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from pipeline.trees import _kernels
@@ -72,13 +74,22 @@ class ColumnOrder:
     def from_matrix(cls, X: np.ndarray) -> "ColumnOrder":
         """Sort every column of ``X`` (n_samples, n_features); rows are the global point ids."""
         n, d = X.shape
-        XT = np.ascontiguousarray(X.T, dtype=np.float64) + 0.0  # +0.0 turns -0.0 into 0.0
         bits = max(1, int(n - 1).bit_length())
         order = np.empty((d, n), dtype=np.int32)
         ties = np.zeros((d, max(n - 1, 0)), dtype=bool)
         step = column_block_size(n)
-        for s in range(0, d, step):
-            order[s:s + step], ties[s:s + step] = _sort_block(XT[s:s + step], bits)
+
+        def work(s: int) -> None:
+            block = np.ascontiguousarray(X[:, s:s + step].T, dtype=np.float64)
+            block += 0.0  # turns -0.0 into 0.0
+            order[s:s + step], ties[s:s + step] = _sort_block(block, bits)
+
+        starts = range(0, d, step)
+        if len(starts) > 1:  # numpy's sort releases the GIL: two threads use both cores
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                list(pool.map(work, starts))
+        else:
+            work(0)
         tie_ids = None
         if ties.any():
             tie_ids = np.zeros((d, n), dtype=np.int32)
@@ -118,16 +129,21 @@ class ColumnOrder:
 
     def split(self, feature: int, position: int, n_total: int) -> tuple["ColumnOrder", "ColumnOrder"]:
         """Children for the cut after sorted ``position`` of ``feature``: (left, right)."""
-        left = np.zeros(n_total, dtype=bool)
-        left[self.order[feature, :position + 1]] = True
+        side = np.full(n_total, -1, dtype=np.int8)
+        side[self.order[feature, :position + 1]] = 1
+        side[self.order[feature, position + 1:]] = 0
+        return self.partition(side)
+
+    def partition(self, side: np.ndarray) -> tuple["ColumnOrder", "ColumnOrder"]:
+        """Stable split by ``side`` (int8 over global rows: 1 left, 0 right, -1 dropped)."""
+        member_side = side[self.order[0]]
+        n_left, n_right = int(np.sum(member_side == 1)), int(np.sum(member_side == 0))
         if _kernels.AVAILABLE:
             has_ties = self.tie_ids is not None
             ties = self.tie_ids if has_ties else np.empty((0, 0), np.int32)
-            lo, ro, lt, rt = _kernels.partition_rows(self.order, ties, has_ties, left, position + 1)
+            lo, ro, lt, rt = _kernels.partition_rows(self.order, ties, has_ties, side, n_left, n_right)
             return ColumnOrder(lo, lt if has_ties else None), ColumnOrder(ro, rt if has_ties else None)
-        right = np.zeros(n_total, dtype=bool)
-        right[self.order[feature, position + 1:]] = True
-        return self.filter(left), self.filter(right)
+        return self.filter(side == 1), self.filter(side == 0)
 
 
 def pick_best(col_scores: np.ndarray, col_pos: np.ndarray, priority: np.ndarray) -> tuple[int, int, float]:

@@ -8,8 +8,8 @@ from pipeline.validation import InvalidInputError, check_labels, check_matrix
 
 
 def check_data(X) -> np.ndarray:
-    """Finite float64 matrix (n_samples, n_features) with at least 2 rows; -0.0 becomes 0.0."""
-    return check_matrix(X, "X", min_rows=2) + 0.0
+    """Finite float64 matrix (n_samples, n_features) with at least 2 rows."""
+    return check_matrix(X, "X", min_rows=2)
 
 
 def encode_reference(y, n_samples: int, *, min_clusters: int = 2):

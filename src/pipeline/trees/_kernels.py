@@ -94,25 +94,25 @@ if AVAILABLE:
             out_pos[j] = best_p
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def partition_rows(order, tie_ids, has_ties, side, n_left):
-        """Stable split of every row of ``order`` by ``side[point]`` (True = left)."""
+    def partition_rows(order, tie_ids, has_ties, side, n_left, n_right):
+        """Stable split of every row of ``order`` by ``side[point]`` (1 = left, 0 = right, else dropped)."""
         d, m = order.shape
         left = np.empty((d, n_left), order.dtype)
-        right = np.empty((d, m - n_left), order.dtype)
+        right = np.empty((d, n_right), order.dtype)
         t_rows = d if has_ties else 0
         t_left = np.empty((t_rows, n_left), tie_ids.dtype)
-        t_right = np.empty((t_rows, m - n_left), tie_ids.dtype)
+        t_right = np.empty((t_rows, n_right), tie_ids.dtype)
         for j in prange(d):
             a = 0
             b = 0
             for p in range(m):
                 x = order[j, p]
-                if side[x]:
+                if side[x] == 1:
                     left[j, a] = x
                     if has_ties:
                         t_left[j, a] = tie_ids[j, p]
                     a += 1
-                else:
+                elif side[x] == 0:
                     right[j, b] = x
                     if has_ties:
                         t_right[j, b] = tie_ids[j, p]

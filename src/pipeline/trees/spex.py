@@ -130,7 +130,7 @@ class SpExClique(_SpExBase):
         X = check_data(X)
         feature_names = check_feature_names(feature_names, X.shape[1])
         keep, codes, classes = encode_reference(y, X.shape[0])
-        X = X[keep]
+        X = X if keep.all() else X[keep]
         n_leaves = check_n_leaves(self.n_leaves, classes.size, X.shape[0])
         counts = np.bincount(codes, minlength=classes.size)
         priority = feature_priority(X.shape[1], self.random_state)

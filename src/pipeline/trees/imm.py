@@ -1,0 +1,255 @@
+"""Centre-based explanation trees: IMM, EMN and ExKMC.
+
+* :class:`IMM` — Iterative Mistake Minimization (Moshkovitz, Dasgupta, Rashtchian & Frost,
+  ICML 2020). In every node holding >= 2 reference centres choose the coordinate cut
+  ``x_j <= t`` with the fewest *mistakes* (points on the other side than their centre) among
+  cuts that separate at least two of the node's centres; points cut off from their centre
+  leave the construction (as in the published ExKMC implementation); stop when every leaf
+  holds exactly one centre. Thresholds are data or centre values, ties go to the smallest
+  threshold and then to the lowest feature index (or a seeded feature order).
+* :class:`EMN` — Esfandiari, Mirrokni & Narayanan (SODA 2022) as used in the SpEx paper
+  (§3.2): the same tree, minimising ``mistakes / min(#centres left, #centres right)``.
+* :class:`ExKMC` — Frost, Moshkovitz & Rashtchian (2020): IMM to k leaves, then repeatedly
+  split the leaf whose best cut most lowers the surrogate k-means cost
+  ``sum_leaves min_c sum_{x in leaf} ||x - c||^2`` over the reference centres.
+
+The per-node sweeps are compiled (:mod:`pipeline.trees._imm_kernels`) over per-feature orders
+sorted once at the root (:class:`~pipeline.trees._column_order.ColumnOrder`).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+from tqdm.auto import tqdm
+
+from pipeline.trees import _imm_kernels as kern
+from pipeline.trees._column_order import ColumnOrder, feature_priority, pick_best
+from pipeline.trees._fitting import check_data, check_feature_names, check_n_leaves, encode_reference
+from pipeline.trees.tree import ExplanationTree
+from pipeline.validation import InvalidInputError, check_matrix
+
+logger = logging.getLogger(__name__)
+
+
+def _ties(order: ColumnOrder):
+    has = order.tie_ids is not None
+    return (order.tie_ids if has else np.empty((0, 0), np.int32)), has
+
+
+def reference_centers(X, codes, k, centers=None) -> np.ndarray:
+    """Centres (k, d): the given ones (validated) or the means of the reference clusters."""
+    d = X.shape[1]
+    if centers is None:
+        member = sp.csr_matrix((np.ones(codes.size), (codes, np.arange(codes.size))), shape=(k, codes.size))
+        return np.asarray(member @ X) / np.bincount(codes, minlength=k)[:, None]
+    centers = check_matrix(centers, "centers")
+    if centers.shape[1] != d:
+        raise InvalidInputError(f"centers have {centers.shape[1]} columns but X has {d}; they must match.")
+    if centers.shape[0] != k:
+        raise InvalidInputError(
+            f"centers has {centers.shape[0]} rows but the reference clustering has {k} clusters; "
+            "row i must be the centre of the i-th smallest cluster label."
+        )
+    return centers
+
+
+def build_imm_tree(X, codes, centers, ratio: bool, priority, feature_names=None, verbose=False, root=None):
+    """Grow the IMM (``ratio=False``) or EMN (``ratio=True``) tree.
+
+    Returns (tree, leaf_center) with ``leaf_center[leaf] = centre index``.
+    """
+    n, d = X.shape
+    k = centers.shape[0]
+    if np.unique(centers, axis=0).shape[0] < k:
+        raise InvalidInputError("two reference centres are identical; no coordinate cut can separate them.")
+    tree = ExplanationTree(d, feature_names)
+    root = ColumnOrder.from_matrix(X) if root is None else root
+    stack = [(0, root, np.arange(k))]
+    leaf_center: dict[int, int] = {}
+    score = np.empty(d)
+    thr = np.empty(d)
+    with tqdm(total=k - 1, desc="IMM splits" if not ratio else "EMN splits", disable=not verbose) as bar:
+        while stack:
+            node, order, cset = stack.pop()
+            if cset.size == 1:
+                leaf_center[node] = int(cset[0])
+                continue
+            members = order.order[0]
+            local = np.bincount(codes[members], minlength=k).astype(np.int64)
+            ties, has = _ties(order)
+            kern.mistakes_sweep(X, order.order, ties, has, codes, centers, cset, local, ratio, score, thr)
+            j, _, best = pick_best(score, np.zeros(d, dtype=np.int64), priority)
+            t = float(thr[j])
+            left, right = tree.split(node, j, t)
+            logger.debug("node %d: x[%d] <= %.6g, score %.6g", node, j, t, best)
+            c_left = centers[cset, j] <= t
+            side = np.full(n, -1, dtype=np.int8)
+            x_left = X[members, j] <= t
+            ok_left = centers[codes[members], j] <= t
+            side[members[x_left & ok_left]] = 1
+            side[members[~x_left & ~ok_left]] = 0
+            lo, ro = order.partition(side)
+            stack.append((right, ro, cset[~c_left]))
+            stack.append((left, lo, cset[c_left]))
+            bar.update(1)
+    return tree, leaf_center
+
+
+class _CentreTree(BaseEstimator):
+    _ratio = False
+
+    def __init__(self, n_leaves=None, random_state=None, verbose=False):
+        self.n_leaves = n_leaves
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _prepare(self, X, y, centers, feature_names):
+        X = check_data(X)
+        feature_names = check_feature_names(feature_names, X.shape[1])
+        keep, codes, classes = encode_reference(y, X.shape[0])
+        X = X if keep.all() else X[keep]
+        centers = reference_centers(X, codes, classes.size, centers)
+        self.classes_ = classes
+        self.centers_ = centers
+        self.n_features_in_ = X.shape[1]
+        return X, codes, classes, centers, feature_names
+
+    def _label(self, tree, leaf_center):
+        for leaf, c in leaf_center.items():
+            tree.set_label(leaf, int(self.classes_[c]))
+        self.tree_ = tree
+        self.n_leaves_ = tree.n_leaves
+        return self
+
+    def fit(self, X, y, feature_names=None, centers=None):
+        """Fit to X (n_samples, n_features) and reference labels y (-1 = noise).
+
+        ``centers`` (k, n_features): row i is the centre of the i-th smallest label;
+        default: the means of the reference clusters.
+        """
+        X, codes, classes, centers, feature_names = self._prepare(X, y, centers, feature_names)
+        k = classes.size
+        n_leaves = check_n_leaves(self.n_leaves, k, X.shape[0], at_least=k,
+                                  why=" (the number of reference clusters)")
+        if n_leaves != k:
+            raise InvalidInputError(
+                f"{type(self).__name__} grows exactly one leaf per centre ({k}); got n_leaves={n_leaves}. "
+                "Use ExKMC for more leaves."
+            )
+        tree, leaf_center = build_imm_tree(X, codes, centers, self._ratio,
+                                           feature_priority(X.shape[1], self.random_state),
+                                           feature_names, self.verbose)
+        return self._label(tree, leaf_center)
+
+    def predict(self, X) -> np.ndarray:
+        """Reference label of the centre of the leaf each row falls in, shape (n_samples,), int64."""
+        check_is_fitted(self, "tree_")
+        return self.tree_.predict(X)
+
+
+class IMM(_CentreTree):
+    """Iterative Mistake Minimization tree with one leaf per reference centre.
+
+    Parameters
+    ----------
+    n_leaves : int, optional
+        Must equal the number of reference clusters (the default).
+    random_state : int, RandomState or None
+        Seeds the feature order used to break exact ties between features.
+    verbose : bool
+        Show a progress bar.
+
+    Attributes
+    ----------
+    tree_ : ExplanationTree
+    classes_ : ndarray (k,) — reference labels; centers_ : ndarray (k, n_features).
+    """
+
+
+class EMN(_CentreTree):
+    """EMN tree: IMM with the cut score ``mistakes / min(#centres left, #centres right)``.
+
+    Parameters are those of :class:`IMM`.
+    """
+
+    _ratio = True
+
+
+class ExKMC(_CentreTree):
+    """ExKMC: IMM to k leaves, then expand to ``n_leaves`` by the surrogate k-means cost.
+
+    Parameters
+    ----------
+    n_leaves : int, optional
+        Total number of leaves (>= number of reference clusters; default: equal to it).
+    random_state, verbose : see :class:`IMM`.
+
+    Notes
+    -----
+    As in the published ExKMC, a leaf whose points all belong to its centre's cluster is not
+    expanded; if no leaf can be expanded the tree stops early with a warning
+    (``n_leaves_`` < ``n_leaves``).
+    """
+
+    def fit(self, X, y, feature_names=None, centers=None):
+        """Fit to X (n_samples, n_features) and reference labels y; see :meth:`IMM.fit`."""
+        X, codes, classes, centers, feature_names = self._prepare(X, y, centers, feature_names)
+        k = classes.size
+        n_leaves = check_n_leaves(self.n_leaves, k, X.shape[0], at_least=k,
+                                  why=" (the number of reference clusters)")
+        priority = feature_priority(X.shape[1], self.random_state)
+        root = ColumnOrder.from_matrix(X)
+        tree, leaf_center = build_imm_tree(X, codes, centers, False, priority, feature_names, self.verbose, root)
+        if n_leaves > k:
+            self._expand(X, codes, centers, tree, leaf_center, root, n_leaves, priority)
+        return self._label(tree, leaf_center)
+
+    def _expand(self, X, codes, centers, tree, leaf_center, root, n_leaves, priority):
+        n, d = X.shape
+        xc = X @ centers.T
+        c_norm2 = np.einsum("ij,ij->i", centers, centers)
+        leaf_of = tree.apply(X)
+        leaves = {int(leaf): {"order": root.filter(leaf_of == leaf)} for leaf in tree.leaves}
+        for _ in tqdm(range(n_leaves - tree.n_leaves), desc="ExKMC expansion", disable=not self.verbose):
+            best_leaf, best = None, None
+            for leaf, info in leaves.items():
+                if "split" not in info:
+                    info["split"] = self._best_surrogate_split(X, codes, info["order"], leaf_center[leaf],
+                                                               xc, c_norm2, priority)
+                cand = info["split"]
+                if cand is not None and (best is None or cand[0] < best[0]):
+                    best_leaf, best = leaf, cand
+            if best is None:
+                warnings.warn(f"ExKMC stopped at {tree.n_leaves} leaves: every leaf is pure or holds identical "
+                              f"points, so none can be expanded towards n_leaves={n_leaves}.", stacklevel=3)
+                break
+            _, j, p, c_left, c_right = best
+            order = leaves.pop(best_leaf)["order"]
+            left, right = tree.split(best_leaf, j, X[order.order[j, p], j])
+            lo, ro = order.split(j, p, n)
+            del leaf_center[best_leaf]
+            leaf_center[left], leaf_center[right] = c_left, c_right
+            leaves[left], leaves[right] = {"order": lo}, {"order": ro}
+
+    @staticmethod
+    def _best_surrogate_split(X, codes, order, center, xc, c_norm2, priority):
+        """(gain, feature, position, centre_left, centre_right) of a leaf's best cut, or None."""
+        members = order.order[0]
+        if members.size < 2 or np.all(codes[members] == center):
+            return None
+        d = order.n_features
+        cost, pos = np.empty(d), np.empty(d, dtype=np.int64)
+        c_left, c_right = np.empty(d, dtype=np.int64), np.empty(d, dtype=np.int64)
+        ties, has = _ties(order)
+        kern.surrogate_sweep(order.order, ties, has, xc, c_norm2, cost, pos, c_left, c_right)
+        j, p, best = pick_best(cost, pos, priority)
+        if j < 0:
+            return None
+        before = np.min(members.size * c_norm2 - 2.0 * xc[members].sum(axis=0))
+        return best - before, j, p, int(c_left[j]), int(c_right[j])
