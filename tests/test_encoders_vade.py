@@ -8,8 +8,10 @@ from pipeline.encoders import VaDEEncoder, build_encoder
 from pipeline.encoders.training import occupancy
 from pipeline.validation import InvalidInputError
 
-TINY = dict(n_clusters=3, latent_dim=4, hidden_dims=(32, 32), pretrain_epochs=3, epochs=6, lr=2e-3,
+TINY = dict(n_clusters=3, latent_dim=4, hidden_dims=(32, 32), pretrain_epochs=3, epochs=3, lr=2e-3,
             batch_size=64, progress=False, device="cpu")
+# enough pre-training steps (~200) for the tiny network to separate 0 / 1 / 6
+GOOD = {**TINY, "pretrain_epochs": 25, "epochs": 6, "pretrain_lr": 3e-3, "batch_size": 32}
 
 
 @pytest.fixture(scope="module")
@@ -22,14 +24,14 @@ def digits3():
 @pytest.fixture(scope="module")
 def fitted(digits3):
     X, y = digits3
-    return VaDEEncoder(**TINY).fit(X, y)
+    return VaDEEncoder(**GOOD).fit(X, y)
 
 
 def test_elbo_loss_decreases_and_prior_has_k_components(fitted, digits3):
     X, _ = digits3
     train = [h["loss"] for h in fitted.history_ if h["phase"] == "train"]
     pre = [h["loss"] for h in fitted.history_ if h["phase"] == "pretrain"]
-    assert len(train) == 6 and len(pre) == 3
+    assert len(train) == 6 and len(pre) == 25
     assert train[-1] < train[0]
     assert pre[-1] < pre[0]
     weights, means, covs = fitted.mixture()
@@ -54,12 +56,12 @@ def test_three_clusters_recovered_reasonably(fitted, digits3):
     from sklearn.metrics import adjusted_rand_score
 
     X, y = digits3
-    assert adjusted_rand_score(y, fitted.predict_clusters(X)) > 0.5
+    assert adjusted_rand_score(y, fitted.predict_clusters(X)) > 0.6
 
 
 def test_same_seed_reproduces_on_cpu(digits3, fitted):
     X, y = digits3
-    again = VaDEEncoder(**TINY).fit(X, y)
+    again = VaDEEncoder(**GOOD).fit(X, y)
     np.testing.assert_array_equal(again.transform(X), fitted.transform(X))
 
 

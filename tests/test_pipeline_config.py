@@ -47,9 +47,9 @@ def test_every_option_of_every_group_fits_the_schema_and_is_known(group):
         elif group == "encoder":
             from pipeline.encoders import ENCODERS
             assert cfg["name"] in ENCODERS
-        elif group == "experiment":
+        elif group == "experiment":  # a study (several datasets + published values) or a one-run preset
             runs = cfg["study"]["runs"]
-            assert runs and cfg["study"]["published"]
+            assert cfg["dataset"]["loader"] in LOADERS and all(e["name"] in EXPLAINERS for e in cfg["explainer"].values())
             published_runs = {p["run"] for p in cfg["study"]["published"]}
             assert published_runs <= set(runs), "published values name runs the experiment does not have"
             for run in runs.values():

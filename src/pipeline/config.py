@@ -69,7 +69,7 @@ class EncoderConfig:
     params: Dict[str, Any] = field(default_factory=dict)  # passed to build_encoder(name, **params)
     device: str = "cpu"
     batch_size: int = 256
-    fit_split: str = "train"  # split the trainable encoder is fitted on (recorded in the key)
+    fit_split: Optional[str] = "train"  # dataset split a trainable encoder is fitted on (null: the embedded split)
     checkpoint: Optional[str] = None  # explicit checkpoint file to load instead of training
 
 

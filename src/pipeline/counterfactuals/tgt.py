@@ -207,7 +207,7 @@ class TGT(BaseEstimator):
                             f"(now {self.learning_rate})."
                         )
                     curve.append(value)
-                    if value < best - self.tol * abs(best):
+                    if best == np.inf or value < best - self.tol * abs(best):
                         best, best_step, best_basis = value, step, basis.clone()
                     elif step - best_step > self.patience:
                         break

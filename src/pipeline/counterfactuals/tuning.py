@@ -51,9 +51,13 @@ def l1_max(encoder, X, groups) -> float:
     return bound
 
 
-def default_l1_grid(encoder, X, groups, n: int = 7) -> np.ndarray:
-    """``[0] + l1_max * geomspace(1e-3, 1, n - 1)``: unregularised plus a log-spaced path."""
-    return np.concatenate([[0.0], l1_max(encoder, X, groups) * np.geomspace(1e-3, 1.0, n - 1)])
+def default_l1_grid(encoder, X, groups, n: int = 10) -> np.ndarray:
+    """``[0] + l1_max * geomspace(0.01, 1, n - 1)``: unregularised plus a log-spaced path.
+
+    Useful weights for small k sit at a few tenths of :func:`l1_max` (beyond it every
+    translation is zero), so the path is dense there.
+    """
+    return np.concatenate([[0.0], l1_max(encoder, X, groups) * np.geomspace(0.01, 1.0, n - 1)])
 
 
 def _check_grid(l1_grid) -> np.ndarray:
@@ -80,7 +84,7 @@ def _select(models: Sequence[TGT], evaluator: PairwiseEvaluator, k: int | None):
     scores = []
     for idx, model in enumerate(models):
         cr, cv = evaluator.evaluate(lambda i, j, m=model: m.explanation(i, j, k))
-        scores.append((mean_off_diagonal(cr), mean_off_diagonal(cv), model.l1, idx, cr, cv))
+        scores.append((round(mean_off_diagonal(cr), 12), round(mean_off_diagonal(cv), 12), model.l1, idx, cr, cv))
     best = max(scores, key=lambda s: s[:3])
     return best[3], best[4], best[5]
 

@@ -25,7 +25,7 @@ from sklearn.mixture import GaussianMixture
 from torch import nn
 
 from pipeline.encoders.base import register_encoder
-from pipeline.encoders.device import worker_init
+from pipeline.encoders.device import seed_everything, worker_init
 from pipeline.encoders.training import TorchEncoder, check_fitted
 from pipeline.validation import InvalidInputError, check_matrix, check_n_features
 
@@ -218,6 +218,8 @@ class VaDEEncoder(TorchEncoder):
             self.module_ = self._build_module().to(self.device_)
             self._pretrain(data, generator)
             self._init_prior(data)
+            # fresh RNG streams for the ELBO phase: identical whether pre-training ran or was cached
+            generator = seed_everything(self.seed_ + 104_729)
         net = self.module_
         opt = self._make_optimizer(net.parameters(), float(self.lr))
 

@@ -50,11 +50,12 @@ def build(cfg: dict):
         raise InvalidInputError(f"encoder={enc['name']}: bad encoder.params {params}: {exc}") from None
 
 
-def checkpoint_path(cfg: dict, load_key: str) -> Path:
+def checkpoint_path(cfg: dict, training_key: str) -> Path:
+    """``encoder.checkpoint`` if set, else ``<models_dir>/<name>/<key of encoder config + training data>.pt``."""
     enc = cfg["encoder"]
     if enc.get("checkpoint"):
         return Path(enc["checkpoint"]).expanduser()
-    key = make_key("checkpoint", encoder_key_config(cfg), [load_key])
+    key = make_key("checkpoint", encoder_key_config(cfg), [training_key])
     return Path(cfg["paths"]["models_dir"]).expanduser() / enc["name"] / f"{key}.pt"
 
 
@@ -68,27 +69,41 @@ def _checkpoint_sha(path: Path) -> str:
                                 "delete the checkpoint to retrain.") from None
 
 
+def training_data(cfg: dict, cache: StageCache, load: StageOutput) -> StageOutput:
+    """The dataset a trainable encoder is fitted on: split ``encoder.fit_split`` of the same dataset."""
+    split = cfg["encoder"].get("fit_split") or cfg["dataset"].get("split")
+    if split == cfg["dataset"].get("split"):
+        return load
+    from pipeline.stages.base import execute
+    from pipeline.stages.load import LOAD
+
+    return execute(LOAD, {**cfg, "dataset": {**cfg["dataset"], "split": split}}, cache, {})
+
+
 def prepare_encoder(cfg: dict, load: StageOutput, cache: StageCache):
-    """(encoder or None, checkpoint sha256 or None). Trains and saves a trainable encoder if needed;
-    an existing checkpoint is loaded later, only if the embeddings are not cached."""
+    """(encoder or None, checkpoint path, checkpoint sha256 or None). Trains and saves a trainable
+    encoder if needed; an existing checkpoint is loaded later, only if the embeddings are not cached."""
     encoder = build(cfg)
     if not encoder.trainable:
-        return encoder, None
-    path = checkpoint_path(cfg, load.key)
+        return encoder, None, None
+    train = training_data(cfg, cache, load)
+    path = checkpoint_path(cfg, train.key)
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):
         if path.exists() and not cache.forced(NAME):
-            return None, _checkpoint_sha(path)
+            return None, path, _checkpoint_sha(path)
         if cfg["encoder"].get("checkpoint"):
             raise InvalidInputError(f"encoder.checkpoint={path} does not exist; fix the path or set it to null to train.")
         from pipeline.encoders.checkpoint import save_encoder
 
-        ds = artifact_to_dataset(load.artifact)
-        log.info("training %s encoder on %d samples", cfg["encoder"]["name"], len(ds))
+        ds = artifact_to_dataset(train.artifact)
+        log.info("training %s encoder on %d samples (split %s)", cfg["encoder"]["name"], len(ds),
+                 ds.meta.get("split", cfg["encoder"].get("fit_split")))
         encoder.fit(ds.X, None)
         sha = save_encoder(encoder, path, {"key": path.stem, "config": cfg["encoder"], "data": ds.name,
-                                           "dataset": cfg["dataset"], "seed": cfg["seed"]})
-        return encoder, sha
+                                           "dataset": cfg["dataset"], "seed": cfg["seed"],
+                                           "fit_split": cfg["encoder"].get("fit_split") or cfg["dataset"].get("split")})
+        return encoder, path, sha
 
 
 def embed(encoder, X) -> dict:
@@ -118,7 +133,7 @@ def embed(encoder, X) -> dict:
 
 def execute_encode(cfg: dict, cache: StageCache, load: StageOutput) -> StageOutput:
     """Run the encode stage (cached), training or loading a checkpoint as needed."""
-    encoder, sha = prepare_encoder(cfg, load, cache)
+    encoder, path, sha = prepare_encoder(cfg, load, cache)
     key = make_key(NAME, {"encoder": encoder_key_config(cfg), "checkpoint_sha256": sha}, [load.key], VERSION)
 
     def compute():
@@ -126,7 +141,7 @@ def execute_encode(cfg: dict, cache: StageCache, load: StageOutput) -> StageOutp
         if encoder is None:
             from pipeline.encoders.checkpoint import load_encoder
 
-            encoder = load_encoder(checkpoint_path(cfg, load.key))
+            encoder = load_encoder(path)
         ds = artifact_to_dataset(load.artifact)
         out = embed(encoder, ds.X)
         out["latent_names"] = latent_names(cfg, load.artifact, out["Z"].shape[1])

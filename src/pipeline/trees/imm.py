@@ -85,6 +85,8 @@ def build_imm_tree(X, codes, centers, ratio: bool, priority, feature_names=None,
             ties, has = _ties(order)
             kern.mistakes_sweep(X, order.order, ties, has, codes, centers, cset, local, ratio, score, thr)
             j, _, best = pick_best(score, np.zeros(d, dtype=np.int64), priority)
+            if j < 0:  # cannot happen for distinct centres; never loop on it
+                raise InvalidInputError(f"no coordinate cut separates the centres {cset.tolist()}.")
             t = float(thr[j])
             left, right = tree.split(node, j, t)
             logger.debug("node %d: x[%d] <= %.6g, score %.6g", node, j, t, best)

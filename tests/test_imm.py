@@ -1,0 +1,226 @@
+"""IMM / EMN / ExKMC: compiled sweeps vs brute force, published behaviour, bad input."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from sklearn.datasets import make_blobs
+
+from pipeline.trees import EMN, IMM, ExKMC
+from pipeline.trees._column_order import feature_priority
+from pipeline.trees.tree import ExplanationTree
+from pipeline.validation import InvalidInputError
+from test_spex import same_structure, small_data
+
+
+# ---------------------------------------------------------------- brute force
+def bf_centre_tree(X, codes, centers, ratio, priority):
+    """IMM/EMN from the definition: every (feature, data-or-centre value) cut scored from scratch."""
+    n, d = X.shape
+    tree, leaf_center = ExplanationTree(d), {}
+    stack = [(0, np.ones(n, dtype=bool), np.arange(centers.shape[0]))]
+    while stack:
+        node, pts, cset = stack.pop()
+        if cset.size == 1:
+            leaf_center[node] = cset[0]
+            continue
+        best = (np.inf, None, None)
+        for j in np.argsort(priority):
+            cv = centers[cset, j]
+            for t in np.unique(np.r_[X[pts, j], cv]):
+                r = int(np.sum(cv <= t))
+                if not 0 < r < cset.size:
+                    continue
+                mis = np.sum((X[pts, j] <= t) != (centers[codes[pts], j] <= t))
+                score = mis / min(r, cset.size - r) if ratio else float(mis)
+                if score < best[0]:
+                    best = (score, j, t)
+        _, j, t = best
+        left, right = tree.split(node, j, t)
+        x_left, c_left = X[:, j] <= t, centers[codes, j] <= t
+        stack.append((right, pts & ~x_left & ~c_left, cset[centers[cset, j] > t]))
+        stack.append((left, pts & x_left & c_left, cset[centers[cset, j] <= t]))
+    return tree, leaf_center
+
+
+def bf_surrogate(X, pts, centers):
+    """(cost, feature, threshold, centre_left, centre_right) of a leaf's best surrogate cut."""
+    c2 = (centers ** 2).sum(axis=1)
+    xc = X @ centers.T
+    best = (np.inf, None, None, None, None)
+    for j in range(X.shape[1]):
+        for t in np.unique(X[pts, j])[:-1]:
+            L, R = pts & (X[:, j] <= t), pts & (X[:, j] > t)
+            left = L.sum() * c2 - 2 * xc[L].sum(axis=0)
+            right = R.sum() * c2 - 2 * xc[R].sum(axis=0)
+            if left.min() + right.min() < best[0]:
+                best = (left.min() + right.min(), j, t, int(np.argmin(left)), int(np.argmin(right)))
+    return best
+
+
+# (rows, labels, n_features, n_leaves (unused), seed) from test_spex, plus "centres given?"
+cases = st.tuples(small_data, st.booleans()).map(lambda c: c[0] + (c[1],))
+
+
+@pytest.mark.parametrize("cls,ratio", [(IMM, False), (EMN, True)])
+@settings(max_examples=120, deadline=None)
+@given(case=cases)
+def test_imm_emn_match_brute_force(cls, ratio, case):
+    rows, labels, d, _, seed, given_centres = case
+    X = np.array(rows, dtype=float)[:, :d]
+    y = np.array(labels)
+    classes, codes = np.unique(y, return_inverse=True)
+    if classes.size < 2:
+        with pytest.raises(InvalidInputError, match="at least 2"):
+            cls().fit(X, y)
+        return
+    k = classes.size
+    centres = np.array([X[codes == c].mean(axis=0) for c in range(k)])
+    if given_centres:  # integer centres, possibly outside the data range
+        centres = (np.arange(k * d).reshape(k, d) * 7 % 6).astype(float) - 0.5
+    if np.unique(centres, axis=0).shape[0] < k:
+        with pytest.raises(InvalidInputError, match="identical"):
+            cls().fit(X, y, centers=centres)
+        return
+    est = cls(random_state=seed).fit(X, y, centers=centres)
+    ref, leaf_center = bf_centre_tree(X, codes, centres, ratio, feature_priority(d, seed))
+    same_structure(est.tree_, ref)
+    assert est.tree_.n_leaves == k
+    for leaf, c in leaf_center.items():
+        assert est.tree_.label[leaf] == classes[c]
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=cases, extra=st.integers(1, 3))
+def test_exkmc_expansion_matches_brute_force(case, extra):
+    rows, labels, d, _, _, _ = case
+    X = np.array(rows, dtype=float)[:, :d]
+    y = np.array(labels)
+    classes, codes = np.unique(y, return_inverse=True)
+    k = classes.size
+    if k < 2:
+        return
+    centres = (np.arange(k * d).reshape(k, d) * 5 % 7).astype(float)  # integer: sums stay exact
+    if np.unique(centres, axis=0).shape[0] < k:
+        return
+    if k + extra > X.shape[0]:
+        with pytest.raises(InvalidInputError, match="exceeds"):
+            ExKMC(n_leaves=k + extra).fit(X, y, centers=centres)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = ExKMC(n_leaves=k + extra).fit(X, y, centers=centres)
+    imm = IMM().fit(X, y, centers=centres).tree_
+    # replay the expansion by brute force on the IMM tree's leaves
+    tree = ExplanationTree.from_dict(imm.to_dict())
+    leaf_center = {int(l): int(np.flatnonzero(classes == imm.label[l])[0]) for l in imm.leaves}
+    order = [int(l) for l in imm.leaves]
+    cache = {}
+    c2 = (centres ** 2).sum(axis=1)
+    xc = X @ centres.T
+    while tree.n_leaves < k + extra:
+        leaf_of = tree.apply(X)
+        best = None
+        for leaf in order:
+            pts = leaf_of == leaf
+            if leaf not in cache:
+                pure = np.all(codes[pts] == leaf_center[leaf])
+                cand = None if pts.sum() < 2 or pure else bf_surrogate(X, pts, centres)
+                if cand is not None and cand[1] is not None:
+                    before = np.min(pts.sum() * c2 - 2 * xc[pts].sum(axis=0))
+                    cand = (cand[0] - before,) + cand[1:]
+                else:
+                    cand = None
+                cache[leaf] = cand
+            if cache[leaf] is not None and (best is None or cache[leaf][0] < best[1][0]):
+                best = (leaf, cache[leaf])
+        if best is None:
+            break
+        leaf, (_, j, t, cl, cr) = best
+        left, right = tree.split(leaf, j, t)
+        order.remove(leaf)
+        order += [left, right]
+        leaf_center[left], leaf_center[right] = cl, cr
+        del leaf_center[leaf]
+    same_structure(est.tree_, tree)
+    for leaf, c in leaf_center.items():
+        assert est.tree_.label[leaf] == classes[c]
+
+
+# ------------------------------------------------------------------ behaviour
+def test_imm_on_figure2_example_is_error_free_with_smallest_threshold():
+    """SpEx §3.1 / Figure 2 (right): the horizontal cut makes no mistakes; IMM (like the
+    published ExKMC code) takes the smallest zero-mistake threshold: the top of the bottom clusters."""
+    rng = np.random.default_rng(0)
+    top = np.c_[rng.uniform(0, 10, 50), rng.uniform(9, 10, 50)]
+    bl = np.c_[rng.uniform(0, 4.5, 200), rng.uniform(0, 1, 200)]
+    br = np.c_[rng.uniform(5.5, 10, 200), rng.uniform(0, 1, 200)]
+    X, y = np.vstack([top, bl, br]), np.repeat([0, 1, 2], [50, 200, 200])
+    est = IMM().fit(X, y)
+    assert est.tree_.feature[0] == 1
+    assert est.tree_.threshold[0] == X[50:, 1].max()
+    assert np.array_equal(est.predict(X), y)
+    # a vertical cut between the bottom clusters would cut the top cluster: IMM counts those mistakes
+    assert EMN().fit(X, y).tree_.feature[0] == 1
+
+
+def test_imm_mistakes_leave_the_construction():
+    # 1-D, centres 0, 10, 20; a point of cluster 0 sits at 15. Root: x <= 15 makes no mistake
+    # (t = 11 would make one). Left node {0, 1, 15 | 10, 11}: t must be < 10; t = 1 makes one
+    # mistake (15), t = 0 two. The point at 15 is then dropped and ends in cluster 1's leaf.
+    X = np.array([[0.0], [1.0], [15.0], [10.0], [11.0], [20.0], [21.0]])
+    y = np.array([0, 0, 0, 1, 1, 2, 2])
+    centres = np.array([[0.0], [10.0], [20.0]])
+    est = IMM().fit(X, y, centers=centres)
+    assert list(est.tree_.threshold[~np.isnan(est.tree_.threshold)]) == [15.0, 1.0]
+    assert list(est.predict(X)) == [0, 0, 1, 1, 1, 2, 2]
+
+
+def test_exkmc_lowers_surrogate_cost_and_noise_ignored():
+    X, y = make_blobs(n_samples=800, n_features=6, centers=4, cluster_std=3.0, random_state=3)
+    y_noise = y.copy()
+    y_noise[::15] = -1
+    base = ExKMC().fit(X, y_noise)
+    more = ExKMC(n_leaves=8, random_state=0).fit(X, y_noise)
+    assert base.tree_ == IMM().fit(X, y_noise).tree_
+    assert more.tree_.n_leaves == 8
+
+    def surrogate(est):
+        c = est.centers_[np.searchsorted(est.classes_, est.predict(X))]
+        return ((X - c) ** 2).sum()
+
+    assert surrogate(more) < surrogate(base)
+    assert more.predict(X).dtype == np.int64
+
+
+def test_exkmc_stops_with_warning_when_leaves_are_pure():
+    X, y = make_blobs(n_samples=100, n_features=2, centers=[[0, 0], [100, 100]], cluster_std=1, random_state=0)
+    with pytest.warns(UserWarning, match="stopped at 2 leaves"):
+        est = ExKMC(n_leaves=4).fit(X, y)
+    assert est.n_leaves_ == 2
+
+
+# ------------------------------------------------------------------ bad input
+def test_bad_inputs():
+    X, y = make_blobs(n_samples=60, n_features=3, centers=3, random_state=0)
+    with pytest.raises(InvalidInputError, match="at least 3"):
+        IMM(n_leaves=2).fit(X, y)
+    with pytest.raises(InvalidInputError, match="ExKMC"):
+        EMN(n_leaves=5).fit(X, y)
+    with pytest.raises(InvalidInputError, match="at least 3"):
+        ExKMC(n_leaves=2).fit(X, y)
+    with pytest.raises(InvalidInputError, match="columns"):
+        IMM().fit(X, y, centers=np.zeros((3, 4)))
+    with pytest.raises(InvalidInputError, match="rows"):
+        IMM().fit(X, y, centers=np.zeros((2, 3)))
+    with pytest.raises(InvalidInputError, match="identical"):
+        IMM().fit(X, y, centers=np.ones((3, 3)))
+    with pytest.raises(InvalidInputError, match="at least 2"):
+        EMN().fit(X, np.where(y == 0, 0, -1))
+    Xn = X.copy()
+    Xn[0, 0] = np.nan
+    with pytest.raises(InvalidInputError, match="NaN"):
+        IMM().fit(Xn, y)
+    with pytest.raises(InvalidInputError, match="exceeds"):
+        ExKMC(n_leaves=61).fit(X, y)

@@ -1,0 +1,68 @@
+"""The encode stage with a (tiny) trainable encoder: checkpoint saved once, reused, keyed by its hash."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from pipeline.config import compose_config
+from pipeline.runner import run
+
+TINY_VADE = ["encoder=vade", "encoder.device=cpu", "encoder.params.hidden_dims=[16]", "encoder.params.latent_dim=2",
+             "encoder.params.n_clusters=3", "encoder.params.pretrain_epochs=1", "encoder.params.epochs=1",
+             "clustering=encoder", "clustering.n_clusters=3", "dataset.classes=[0,1,7]", "dataset.n_samples=150",
+             "explainer=[mmdt,cart]", "report.figures=false", "report.summary=false"]
+
+
+def cfg(tmp_path, out, cache="cache"):
+    return compose_config([f"paths.output_dir={tmp_path / out}", f"paths.cache_dir={tmp_path / cache}",
+                           f"paths.models_dir={tmp_path / 'models'}", *TINY_VADE])
+
+
+def events(tmp_path, out):
+    status = json.loads((tmp_path / out / "status.json").read_text())
+    return {e["stage"]: e["hit"] for e in status["cache"]}, status
+
+
+def test_trainable_encoder_is_checkpointed_and_reused(tmp_path):
+    first = run(cfg(tmp_path, "a"))
+    checkpoints = list((tmp_path / "models" / "vade").glob("*.pt"))
+    assert len(checkpoints) == 1
+    stamp = checkpoints[0].stat().st_mtime_ns
+    z_files = list((tmp_path / "cache" / "encode").glob("*/arrays.npz"))
+    assert len(z_files) == 1
+    with np.load(z_files[0]) as data:
+        assert data["Z"].shape == (150, 2) and data["head_labels"].shape == (150,)
+        assert data["mixture_means"].shape == (3, 2)
+    assert list(first["explainer"]) == ["reference", "mmdt", "cart"]
+    assert first.set_index("explainer").loc["reference", "method"] == "encoder"
+
+    # A fresh embeddings cache with the same models_dir: the checkpoint is loaded, not retrained.
+    second = run(cfg(tmp_path, "b", cache="cache2"))
+    assert checkpoints[0].stat().st_mtime_ns == stamp
+    with np.load(z_files[0]) as a, np.load(next((tmp_path / "cache2" / "encode").glob("*/arrays.npz"))) as b:
+        np.testing.assert_allclose(a["Z"], b["Z"], rtol=1e-5, atol=1e-6)
+    pd.testing.assert_series_equal(first["ari"], second["ari"])
+
+    # Same cache: the embeddings are a hit; the key carries the checkpoint's sha256.
+    run(cfg(tmp_path, "c"))
+    hits, _ = events(tmp_path, "c")
+    assert hits["encode"] and hits["cluster"]
+    sidecar = json.loads(checkpoints[0].with_suffix(".json").read_text())
+    meta = json.loads(next((tmp_path / "cache" / "encode").glob("*/meta.json")).read_text())
+    assert meta["checkpoint_sha256"] == sidecar["sha256"]
+
+
+def test_encoder_is_fitted_on_fit_split(tmp_path):
+    config = compose_config([f"paths.output_dir={tmp_path / 'out'}", f"paths.cache_dir={tmp_path / 'cache'}",
+                             f"paths.models_dir={tmp_path / 'models'}", *TINY_VADE, "dataset.n_samples=60",
+                             "dataset.split=test", "encoder.fit_split=train"])
+    run(config)
+    loads = [json.loads(p.read_text()) for p in (tmp_path / "cache" / "load").glob("*/meta.json")]
+    assert len(loads) == 2  # the embedded split and the training split, each cached
+    sidecar = json.loads(next((tmp_path / "models" / "vade").glob("*.json")).read_text())
+    assert sidecar["metadata"]["fit_split"] == "train" and sidecar["metadata"]["dataset"]["split"] == "test"
+    hits, _ = events(tmp_path, "out")
+    assert hits["load"] is False and hits["encode"] is False
