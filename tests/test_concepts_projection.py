@@ -164,3 +164,19 @@ def test_selection_bad_input():
         select_concepts(np.zeros((2, 2)), np.ones(2), 0)
     with pytest.raises(InvalidInputError, match="> 0"):
         select_concepts(np.zeros((2, 2)), np.array([1.0, 0.0]), 1)
+
+
+def test_cross_check_with_metrics_q_and_concept_mmdt():
+    from pipeline.metrics import explainability_to_noise_ratio
+    from pipeline.trees import ConceptMMDT
+
+    rng = np.random.default_rng(4)
+    d, M, K = 5, 3, 4
+    C = rng.normal(size=(M, d))
+    means = rng.normal(scale=2, size=(K, d))
+    covs = np.stack([random_spd(d, rng) for _ in range(K)])
+    mu_c, sig_c = concept_mixture(C, means, covs)
+    assert concept_explainability_to_noise_ratio(mu_c, sig_c) == pytest.approx(explainability_to_noise_ratio(mu_c, sig_c))
+    tree = ConceptMMDT(C, random_state=0).fit_mixture(means, covs)
+    np.testing.assert_allclose(tree.concept_means_, mu_c)
+    np.testing.assert_allclose(tree.concept_sigma_, sig_c)

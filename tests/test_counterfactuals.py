@@ -119,7 +119,7 @@ def test_tgt_reproducible_converges_and_keeps_training_mode():
     assert enc.training and enc[1].training
     assert fits[0].converged_ and fits[0].n_iter_ < 5000
     curve = fits[0].loss_curve_
-    assert curve[-1] < 0.2 * curve[100]
+    assert curve.min() == pytest.approx(curve[-1], rel=0.05) and curve[-1] < 0.1 * curve[0]
 
 
 def test_tgt_nonlinear_encoder_improves_correctness():

@@ -106,3 +106,24 @@ def test_periodic_checkpoints(data, tmp_path):
 def test_untrainable_encoder_has_no_checkpoint(tmp_path):
     with pytest.raises(InvalidInputError, match="not trainable"):
         save_encoder(IdentityEncoder(), tmp_path / "x.pt")
+
+
+def test_pipeline_loads_a_named_checkpoint_and_rejects_another_k(saved, tmp_path, caplog):
+    from pipeline.config import compose_config
+    from pipeline.runner import run
+
+    _, path, _ = saved
+
+    def config(k, out):
+        return compose_config([
+            f"paths.output_dir={tmp_path / out}", f"paths.cache_dir={tmp_path / 'cache'}",
+            f"paths.models_dir={tmp_path / 'models'}", "encoder=vade", "encoder.device=cpu",
+            "encoder.params.hidden_dims=[16,16]", "encoder.params.latent_dim=4", f"encoder.params.n_clusters={k}",
+            f"encoder.checkpoint={path}", "clustering=encoder", f"clustering.n_clusters={k}", "dataset.n_samples=150",
+            "explainer=[cart]", "report.figures=false", "report.summary=false"])
+
+    with pytest.raises(InvalidInputError, match="n_clusters=3 in the checkpoint but 5 configured"):
+        run(config(5, "bad"))
+    with caplog.at_level("INFO"):
+        run(config(3, "ok"))
+    assert f"loaded vade checkpoint {path} (epoch 2" in caplog.text

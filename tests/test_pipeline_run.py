@@ -170,3 +170,14 @@ def test_nan_embeddings(tmp_path):
         ENCODERS.pop("nan_test")
     assert_failed_cleanly(tmp_path)
     assert not list((tmp_path / "cache").glob("encode/*/meta.json"))  # nothing cached for the bad stage
+
+
+@pytest.mark.parametrize("clustering, explainers", [
+    ("spectral", ["spex_graph", "spex_knn", "spex_clique"]),  # spex_graph gets the spectral affinity graph
+    ("kmeans", ["imm", "emn", "exkmc", "random_mmdt"]),  # centre-based trees get the k-means centres
+])
+def test_registry_explainers_run_with_the_clustering_that_provides_their_needs(tmp_path, clustering, explainers):
+    df = run(make_cfg(tmp_path, "dataset=iris", f"clustering={clustering}", f"explainer=[{','.join(explainers)}]",
+                      "report.figures=false", "report.summary=false")).set_index("explainer")
+    assert list(df.index) == ["reference", *explainers]
+    assert (df.loc[explainers, "ref_ari"] > 0.5).all() and (df.loc[explainers, "n_leaves"] == 3).all()

@@ -129,7 +129,8 @@ def _fit_centers(est, d: FitInputs):
 
 
 def _fit_graph(est, d: FitInputs):
-    return est.fit(d.X, d.graph, feature_names=d.feature_names)
+    # The reference labels name the leaves (majority label) and keep noise rows out of fitting.
+    return est.fit(d.X, d.graph, feature_names=d.feature_names, y=d.labels)
 
 
 def _fit_mmdt(est, d: FitInputs):

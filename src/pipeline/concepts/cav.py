@@ -80,8 +80,10 @@ class CAVFitter(BaseEstimator):
     score_mean_, score_ci_ : ndarray of shape (n_concepts,), (n_concepts, 2)
         Mean held-out score and its 95% t-interval over repeats.
     p_values_ : ndarray of shape (n_concepts,)
-        Bonferroni-adjusted p-values of "concept beats random split".
+        Bonferroni-adjusted p-values of "concept beats random split" (NaN when the test
+        is skipped: ``cv=0`` or ``n_repeats=1``).
     significant_ : ndarray of bool, shape (n_concepts,)
+        ``p_values_ < alpha`` (all True when the test is skipped).
     spread_deg_ : ndarray of shape (n_concepts,)
         Mean angle (degrees) between the repeat directions and the final CAV.
     n_positives_, n_negatives_ : ndarray of int, shape (n_concepts,)
@@ -322,6 +324,6 @@ def _greater_p(a: np.ndarray, b: np.ndarray) -> float:
     a, b = np.asarray(a, float), np.asarray(b, float)
     if np.isnan(a).any() or np.isnan(b).any() or a.size < 2:
         return 1.0
-    if np.ptp(a) == 0 and np.ptp(b) == 0:
-        return 0.0 if a[0] > b[0] else 1.0
+    if max(a.std(), b.std()) < 1e-9:  # (near-)constant scores: the t statistic is meaningless
+        return 0.0 if a.mean() > b.mean() + 1e-9 else 1.0
     return float(stats.ttest_ind(a, b, equal_var=False, alternative="greater").pvalue)

@@ -59,44 +59,47 @@ class Fitter:
         return float(np.mean((s_test > t) == (y_test == 1)))
 
 
-class LogisticFitter(Fitter):
-    """L2-regularised logistic regression (the TCAV default)."""
+class _SklearnLinearFitter(Fitter):
+    """A scikit-learn linear classifier; ``coef_`` points towards class 1 (classes_ = [0, 1])."""
 
     standardize = True
+
+    def _model(self, random_state):
+        raise NotImplementedError
+
+    def direction(self, Z, y, random_state):
+        return self._model(random_state).fit(Z, y).coef_[0]
+
+
+class LogisticFitter(_SklearnLinearFitter):
+    """L2-regularised logistic regression (the TCAV default)."""
 
     def __init__(self, C: float = 1.0, max_iter: int = 500):
         self.C, self.max_iter = C, max_iter
 
-    def direction(self, Z, y, random_state):
-        model = LogisticRegression(C=self.C, max_iter=self.max_iter, random_state=random_state)
-        return model.fit(Z, y).coef_[0]  # classes_ = [0, 1]: coef_ points towards y = 1
+    def _model(self, random_state):
+        return LogisticRegression(C=self.C, max_iter=self.max_iter, random_state=random_state)
 
 
-class LinearSVMFitter(Fitter):
+class LinearSVMFitter(_SklearnLinearFitter):
     """Linear support-vector machine (hinge loss)."""
-
-    standardize = True
 
     def __init__(self, C: float = 1.0, max_iter: int = 5000):
         self.C, self.max_iter = C, max_iter
 
-    def direction(self, Z, y, random_state):
-        model = LinearSVC(C=self.C, max_iter=self.max_iter, random_state=random_state)
-        return model.fit(Z, y).coef_[0]
+    def _model(self, random_state):
+        return LinearSVC(C=self.C, max_iter=self.max_iter, random_state=random_state)
 
 
-class SGDFitter(Fitter):
+class SGDFitter(_SklearnLinearFitter):
     """Linear classifier trained by SGD (what the TCAV reference code uses)."""
-
-    standardize = True
 
     def __init__(self, alpha: float = 1e-3, loss: str = "hinge", max_iter: int = 1000):
         self.alpha, self.loss, self.max_iter = alpha, loss, max_iter
 
-    def direction(self, Z, y, random_state):
-        model = SGDClassifier(alpha=self.alpha, loss=self.loss, max_iter=self.max_iter, tol=1e-4,
-                              random_state=random_state)
-        return model.fit(Z, y).coef_[0]
+    def _model(self, random_state):
+        return SGDClassifier(alpha=self.alpha, loss=self.loss, max_iter=self.max_iter, tol=1e-4,
+                             random_state=random_state)
 
 
 class MeanDifferenceFitter(Fitter):

@@ -141,7 +141,8 @@ def execute_encode(cfg: dict, cache: StageCache, load: StageOutput) -> StageOutp
         if encoder is None:
             from pipeline.encoders.checkpoint import load_encoder
 
-            encoder = load_encoder(path)
+            # an explicitly named checkpoint must fit the configured architecture / K
+            encoder = load_encoder(path, expected=build(cfg) if cfg["encoder"].get("checkpoint") else None)
         ds = artifact_to_dataset(load.artifact)
         out = embed(encoder, ds.X)
         out["latent_names"] = latent_names(cfg, load.artifact, out["Z"].shape[1])

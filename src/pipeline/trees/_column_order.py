@@ -54,6 +54,25 @@ def _sort_block(XT: np.ndarray, idx_bits: int) -> tuple[np.ndarray, np.ndarray]:
     return order, equal_next
 
 
+def _sort_block_compiled(X, start, stop, idx_bits, order, ties) -> None:
+    """Compiled twin of :func:`_sort_block` writing into ``order``/``ties`` rows start:stop."""
+    keys = _kernels.pack_keys(X.view(np.int64), start, stop, idx_bits)
+    keys.sort(axis=1)
+    same_key = np.empty((stop - start, max(X.shape[0] - 1, 0)), dtype=bool)
+    _kernels.unpack_keys(keys, idx_bits, order[start:stop], same_key)
+    rows, cols = np.nonzero(same_key)
+    if rows.size:
+        rows += start
+        a = X[order[rows, cols], rows] + 0.0
+        b = X[order[rows, cols + 1], rows] + 0.0
+        ties[rows, cols] = a == b
+        for r in np.unique(rows[a != b]):  # different values sharing a truncated key: exact sort
+            col = X[:, r] + 0.0
+            order[r] = np.argsort(col, kind="stable")
+            v = col[order[r]]
+            ties[r] = v[1:] == v[:-1]
+
+
 class ColumnOrder:
     """Sorted orders of the points of one tree node, one row per feature.
 
@@ -79,8 +98,13 @@ class ColumnOrder:
         ties = np.zeros((d, max(n - 1, 0)), dtype=bool)
         step = column_block_size(n)
 
+        X = np.ascontiguousarray(X, dtype=np.float64)
+
         def work(s: int) -> None:
-            block = np.ascontiguousarray(X[:, s:s + step].T, dtype=np.float64)
+            if _kernels.AVAILABLE:
+                _sort_block_compiled(X, s, min(s + step, d), bits, order, ties)
+                return
+            block = np.ascontiguousarray(X[:, s:s + step].T)
             block += 0.0  # turns -0.0 into 0.0
             order[s:s + step], ties[s:s + step] = _sort_block(block, bits)
 

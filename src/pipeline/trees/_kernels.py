@@ -20,6 +20,8 @@ try:  # pragma: no cover - exercised implicitly
 except ImportError:  # pragma: no cover
     AVAILABLE = False
 
+_SLACK = 1.0 + 1e-9  # prefilter margin, far above float rounding; exact scores decide
+
 if AVAILABLE:
 
     @numba.njit(parallel=True, cache=True, nogil=True)
@@ -44,6 +46,10 @@ if AVAILABLE:
                 if has_ties and tie_ids[j, p] == tie_ids[j, p + 1]:
                     continue
                 vol_r = vol_v - vol_s
+                if vol_s > 0 and vol_r > 0:
+                    # a/vs + b/vr >= best(1 + 1e-9) certainly cannot win: skip the two divisions
+                    if float(cut_s) * vol_r + float(cut_r) * vol_s > _SLACK * best * (float(vol_s) * vol_r):
+                        continue
                 a = cut_s / vol_s if vol_s > 0 else 0.0
                 b = cut_r / vol_r if vol_r > 0 else 0.0
                 score = a + b
@@ -84,8 +90,12 @@ if AVAILABLE:
                 cut_s = off_s - 2.0 * w_in_s
                 w_in_r = inner_total - (inner_s - w_in_s)
                 cut_r = (off_total - off_s) - 2.0 * w_in_r
+                vol_r = vol_total - vol_s
+                if vol_s > 0 and n_positive - pos_s > 0 and vol_r > 0:
+                    if cut_s * vol_r + cut_r * vol_s > _SLACK * best * (vol_s * vol_r):
+                        continue
                 a = cut_s / vol_s if vol_s > 0 else 0.0
-                b = cut_r / (vol_total - vol_s) if n_positive - pos_s > 0 else 0.0
+                b = cut_r / vol_r if n_positive - pos_s > 0 else 0.0
                 score = a + b
                 if score < best:
                     best = score
@@ -118,3 +128,33 @@ if AVAILABLE:
                         t_right[j, b] = tie_ids[j, p]
                     b += 1
         return left, right, t_left, t_right
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def pack_keys(bits_view, start, stop, idx_bits):
+        """Order-preserving int64 keys of columns start:stop of a float64 matrix (given as its
+        int64 view, shape (n, d)), low ``idx_bits`` bits replaced by the row index."""
+        n = bits_view.shape[0]
+        out = np.empty((stop - start, n), np.int64)
+        low = (np.int64(1) << idx_bits) - 1
+        sign_zero = np.int64(-9223372036854775807) - 1  # bit pattern of -0.0
+        flip = np.int64(9223372036854775807)
+        for jj in prange(stop - start):
+            j = start + jj
+            for i in range(n):
+                v = bits_view[i, j]
+                if v == sign_zero:
+                    v = 0
+                key = v ^ ((v >> 63) & flip)
+                out[jj, i] = (key & ~low) | i
+        return out
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def unpack_keys(keys, idx_bits, order, same_key):
+        """Row ids (low bits) of sorted keys, and whether neighbours share the truncated key."""
+        b, n = keys.shape
+        low = (np.int64(1) << idx_bits) - 1
+        for r in prange(b):
+            for i in range(n):
+                order[r, i] = keys[r, i] & low
+                if i + 1 < n:
+                    same_key[r, i] = (keys[r, i] >> idx_bits) == (keys[r, i + 1] >> idx_bits)
