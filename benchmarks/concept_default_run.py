@@ -18,7 +18,9 @@ per ``--select`` value with greedy concept selection, and prints for each:
 ``--cav-scaling`` instead times :class:`CAVFitter` on synthetic latents with planted
 concept directions (default 50 000 latents x 100 concepts, d = 10, default CAV settings).
 
-Results are printed and saved to benchmarks/results/concept_default_run.json
+Results are printed and saved to benchmarks/results/concept_default_run.json (figures:
+concept_default_scatter*.png, the Concept-MMDT cuts on the root's two concepts, and
+concept_default_cavs.png)
 (``concept_cav_scaling.json`` for ``--cav-scaling``).
 """
 
@@ -37,6 +39,7 @@ from pipeline.concepts import CAVFitter, concept_explainability_to_noise_ratio, 
 from pipeline.config import compose_config
 from pipeline.metrics import ari, explainability_to_noise_ratio, misassignment_rate, theorem1_upper_bound
 from pipeline.runner import run_stages, to_plain
+from pipeline.report.concept_plots import plot_cav_accuracy, plot_concept_scatter
 from pipeline.trees import CART, MMDT, ConceptMMDT
 
 RESULTS = Path(__file__).parent / "results"
@@ -102,6 +105,10 @@ def evaluate(overrides: list[str], repeats: int, seed: int) -> dict:
         "cache": [vars(e) for e in cache.events],
         "rules_concept_mmdt": [str(r) for r in cmmdt.tree_.rules()],
     }
+    tag = "_select" + str(len(names)) if pr.get("selection") else ""
+    RESULTS.mkdir(exist_ok=True)
+    plot_concept_scatter(cmmdt.tree_, X, ref).savefig(RESULTS / f"concept_default_scatter{tag}.png", dpi=90)
+    plot_cav_accuracy(cc["cav_summary"]).savefig(RESULTS / "concept_default_cavs.png", dpi=90)
     return out
 
 

@@ -74,3 +74,54 @@ def test_concept_set_for_another_dataset_fails_clearly(tmp_path):
 def test_text_prompts_need_a_text_tower(tmp_path):
     with pytest.raises(InvalidInputError, match="text"):
         run(compose(tmp_path, "dataset=iris", "encoder=identity", "clustering=gmm", "concepts=text_prompts"))
+
+
+def test_text_prompts_are_embedded_by_the_encoders_text_tower(tmp_path):
+    from pipeline.data import Dataset
+    from pipeline.encoders.base import Encoder, register_encoder
+    from pipeline.stages.cavs import build_cavs
+
+    class FakeTextTower(Encoder):  # deterministic stand-in for CLIP: one axis per prompt word
+        name = "fake_text_tower"
+
+        def transform(self, X):
+            return np.zeros((len(X), 8), np.float32)
+
+        def encode_text(self, texts):
+            out = np.zeros((len(texts), 8), np.float32)
+            for i, t in enumerate(texts):
+                for word in t.split():
+                    out[i, sum(map(ord, word)) % 8] += 1.0
+            return out
+
+    register_encoder("fake_text_tower", FakeTextTower)
+    cfg = to_plain_cfg(tmp_path, ["concepts=text_prompts", "encoder.name=fake_text_tower", "dataset=iris"])
+    ds = Dataset(name="iris", X=np.zeros((5, 4)), y=None, kind="tabular")
+    out = build_cavs(cfg, ds, np.zeros((5, 8), np.float32))
+    assert out["cavs"].shape[1] == 8 and out["cav_fitter"] == "mean_difference"
+    assert "animal" in out["concept_names"] and out["n_concept_examples"] > 30
+    np.testing.assert_allclose(np.linalg.norm(out["cavs"], axis=1), 1.0)
+
+
+def to_plain_cfg(tmp_path, overrides):
+    from pipeline.runner import to_plain
+
+    return to_plain(compose(tmp_path, *overrides))
+
+
+def test_broden_images_go_through_the_data_encoder(tmp_path):
+    from test_concepts_sets import write_broden
+
+    from pipeline.data import Dataset
+    from pipeline.stages.cavs import build_cavs
+
+    write_broden(tmp_path / "broden", n=24)
+    cfg = to_plain_cfg(tmp_path, ["concepts=broden", "encoder=identity", f"+concepts.params.root={tmp_path / 'broden'}",
+                                  "concepts.params.min_positives=4", "concepts.params.n_negatives=24",
+                                  "cav.params.n_repeats=3", "cav.params.cv=2", "cav.params.min_positives=3"])
+    ds = Dataset(name="cifar10", X=np.zeros((3, 8, 8, 3), np.uint8), y=None, kind="image")
+    out = build_cavs(cfg, ds, np.zeros((3, 8 * 8 * 3), np.float32))
+    # The fake images are flat grey levels, so both CAVs point along the same direction: one is
+    # dropped as a duplicate (logged), the other lives in the data's 192-d latent space.
+    assert set(out["concept_names"]) | set(out["cav_dropped"]) == {"sky", "street"}
+    assert out["cavs"].shape[1] == 192 and out["n_concept_examples"] == 24

@@ -187,3 +187,11 @@ def test_broden_examples_from_index(tmp_path):
     assert ex.inputs[1, 0, 0, 0] == 10  # image 1 loaded and resized in index order
     with pytest.raises(InvalidInputError, match="min_positives"):
         build_examples(spec, ds, root=str(tmp_path / "broden"), min_positives=100)
+
+
+def test_awa2_predicates_default_to_the_datasets_own_copy(tmp_path):
+    write_awa2(tmp_path / "awa")
+    ds = Dataset(name="awa2", X=np.zeros((2, 2, 2, 3), np.uint8), y=np.array([0, 1]), kind="image",
+                 class_names=["antelope", "zebra"], meta={"source": str(tmp_path / "awa")})
+    ex = build_examples(awa2_spec(tmp_path), ds, download=False)
+    np.testing.assert_array_equal(ex.labels, [[0, 1, 0, 0], [1, 1, 1, 0]])

@@ -323,3 +323,14 @@ def test_bad_k_and_labels(planted_fit):
         model.explanation(0, 9)
     with pytest.raises(InvalidInputError, match="eps"):
         correctness(LatentIdentity(), X[:3], X[3:6], np.zeros(X.shape[1]), -1.0)
+
+
+def test_docs_snippet_runs(capsys):
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "counterfactuals.md").read_text()
+    snippet = text.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(snippet, "docs/counterfactuals.md", "exec"), {})
+    printed = capsys.readouterr().out
+    delta = np.array(printed[printed.index("[") + 1 : printed.index("]")].split(), dtype=float)
+    assert np.flatnonzero(delta).tolist() == [2] and delta[2] > 1.5  # the planted feature, via the encoder

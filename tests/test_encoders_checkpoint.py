@@ -127,3 +127,17 @@ def test_pipeline_loads_a_named_checkpoint_and_rejects_another_k(saved, tmp_path
     with caplog.at_level("INFO"):
         run(config(3, "ok"))
     assert f"loaded vade checkpoint {path} (epoch 2" in caplog.text
+
+
+def test_checkpoint_from_unavailable_device_loads_here(saved, tmp_path, data):
+    enc, path, _ = saved
+    moved = tmp_path / "gpu.pt"
+    moved.write_bytes(path.read_bytes())
+    side = json.loads(sidecar_path(path).read_text())
+    side["config"]["device"] = "cuda:7"  # as if trained on a GPU machine
+    sidecar_path(moved).write_text(json.dumps(side))
+    if torch.cuda.device_count() > 7:
+        pytest.skip("this machine has a cuda:7")
+    loaded = load_encoder(moved)
+    np.testing.assert_array_equal(loaded.transform(data), enc.transform(data))
+    assert load_encoder(moved, device="cpu").device_.type == "cpu"

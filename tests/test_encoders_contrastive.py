@@ -158,3 +158,16 @@ def test_transform_rejects_other_image_size(trained):
 
 def test_registry():
     assert isinstance(build_encoder("contrastive", n_clusters=2), ContrastiveClusteringEncoder)
+
+
+def test_checkpoint_round_trip(trained, tmp_path):
+    from pipeline.encoders import load_encoder, save_encoder
+
+    enc, X, _ = trained
+    path = tmp_path / "contrastive" / "k.pt"
+    save_encoder(enc, path, {"data": "generated"})
+    loaded = load_encoder(path, expected=ContrastiveClusteringEncoder(**SMALL))
+    np.testing.assert_array_equal(loaded.transform(X), enc.transform(X))
+    np.testing.assert_array_equal(loaded.predict_clusters(X), enc.predict_clusters(X))
+    with pytest.raises(InvalidInputError, match="backbone='resnet34' in the checkpoint but 'resnet18'"):
+        load_encoder(path, expected=ContrastiveClusteringEncoder(**{**SMALL, "backbone": "resnet18"}))

@@ -151,8 +151,12 @@ def test_clique_graph_equals_spexgraph_on_materialised_clique(kernels):
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
 
 
+@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("n,d", [(5, 1), (1000, 3), (70000, 2)])
-def test_column_order_is_stable_argsort(n, d):
+def test_column_order_is_stable_argsort(n, d, compiled, monkeypatch):
+    from pipeline.trees import _kernels
+
+    monkeypatch.setattr(_kernels, "AVAILABLE", compiled and _kernels.AVAILABLE)
     rng = np.random.default_rng(n)
     X = rng.normal(size=(n, d))
     X[: n // 3, 0] = np.round(X[: n // 3, 0], 1)  # ties
@@ -167,6 +171,12 @@ def test_column_order_is_stable_argsort(n, d):
         valid = co.valid_cuts(j, j + 1)
         expect = v[1:] != v[:-1]
         np.testing.assert_array_equal(np.ones_like(expect) if valid is None else valid[0], expect)
+    left, right = co.split(d - 1, n // 2, n)
+    in_left = np.zeros(n, dtype=bool)
+    in_left[co.order[d - 1, : n // 2 + 1]] = True
+    for child, mask in ((left, in_left), (right, ~in_left)):
+        for j in range(d):
+            np.testing.assert_array_equal(child.order[j], co.order[j][mask[co.order[j]]])
 
 
 # ------------------------------------------------------------------ behaviour

@@ -121,6 +121,17 @@ class StudyConfig:
 
 
 @dataclass
+class CounterfactualsConfig:
+    """Global counterfactual explanations between clusters (issue 8; ``conf/counterfactuals/``)."""
+
+    name: str = "none"  # "none" disables the stage
+    methods: List[str] = field(default_factory=lambda: ["tgt", "dbm"])
+    space: str = "auto"  # auto | latent | concepts
+    k: Optional[int] = 3  # features/concepts kept per explanation (null: all)
+    params: Dict[str, Any] = field(default_factory=dict)  # TGT parameters; l1 (null: tuned for k), l1_grid
+
+
+@dataclass
 class ReportConfig:
     figures: bool = True  # tree PNGs
     summary: bool = True  # terminal summary
@@ -142,6 +153,7 @@ class Config:
     cav: CavConfig = field(default_factory=CavConfig)
     explainer: Dict[str, ExplainerConfig] = field(default_factory=dict)
     study: StudyConfig = field(default_factory=StudyConfig)
+    counterfactuals: CounterfactualsConfig = field(default_factory=CounterfactualsConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     seed: int = 0

@@ -120,6 +120,13 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
         print(summary_text(title, df, fits, cfg["report"]["max_rules"]))
     if cfg["concepts"]["name"] != "none":  # Table-2 row, CAV table, files for the notebook (issue 6)
         report_concepts(cfg, done, df, out_dir, summary and cfg["report"]["summary"])
+    if cfg.get("counterfactuals", {}).get("name", "none") != "none":  # issue 8: TGT / DBM between clusters
+        from pipeline.report.counterfactual_plots import write_counterfactuals
+        from pipeline.stages.counterfactuals import COUNTERFACTUALS
+
+        cf = execute(COUNTERFACTUALS, cfg, cache, done).artifact
+        cf_csv = write_counterfactuals(out_dir, cf, cfg["report"]["figures"])[0]
+        print(f"counterfactual explanations ({cf['space']} space) written to {cf_csv}")
     print(f"results written to {csv}")
     return df
 

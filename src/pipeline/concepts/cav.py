@@ -81,7 +81,7 @@ class CAVFitter(BaseEstimator):
         Mean held-out score and its 95% t-interval over repeats.
     p_values_ : ndarray of shape (n_concepts,)
         Bonferroni-adjusted p-values of "concept beats random split" (NaN when the test
-        is skipped: ``cv=0`` or ``n_repeats=1``).
+        is skipped: ``cv=0`` or ``n_repeats < 3``).
     significant_ : ndarray of bool, shape (n_concepts,)
         ``p_values_ < alpha`` (all True when the test is skipped).
     spread_deg_ : ndarray of shape (n_concepts,)
@@ -271,8 +271,8 @@ class CAVFitter(BaseEstimator):
         R = self.scores_.shape[1]
         half = stats.t.ppf(0.975, R - 1) * self.scores_.std(axis=1, ddof=1) / np.sqrt(R) if R > 1 else np.nan
         self.score_ci_ = np.column_stack([self.score_mean_ - half, self.score_mean_ + half])
-        if int(self.cv) == 0 or R < 2:
-            log.info("CAV significance test skipped (needs cv >= 2 and n_repeats >= 2)")
+        if int(self.cv) == 0 or R < 3:  # a t-test on 2 vs 2 scores has next to no power
+            log.info("CAV significance test skipped (needs cv >= 2 and n_repeats >= 3)")
             self.p_values_ = np.full(len(rows), np.nan)
             self.significant_ = np.ones(len(rows), dtype=bool)
             return

@@ -24,7 +24,8 @@ from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
-CONCEPTS_DIR = Path(__file__).resolve().parents[3] / "concepts"
+# `concepts/` at the repository root is a symlink to this package-data folder (shipped in wheels).
+CONCEPTS_DIR = Path(__file__).resolve().parents[1] / "concepts_data"
 TYPES = ("class_level", "awa2_predicates", "broden", "text_prompts")
 
 
@@ -153,6 +154,9 @@ def _read_table(path: Path) -> list[str]:
 
 
 def _awa2(spec: dict, dataset) -> ConceptExamples:
+    source = (dataset.meta or {}).get("source")
+    if not spec.get("root") and source and (Path(source) / "predicates.txt").exists():
+        spec = {**spec, "root": source}  # the AwA2 copy the dataset itself was loaded from
     root = resolve_root(spec)
     classes = _read_table(root / "classes.txt")
     predicates = _read_table(root / "predicates.txt")

@@ -171,7 +171,9 @@ def describe(delta_c, concept_names: Sequence[str], k: int | None = None, digits
     """
     delta_c = check_vector(delta_c, "delta_c")
     if len(concept_names) != delta_c.shape[0]:
-        raise InvalidInputError(f"{len(concept_names)} concept names for {delta_c.shape[0]} coordinates; they must match.")
+        raise InvalidInputError(
+            f"{len(concept_names)} concept names for {delta_c.shape[0]} coordinates; they must match."
+        )
     kept = top_k(delta_c, k)
     order = [q for q in np.argsort(-np.abs(kept), kind="stable") if kept[q] != 0]
     if not order:

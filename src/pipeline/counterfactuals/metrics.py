@@ -69,16 +69,26 @@ def _same_group(X_i: np.ndarray, X_j: np.ndarray, delta: np.ndarray) -> bool:
     return X_i.shape == X_j.shape and not delta.any() and np.array_equal(X_i, X_j)
 
 
+def _check_eps(eps) -> float:
+    ok = isinstance(eps, (int, float, np.integer, np.floating)) and not isinstance(eps, bool)
+    if not ok or not np.isfinite(eps) or eps < 0:
+        raise InvalidInputError(
+            f"eps must be a finite non-negative squared distance, got {eps!r}; see choose_epsilon()."
+        )
+    return float(eps)
+
+
 def _metric_inputs(encoder, X_i, X_j, delta, eps):
     X_i = check_matrix(X_i, "X_i", min_rows=1)
     X_j = check_matrix(X_j, "X_j", min_rows=1)
     if X_i.shape[1] != X_j.shape[1]:
         raise InvalidInputError(f"X_i has {X_i.shape[1]} features and X_j {X_j.shape[1]}; they must match.")
     delta = check_delta(delta, X_i.shape[1])
-    if not np.isfinite(eps) or eps < 0:
-        raise InvalidInputError(f"eps must be a finite non-negative squared distance, got {eps!r}; see choose_epsilon().")
+    _check_eps(eps)
     check_encoder(encoder, X_i.shape[1])
     exclude_self = _same_group(X_i, X_j, delta)
+    if exclude_self and X_i.shape[0] < 2:
+        raise InvalidInputError("self-similarity of a group with one point is undefined; it needs >= 2 points.")
     return encode(encoder, X_i + delta), encode(encoder, X_j), exclude_self
 
 
@@ -202,10 +212,9 @@ class PairwiseEvaluator:
 
     def __init__(self, encoder, X, groups, eps: float):
         X, groups, self.labels = check_groups(X, groups)
-        if not np.isfinite(eps) or eps < 0:
-            raise InvalidInputError(f"eps must be a finite non-negative squared distance, got {eps!r}.")
+        eps = _check_eps(eps)
         check_encoder(encoder, X.shape[1])
-        self.encoder, self.eps, self.n_features = encoder, float(eps), X.shape[1]
+        self.encoder, self.eps, self.n_features = encoder, eps, X.shape[1]
         self._members = [X[groups == g] for g in self.labels]
         self._reps = [encode(encoder, Xg) for Xg in self._members]
         self.self_similarity = np.array([np.mean(_self_distances(R) <= eps) for R in self._reps])

@@ -227,7 +227,7 @@ class TGT(BaseEstimator):
                     basis[a] += 0.5 * step_vec
             else:
                 step = self.n_iter
-        final = self._objective(basis, pairs, x_means, r_means)
+            final = self._objective(basis, pairs, x_means, r_means)
         if final < best:
             best_basis = basis.clone()
         curve.append(final)

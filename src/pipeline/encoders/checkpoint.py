@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from pipeline.encoders.base import Encoder, build_encoder
+from pipeline.encoders.device import select_device
 from pipeline.validation import InvalidInputError
 
 logger = logging.getLogger(__name__)
@@ -177,7 +178,7 @@ def _norm(value):
     return [_norm(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
-def load_encoder(path: str | os.PathLike, expected: Encoder | dict | None = None) -> Encoder:
+def load_encoder(path: str | os.PathLike, expected: Encoder | dict | None = None, device: str | None = None) -> Encoder:
     """Rebuild the encoder saved at ``path`` (hash verified, ``weights_only=True``).
 
     Parameters
@@ -187,6 +188,8 @@ def load_encoder(path: str | os.PathLike, expected: Encoder | dict | None = None
     expected : Encoder or dict, optional
         The configured encoder (or its architecture dict); the checkpoint must match it
         (same encoder type, n_clusters, layer sizes, ...).
+    device : str, optional
+        Device to load onto; default: the training device if available here, else "auto".
 
     Returns
     -------
@@ -198,7 +201,15 @@ def load_encoder(path: str | os.PathLike, expected: Encoder | dict | None = None
     state, sidecar = read_checkpoint(path, expected=expected)
     if "encoder" not in sidecar or "config" not in sidecar:
         raise InvalidInputError(f"sidecar of {path} lacks 'encoder'/'config'; delete the checkpoint to retrain.")
-    encoder = build_encoder(sidecar["encoder"], **sidecar["config"])
+    config = dict(sidecar["config"])
+    if device is not None:
+        config["device"] = device
+    elif "device" in config:
+        try:
+            select_device(config["device"])
+        except InvalidInputError:  # e.g. trained on cuda, loaded on a CPU-only machine
+            config["device"] = "auto"
+    encoder = build_encoder(sidecar["encoder"], **config)
     try:
         encoder._restore(state)
     except (RuntimeError, KeyError) as exc:

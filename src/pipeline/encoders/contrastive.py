@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from pipeline.encoders.augment import ImageViews, eval_transform, train_transform
 from pipeline.encoders.base import register_encoder
-from pipeline.encoders.device import autocast, grad_scaler, worker_init
+from pipeline.encoders.device import autocast, worker_init
 from pipeline.encoders.resnet import build_backbone, load_backbone_weights
 from pipeline.encoders.training import TorchEncoder, check_fitted
 from pipeline.validation import InvalidInputError
@@ -254,7 +254,6 @@ class ContrastiveClusteringEncoder(TorchEncoder):
         else:
             params = list(net.parameters())
         opt = self._make_optimizer(params, float(self.lr))
-        scaler = grad_scaler(self.device_, self.amp)
         views = ImageViews(data, train_transform(int(self.image_size), self.color_strength, self.blur, self.normalize))
         loader = torch.utils.data.DataLoader(
             views, batch_size=min(int(self.batch_size), len(data)), shuffle=True, drop_last=True, generator=generator,
@@ -267,19 +266,18 @@ class ContrastiveClusteringEncoder(TorchEncoder):
             total, count, labels = 0.0, 0, []
             for x_i, x_j in loader:
                 x_i, x_j = x_i.to(self.device_), x_j.to(self.device_)
-                with autocast(self.device_, self.amp):
-                    h = net.resnet(torch.cat([x_i, x_j]))
-                z, c = net.heads(h.float())
                 n = len(x_i)
-                loss = (instance_loss(z[:n], z[n:], float(self.instance_temperature))
-                        + cluster_loss(c[:n], c[n:], float(self.cluster_temperature)))
-                opt.zero_grad()
-                scaler.scale(loss).backward()
-                scaler.step(opt)
-                scaler.update()
-                total += float(loss.detach()) * n
+
+                def compute_loss():
+                    z, c = net.heads(net.resnet(torch.cat([x_i, x_j])).float())
+                    z, c = z.float(), c.float()
+                    return (instance_loss(z[:n], z[n:], float(self.instance_temperature))
+                            + cluster_loss(c[:n], c[n:], float(self.cluster_temperature))), c[:n]
+
+                loss, c_i = self._optimise(opt, compute_loss)
+                total += loss * n
                 count += n
-                labels.append(c[:n].argmax(1).detach().cpu().numpy())
+                labels.append(c_i.argmax(1).detach().cpu().numpy())
             return total / max(count, 1), np.concatenate(labels)
 
         self._run_epochs(self.main_phase, int(self.epochs), run_epoch)

@@ -20,7 +20,7 @@ from sklearn.exceptions import NotFittedError
 from tqdm.auto import tqdm
 
 from pipeline.encoders.base import Encoder
-from pipeline.encoders.device import seed_everything, select_device
+from pipeline.encoders.device import autocast, grad_scaler, seed_everything, select_device
 from pipeline.validation import InvalidInputError, check_labels
 
 logger = logging.getLogger(__name__)
@@ -224,6 +224,21 @@ class TorchEncoder(Encoder):
             opt.load_state_dict(saved)
         self.optimizer_ = opt
         return opt
+
+    def _optimise(self, opt: torch.optim.Optimizer, compute_loss):
+        """One step on ``compute_loss() -> (loss, aux)`` (autocast + GradScaler when ``amp`` on CUDA).
+
+        Returns ``(float loss, aux)``.
+        """
+        if getattr(self, "_scaler", None) is None or self._scaler_opt is not opt:
+            self._scaler, self._scaler_opt = grad_scaler(self.device_, self.amp), opt
+        with autocast(self.device_, self.amp):
+            loss, aux = compute_loss()
+        opt.zero_grad()
+        self._scaler.scale(loss).backward()
+        self._scaler.step(opt)
+        self._scaler.update()
+        return float(loss.detach()), aux
 
     def _extra_state(self) -> dict:
         return {}

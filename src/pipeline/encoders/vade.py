@@ -230,11 +230,8 @@ class VaDEEncoder(TorchEncoder):
             total, labels = 0.0, []
             for (xb,) in self._loader(data, generator):
                 xb = xb.to(self.device_)
-                loss, gamma = negative_elbo(net, xb, self.reconstruction)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                total += float(loss.detach()) * len(xb)
+                loss, gamma = self._optimise(opt, lambda: negative_elbo(net, xb, self.reconstruction))
+                total += loss * len(xb)
                 labels.append(gamma.argmax(1).cpu().numpy())
             return total / len(data), np.concatenate(labels)
 
@@ -268,11 +265,9 @@ class VaDEEncoder(TorchEncoder):
             total = 0.0
             for (xb,) in self._loader(data, generator):
                 xb = xb.to(self.device_)
-                loss = reconstruction_loss(net.decoder(net.encode(xb)[0]), xb, self.reconstruction).mean()
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                total += float(loss.detach()) * len(xb)
+                loss, _ = self._optimise(opt, lambda: (
+                    reconstruction_loss(net.decoder(net.encode(xb)[0]), xb, self.reconstruction).mean(), None))
+                total += loss * len(xb)
             return total / len(data), None
 
         self._run_epochs("pretrain", int(self.pretrain_epochs), run_epoch)

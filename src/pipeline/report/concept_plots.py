@@ -105,17 +105,17 @@ def plot_concept_scatter(tree: ExplanationTree, X, labels, features: tuple[int, 
 def plot_cav_accuracy(cav_summary: list[dict]) -> Figure:
     """Held-out accuracy of every CAV (mean and 95% CI over repeats) beside random-split CAVs."""
     df = pd.DataFrame(cav_summary)
-    fig = Figure(figsize=(max(4.0, 0.6 * len(df) + 2), 3.6))
+    fig = Figure(figsize=(max(6.0, 0.6 * len(df) + 2), 4.0))
     ax = fig.subplots()
     pos = np.arange(len(df))
     err = np.vstack([df["score"] - df["ci_low"], df["ci_high"] - df["score"]])
     colors = ["tab:blue" if s else "tab:gray" for s in df["significant"]]
     ax.bar(pos, df["score"], yerr=np.nan_to_num(err), color=colors, capsize=3, label="concept CAV")
     ax.scatter(pos, df["random_score"], color="tab:red", marker="_", s=300, label="random-split CAV", zorder=3)
-    ax.set_xticks(pos, df["concept"], rotation=45 if len(df) > 6 else 0, ha="right" if len(df) > 6 else "center")
+    ax.set_xticks(pos, df["concept"], rotation=30, ha="right")
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("held-out accuracy")
-    ax.set_title("CAV accuracy (grey: not significantly above random)")
+    ax.set_title("CAV held-out accuracy (grey: not above random)", fontsize=10)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     return fig

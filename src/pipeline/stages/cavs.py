@@ -114,9 +114,9 @@ def build_cavs(cfg: dict, dataset, Z: np.ndarray) -> dict:
     unknown = sorted(set(cav_params) - set(CAV_PARAMS))
     if unknown:
         raise InvalidInputError(f"unknown cav.params {unknown}; valid keys: {list(CAV_PARAMS)}.")
-    if examples.input_kind == "text":  # a handful of prompts: no CV, no minimum count
-        cav_params.setdefault("min_positives", 1)
-        cav_params.setdefault("cv", 0)
+    if examples.input_kind == "text":  # a handful of prompts per concept: no CV / test, no minimum count
+        log.info("text prompts: CAVs without held-out accuracy or significance test (too few examples)")
+        cav_params.update(min_positives=1, cv=0)
     fitter = CAVFitter(fitter=fitter_name(cfg, examples.fitter), random_state=cfg["seed"], progress=True, **cav_params)
     fitter.fit(Zex, examples.labels, examples.names)
     summary = fitter.summary()

@@ -60,14 +60,25 @@ if AVAILABLE:
             out_pos[j] = best_p
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def graph_sweep(order_local, tie_ids, has_ties, indptr, indices, weights, deg, deg_off, inner_deg,
+    def graph_sweep(order_local, tie_ids, has_ties, edge_a, edge_b, edge_w, deg, deg_off, inner_deg,
                     inner_total, off_total, vol_total, n_positive, out_score, out_pos):
-        """Best prefix cut per row for a general graph (node-internal CSR in local ids)."""
+        """Best prefix cut per row for a general graph.
+
+        The node's internal edges (local ids, each undirected edge once) are streamed once per
+        row into a histogram over the position of their later endpoint; its prefix sum is the
+        weight of edges inside the prefix.
+        """
         d, m = order_local.shape
+        n_edges = edge_a.size
         for j in prange(d):
-            pos = np.empty(m, np.int64)
+            pos = np.empty(m, np.int32)
             for p in range(m):
                 pos[order_local[j, p]] = p
+            hist = np.zeros(m)
+            for e in range(n_edges):
+                pa = pos[edge_a[e]]
+                pb = pos[edge_b[e]]
+                hist[pa if pa > pb else pb] += edge_w[e]
             w_in_s = 0.0
             vol_s = 0.0
             off_s = 0.0
@@ -77,9 +88,7 @@ if AVAILABLE:
             best_p = -1
             for p in range(m - 1):
                 x = order_local[j, p]
-                for e in range(indptr[x], indptr[x + 1]):
-                    if pos[indices[e]] < p:
-                        w_in_s += weights[e]
+                w_in_s += hist[p]
                 vol_s += deg[x]
                 off_s += deg_off[x]
                 inner_s += inner_deg[x]

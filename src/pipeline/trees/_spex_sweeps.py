@@ -148,9 +148,13 @@ def graph_best_cut(node: ColumnOrder, graph: GraphData, priority: np.ndarray) ->
     col_pos = np.empty(d, dtype=np.int64)
     if _kernels.AVAILABLE and USE_KERNELS:
         ties = node.tie_ids if node.tie_ids is not None else np.empty((0, 0), np.int32)
-        _kernels.graph_sweep(order_local, ties, node.tie_ids is not None, sub.indptr, sub.indices, sub.data,
-                             deg, deg_off, inner_deg, float(sub.data.sum()) / 2.0, float(deg_off.sum()), vol_v,
-                             int(np.count_nonzero(deg > 0)), col_score, col_pos)
+        upper = sp.triu(sub, k=1).tocoo()  # each undirected edge once, sorted by row
+        w = upper.data
+        if w.size and np.array_equal(w, w.astype(np.float32)):
+            w = w.astype(np.float32)  # e.g. kNN weights 1/2: exact, half the memory traffic
+        _kernels.graph_sweep(order_local, ties, node.tie_ids is not None, upper.row.astype(np.int32),
+                             upper.col.astype(np.int32), w, deg, deg_off, inner_deg, float(upper.data.sum()),
+                             float(deg_off.sum()), vol_v, int(np.count_nonzero(deg > 0)), col_score, col_pos)
     else:
         _graph_numpy(node, order_local, sub, deg, deg_off, inner_deg, col_score, col_pos)
     j, p, score = pick_best(col_score, col_pos, priority)
