@@ -120,7 +120,7 @@ def test_pipeline_loads_a_named_checkpoint_and_rejects_another_k(saved, tmp_path
             f"paths.models_dir={tmp_path / 'models'}", "encoder=vade", "encoder.device=cpu",
             "encoder.params.hidden_dims=[16,16]", "encoder.params.latent_dim=4", f"encoder.params.n_clusters={k}",
             f"encoder.checkpoint={path}", "clustering=encoder", f"clustering.n_clusters={k}", "dataset.n_samples=150",
-            "explainer=[cart]", "report.figures=false", "report.summary=false"])
+            "concepts=none", "explainer=[cart]", "report.figures=false", "report.summary=false"])
 
     with pytest.raises(InvalidInputError, match="n_clusters=3 in the checkpoint but 5 configured"):
         run(config(5, "bad"))

@@ -26,7 +26,8 @@ def load_option(group: str, option: str) -> dict:
     node = OmegaConf.load(CONFIG_DIR / group / f"{option}.yaml")
     if "defaults" in node or group == "experiment":
         value = f"[{option}]" if group == "explainer" else option
-        return to_plain(compose_config([f"{group}={value}", "paths.output_dir=/tmp/unused"]))
+        cfg = to_plain(compose_config([f"{group}={value}", "paths.output_dir=/tmp/unused"]))
+        return cfg["dataset"] if group == "dataset" else cfg
     merged = OmegaConf.merge(OmegaConf.structured(Config), {group: node})  # validates keys and types
     return OmegaConf.to_container(merged[group] if group != "explainer" else merged, resolve=False)
 
@@ -57,11 +58,23 @@ def test_every_option_of_every_group_fits_the_schema_and_is_known(group):
                 assert set(run.get("explainers") or []) <= set(cfg["explainer"])
 
 
-def test_default_config_is_offline_digits_gmm_mmdt_cart():
+def test_default_config_is_the_deep_digits_concept_run():
     cfg = to_plain(compose_config(["paths.output_dir=/tmp/unused"]))
-    assert cfg["dataset"]["loader"] == "digits" and cfg["clustering"]["name"] == "gmm"
-    assert list(cfg["explainer"]) == ["mmdt", "cart"] and cfg["encoder"]["name"] == "identity"
-    assert cfg["concepts"]["name"] == "none"
+    assert cfg["dataset"]["loader"] == "digits" and cfg["encoder"]["name"] == "vade"
+    assert cfg["clustering"]["name"] == "encoder" and cfg["concepts"]["name"] == "mnist_geometric"
+    assert list(cfg["explainer"]) == ["concept_mmdt", "concept_cart"]
+
+
+def test_tabular_datasets_default_to_raw_features_and_the_command_line_wins():
+    cfg = to_plain(compose_config(["dataset=iris", "paths.output_dir=/tmp/unused"]))
+    assert cfg["encoder"]["name"] == "identity" and cfg["clustering"]["name"] == "gmm"
+    assert cfg["concepts"]["name"] == "none" and list(cfg["explainer"]) == ["mmdt", "cart"]
+    cfg = to_plain(compose_config(["encoder=identity", "clustering=kmeans", "paths.output_dir=/tmp/unused"]))
+    assert cfg["encoder"]["name"] == "identity" and cfg["clustering"]["name"] == "kmeans"
+    assert cfg["concepts"]["name"] == "mnist_geometric"
+    cfg = to_plain(compose_config(["experiment=raw_features", "paths.output_dir=/tmp/unused"]))
+    assert cfg["dataset"]["loader"] == "digits" and cfg["encoder"]["name"] == "identity"
+    assert cfg["concepts"]["name"] == "none" and list(cfg["explainer"]) == ["mmdt", "cart"]
 
 
 def test_unknown_option_lists_valid_choices():

@@ -13,7 +13,7 @@ from pipeline.runner import run
 TINY_VADE = ["encoder=vade", "encoder.device=cpu", "encoder.params.hidden_dims=[16]", "encoder.params.latent_dim=2",
              "encoder.params.n_clusters=3", "encoder.params.pretrain_epochs=1", "encoder.params.epochs=1",
              "clustering=encoder", "clustering.n_clusters=3", "dataset.classes=[0,1,7]", "dataset.n_samples=150",
-             "explainer=[mmdt,cart]", "report.figures=false", "report.summary=false"]
+             "concepts=none", "explainer=[mmdt,cart]", "report.figures=false", "report.summary=false"]
 
 
 def cfg(tmp_path, out, cache="cache"):

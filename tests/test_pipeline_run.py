@@ -30,7 +30,7 @@ def cache_events(tmp_path: Path, out: str = "out") -> dict:
 
 
 def test_digits_subset_end_to_end(tmp_path, capsys):
-    df = run(make_cfg(tmp_path, "dataset.n_samples=400", "explainer=[mmdt,cart]"))
+    df = run(make_cfg(tmp_path, "experiment=raw_features", "dataset.n_samples=400"))
     out = tmp_path / "out"
     printed = capsys.readouterr().out
     assert f"results written to {out / 'results.csv'}" in printed

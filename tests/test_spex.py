@@ -271,3 +271,27 @@ def test_bad_inputs():
         SpExClique().fit(X, y, feature_names=["a"])
     with pytest.raises(InvalidInputError, match="n_neighbors"):
         SpExKNN(n_leaves=2, n_neighbors=50).fit(X)
+    with pytest.raises(InvalidInputError, match="method"):
+        knn_graph(X, 3, method="annoy")
+
+
+@pytest.mark.slow  # pynndescent compiles with numba on first use (~1 min on a loaded machine)
+def test_nndescent_graph_close_to_exact():
+    X, _ = make_blobs(n_samples=400, n_features=6, centers=4, random_state=0)
+    exact = knn_graph(X, 10, method="exact")
+    approx = knn_graph(X, 10, method="nndescent", random_state=0)
+    assert (approx != approx.T).nnz == 0 and approx.diagonal().sum() == 0
+    assert np.all(np.asarray((approx > 0).sum(axis=1)).ravel() >= 10)
+    overlap = (exact.multiply(approx) > 0).sum() / (exact > 0).sum()
+    assert overlap > 0.9
+
+
+def test_docs_example_runs():
+    """The usage snippet in docs/spex.md is executed, so the doc cannot drift from the code."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "spex.md").read_text()
+    snippet = text.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(compile(snippet, "docs/spex.md", "exec"), namespace)
+    assert namespace["exkmc"].tree_.n_leaves == 8 and namespace["knn"].tree_.n_leaves == 4

@@ -59,58 +59,79 @@ if AVAILABLE:
             out_score[j] = best
             out_pos[j] = best_p
 
+    @numba.njit(cache=True, nogil=True)
+    def _graph_row(order_row, tie_row, has_ties, hist, deg, deg_off, inner_deg,
+                   inner_total, off_total, vol_total, n_positive):
+        """Best prefix cut of one sorted row given the histogram of edge weights by later endpoint."""
+        m = order_row.size
+        w_in_s = 0.0
+        vol_s = 0.0
+        off_s = 0.0
+        inner_s = 0.0
+        pos_s = 0
+        best = np.inf
+        best_p = -1
+        for p in range(m - 1):
+            x = order_row[p]
+            w_in_s += hist[p]
+            vol_s += deg[x]
+            off_s += deg_off[x]
+            inner_s += inner_deg[x]
+            if deg[x] > 0:
+                pos_s += 1
+            if has_ties and tie_row[p] == tie_row[p + 1]:
+                continue
+            cut_s = off_s - 2.0 * w_in_s
+            w_in_r = inner_total - (inner_s - w_in_s)
+            cut_r = (off_total - off_s) - 2.0 * w_in_r
+            vol_r = vol_total - vol_s
+            if vol_s > 0 and n_positive - pos_s > 0 and vol_r > 0:
+                if cut_s * vol_r + cut_r * vol_s > _SLACK * best * (vol_s * vol_r):
+                    continue  # cannot beat the best: skip the divisions
+            a = cut_s / vol_s if vol_s > 0 else 0.0
+            b = cut_r / vol_r if n_positive - pos_s > 0 else 0.0
+            score = a + b
+            if score < best:
+                best = score
+                best_p = p
+        return best, best_p
+
     @numba.njit(parallel=True, cache=True, nogil=True)
     def graph_sweep(order_local, tie_ids, has_ties, edge_a, edge_b, edge_w, deg, deg_off, inner_deg,
                     inner_total, off_total, vol_total, n_positive, out_score, out_pos):
         """Best prefix cut per row for a general graph.
 
         The node's internal edges (local ids, each undirected edge once) are streamed once per
-        row into a histogram over the position of their later endpoint; its prefix sum is the
-        weight of edges inside the prefix.
+        pair of rows into histograms over the position of their later endpoint; a histogram's
+        prefix sum is the weight of the edges inside the prefix.
         """
         d, m = order_local.shape
         n_edges = edge_a.size
-        for j in prange(d):
-            pos = np.empty(m, np.int32)
+        empty = np.empty(0, np.int32)
+        for jp in prange((d + 1) // 2):
+            j0 = 2 * jp
+            j1 = min(j0 + 1, d - 1)
+            pos0 = np.empty(m, np.int32)
+            pos1 = np.empty(m, np.int32)
             for p in range(m):
-                pos[order_local[j, p]] = p
-            hist = np.zeros(m)
+                pos0[order_local[j0, p]] = p
+                pos1[order_local[j1, p]] = p
+            hist0 = np.zeros(m)
+            hist1 = np.zeros(m)
             for e in range(n_edges):
-                pa = pos[edge_a[e]]
-                pb = pos[edge_b[e]]
-                hist[pa if pa > pb else pb] += edge_w[e]
-            w_in_s = 0.0
-            vol_s = 0.0
-            off_s = 0.0
-            inner_s = 0.0
-            pos_s = 0
-            best = np.inf
-            best_p = -1
-            for p in range(m - 1):
-                x = order_local[j, p]
-                w_in_s += hist[p]
-                vol_s += deg[x]
-                off_s += deg_off[x]
-                inner_s += inner_deg[x]
-                if deg[x] > 0:
-                    pos_s += 1
-                if has_ties and tie_ids[j, p] == tie_ids[j, p + 1]:
-                    continue
-                cut_s = off_s - 2.0 * w_in_s
-                w_in_r = inner_total - (inner_s - w_in_s)
-                cut_r = (off_total - off_s) - 2.0 * w_in_r
-                vol_r = vol_total - vol_s
-                if vol_s > 0 and n_positive - pos_s > 0 and vol_r > 0:
-                    if cut_s * vol_r + cut_r * vol_s > _SLACK * best * (vol_s * vol_r):
-                        continue
-                a = cut_s / vol_s if vol_s > 0 else 0.0
-                b = cut_r / vol_r if n_positive - pos_s > 0 else 0.0
-                score = a + b
-                if score < best:
-                    best = score
-                    best_p = p
-            out_score[j] = best
-            out_pos[j] = best_p
+                a = edge_a[e]
+                b = edge_b[e]
+                w = edge_w[e]
+                pa = pos0[a]
+                pb = pos0[b]
+                hist0[pa if pa > pb else pb] += w
+                pa = pos1[a]
+                pb = pos1[b]
+                hist1[pa if pa > pb else pb] += w
+            for j, hist in ((j0, hist0), (j1, hist1)):
+                tie_row = tie_ids[j] if has_ties else empty
+                out_score[j], out_pos[j] = _graph_row(order_local[j], tie_row, has_ties, hist, deg, deg_off,
+                                                      inner_deg, inner_total, off_total, vol_total, n_positive)
 
     @numba.njit(parallel=True, cache=True, nogil=True)
     def partition_rows(order, tie_ids, has_ties, side, n_left, n_right):

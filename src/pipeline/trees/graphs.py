@@ -49,31 +49,51 @@ def check_graph(graph, n_samples: int) -> sp.csr_matrix:
     return A
 
 
-def knn_graph(X, n_neighbors: int = 20, *, n_jobs: int | None = None) -> sp.csr_matrix:
-    """Symmetrised k-nearest-neighbour graph ``A + A.T`` (Euclidean, exact).
+EXACT_MAX_POINTS = 20_000  # above this, method="auto" switches to pynndescent (measured, docs/spex.md)
+
+
+def knn_graph(X, n_neighbors: int = 20, *, method: str = "auto", random_state=None,
+              n_jobs: int | None = None) -> sp.csr_matrix:
+    """Symmetrised k-nearest-neighbour graph ``A + A.T`` (Euclidean).
 
     ``A[i, j] = 1`` when j is among the ``n_neighbors`` nearest neighbours of i (i itself
     excluded), so mutual neighbours get weight 2 — the graph of the published SpEx-kNN.
-    Built with scikit-learn's exact ``NearestNeighbors`` (chosen over pynndescent by measured
-    speed at 10k-50k x 512, see docs/spex.md).
 
     Parameters
     ----------
     X : array-like of shape (n_samples, n_features)
     n_neighbors : int, default=20
+    method : {"auto", "exact", "nndescent"}
+        "exact": scikit-learn ``NearestNeighbors`` (brute force; the published graph).
+        "nndescent": pynndescent's approximate graph (much faster for large n; compiles with
+        numba on first use). "auto": exact up to ``EXACT_MAX_POINTS`` points, else nndescent.
+    random_state : int or None
+        Seed for pynndescent.
 
     Returns
     -------
     scipy.sparse.csr_matrix of shape (n_samples, n_samples)
     """
-    from sklearn.neighbors import NearestNeighbors
-
     X = check_matrix(X, "X", min_rows=2)
+    n = X.shape[0]
     if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, (int, np.integer)) or n_neighbors < 1:
         raise InvalidInputError(f"n_neighbors must be a positive integer, got {n_neighbors!r}.")
-    if n_neighbors >= X.shape[0]:
-        raise InvalidInputError(
-            f"n_neighbors={n_neighbors} must be smaller than the number of points ({X.shape[0]})."
-        )
-    A = NearestNeighbors(n_neighbors=int(n_neighbors), n_jobs=n_jobs).fit(X).kneighbors_graph(mode="connectivity")
+    if n_neighbors >= n:
+        raise InvalidInputError(f"n_neighbors={n_neighbors} must be smaller than the number of points ({n}).")
+    if method not in ("auto", "exact", "nndescent"):
+        raise InvalidInputError(f"method must be 'auto', 'exact' or 'nndescent', got {method!r}.")
+    if method == "exact" or (method == "auto" and n <= EXACT_MAX_POINTS):
+        from sklearn.neighbors import NearestNeighbors
+
+        A = NearestNeighbors(n_neighbors=int(n_neighbors), n_jobs=n_jobs).fit(X).kneighbors_graph(mode="connectivity")
+    else:
+        from pynndescent import NNDescent
+
+        idx, _ = NNDescent(X, n_neighbors=int(n_neighbors) + 1, random_state=random_state,
+                           n_jobs=n_jobs).neighbor_graph
+        not_self = idx != np.arange(n)[:, None]
+        not_self &= idx >= 0
+        keep = np.cumsum(not_self, axis=1) <= n_neighbors  # first n_neighbors other points
+        rows, cols = np.nonzero(not_self & keep)
+        A = sp.csr_matrix((np.ones(rows.size), (rows, idx[rows, cols])), shape=(n, n))
     return (A + A.T).tocsr()

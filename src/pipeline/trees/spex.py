@@ -195,6 +195,9 @@ class SpExKNN(_SpExBase):
         Number of leaves; required unless ``y`` is passed to ``fit``.
     n_neighbors : int, default=20
         Neighbours per point in the kNN graph (mutual neighbours get edge weight 2).
+    knn_method : {"auto", "exact", "nndescent"}, default="auto"
+        Graph construction (see :func:`pipeline.trees.graphs.knn_graph`): exact up to 20,000
+        points, pynndescent (approximate, seeded by ``random_state``) above.
     random_state : int, RandomState or None
         Seeds the feature order used to break exact ties between features.
     verbose : bool
@@ -205,9 +208,10 @@ class SpExKNN(_SpExBase):
     graph_ : scipy.sparse.csr_matrix — the kNN graph the tree was fitted on.
     """
 
-    def __init__(self, n_leaves=None, n_neighbors=20, random_state=None, verbose=False):
+    def __init__(self, n_leaves=None, n_neighbors=20, knn_method="auto", random_state=None, verbose=False):
         self.n_leaves = n_leaves
         self.n_neighbors = n_neighbors
+        self.knn_method = knn_method
         self.random_state = random_state
         self.verbose = verbose
 
@@ -223,7 +227,7 @@ class SpExKNN(_SpExBase):
             if y is not None:
                 keep, _, _ = encode_reference(y, X.shape[0])
                 X, y = X[keep], np.asarray(y)[keep]
-            graph = knn_graph(X, self.n_neighbors)
+            graph = knn_graph(X, self.n_neighbors, method=self.knn_method, random_state=self.random_state)
         A = check_graph(graph, X.shape[0])
         self.graph_ = A
         return _fit_graph(self, X, A, y, feature_names)
