@@ -61,6 +61,11 @@ def _fit_tgt(spec: dict, encoder, X, labels, k, seed: int) -> TGT:
     l1 = params.pop("l1", None)
     l1_grid = params.pop("l1_grid", None)
     params.setdefault("random_state", seed)
+    try:
+        TGT(encoder, **params)
+    except TypeError as exc:
+        raise InvalidInputError(f"bad counterfactuals.params {sorted(params)}: {exc}; see pipeline.counterfactuals.TGT "
+                                "for the accepted keys (plus l1 and l1_grid).") from None
     if l1 is not None:
         return TGT(encoder, l1=float(l1), **params).fit(X, labels)
     return tune_l1(encoder, X, labels, k, l1_grid=l1_grid, progress=False, **params)
