@@ -137,7 +137,7 @@ def test_imagenet_weights_unavailable_falls_back_to_random(monkeypatch, caplog):
 @pytest.mark.parametrize(
     "X, params, match",
     [
-        (_images(4)[..., :1], {}, "channel"),
+        (_images(4)[..., :2], {}, "channel"),
         (_images(4).astype(np.float32), {}, "uint8"),
         (np.zeros((0, 32, 32, 3), np.uint8), {}, "empty"),
         (_images(4), {"n_clusters": 10}, "exceeds the number of samples"),
@@ -151,6 +151,12 @@ def test_imagenet_weights_unavailable_falls_back_to_random(monkeypatch, caplog):
 def test_bad_input(X, params, match):
     with pytest.raises(InvalidInputError, match=match):
         ContrastiveClusteringEncoder(**{**SMALL, **params}).fit(X)
+
+
+def test_greyscale_images_are_repeated_to_rgb():
+    grey = _images(4)[..., :1]
+    arr = ContrastiveClusteringEncoder(**SMALL)._prepare(grey, fitting=True)
+    assert arr.shape == (4, 32, 32, 3) and np.array_equal(arr[..., 2], grey[..., 0])
 
 
 def test_transform_rejects_other_image_size(trained):

@@ -66,3 +66,36 @@ def test_encoder_is_fitted_on_fit_split(tmp_path):
     assert sidecar["metadata"]["fit_split"] == "train" and sidecar["metadata"]["dataset"]["split"] == "test"
     hits, _ = events(tmp_path, "out")
     assert hits["load"] is False and hits["encode"] is False
+
+
+def test_encoder_that_substitutes_a_model_keys_embeddings_on_the_model_it_loaded(tmp_path):
+    """SBERT's offline fallback loads another model: its embeddings must not be served under
+    the configured model's cache entry."""
+    from pipeline.encoders.base import ENCODERS, Encoder, register_encoder
+
+    class Substituting(Encoder):
+        name = "substituting_test"
+        may_substitute_model = True
+        loaded = "model-a"
+
+        def fit(self, X=None, y=None):
+            self.model_used_ = f"{Substituting.loaded} (/some/dir)"
+            return self
+
+        def transform(self, X):
+            return np.asarray(X, dtype=np.float32) * (1.0 if Substituting.loaded == "model-a" else 2.0)
+
+    def config(out):
+        return compose_config([f"paths.output_dir={tmp_path / out}", f"paths.cache_dir={tmp_path / 'cache'}",
+                               "dataset=iris", "encoder.name=substituting_test", "explainer=[cart]",
+                               "report.figures=false", "report.summary=false"])
+
+    register_encoder("substituting_test", Substituting)
+    try:
+        run(config("a"))
+        Substituting.loaded = "model-b"
+        run(config("b"))
+    finally:
+        ENCODERS.pop("substituting_test")
+    hits = {out: events(tmp_path, out)[0]["encode"] for out in ("a", "b")}
+    assert hits == {"a": False, "b": False}

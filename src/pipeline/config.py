@@ -46,6 +46,7 @@ class PathsConfig:
     benchmark_dir: str = MISSING  # <battery>/<name>.data.gz + .labels0.gz
     cache_dir: str = MISSING  # stage cache shared by all runs and sweep jobs
     models_dir: str = MISSING  # encoder checkpoints
+    model_cache_dir: Optional[str] = None  # one root for torch hub / Hugging Face / open_clip / SBERT caches
     log_dir: str = MISSING  # parent of Hydra run / multirun directories
     output_dir: str = MISSING  # this run's output directory (Hydra sets it)
 
@@ -158,6 +159,7 @@ class Config:
     cache: CacheConfig = field(default_factory=CacheConfig)
     seed: int = 0
     threads: Optional[int] = 1  # BLAS/OpenMP threads per run (threadpoolctl); null = library default
+    offline: Optional[bool] = None  # true: no library tries the network (HF_HUB_OFFLINE...); null: as the environment says
     task_name: str = "pipeline"
 
 

@@ -195,6 +195,10 @@ def run(cfg: DictConfig | dict) -> pd.DataFrame:
     force = parse_force(plain.pop("force", None))
     out_dir = Path(plain["paths"]["output_dir"])
     cache = StageCache(Path(plain["paths"]["cache_dir"]), enabled=plain["cache"]["enabled"], force=force)
+    if plain["paths"].get("model_cache_dir") is not None or plain.get("offline") is not None:
+        from pipeline.encoders.environment import configure_model_caches
+
+        configure_model_caches(plain["paths"].get("model_cache_dir"), offline=plain.get("offline"))
     start = time.time()
     write_status(out_dir, {"status": "running", "started": start})
     try:

@@ -19,6 +19,9 @@ class Encoder:
 
     name = "encoder"
     trainable = False
+    # True when loading may pick another model than configured (an offline fallback); such an
+    # encoder loads in ``fit`` and names the model it loaded in ``model_used_``.
+    may_substitute_model = False
 
     def fit(self, X, y=None) -> "Encoder":
         return self

@@ -186,10 +186,12 @@ class ContrastiveClusteringEncoder(TorchEncoder):
             raise InvalidInputError(
                 f"contrastive clustering needs uint8 images of shape (n, height, width, 3), got {arr.dtype} {arr.shape}; "
                 "use an image dataset (Dataset.kind='image') or encoder=vade/identity for tabular data.")
+        if arr.shape[-1] == 1:  # greyscale (MNIST): the ResNet takes RGB, so repeat the channel
+            arr = np.repeat(arr, 3, axis=-1)
         if arr.shape[-1] != 3:
             raise InvalidInputError(
-                f"images have {arr.shape[-1]} channel(s) but the ResNet expects 3 (RGB); convert greyscale images "
-                "with np.repeat(X, 3, axis=-1) (channels last).")
+                f"images have {arr.shape[-1]} channel(s) but the ResNet expects 3 (RGB) or 1 (greyscale); "
+                "convert them to RGB, channels last (n, height, width, 3).")
         if min(arr.shape[1:3]) < 8:
             raise InvalidInputError(f"images of {arr.shape[1]}x{arr.shape[2]} pixels are too small (min 8x8).")
         if fitting:

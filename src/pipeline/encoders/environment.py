@@ -16,7 +16,7 @@ logger = logging.getLogger(__name__)
 OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
 
 
-def configure_model_caches(cache_root: str | os.PathLike | None, offline: bool = False) -> dict[str, str]:
+def configure_model_caches(cache_root: str | os.PathLike | None, offline: bool | None = False) -> dict[str, str]:
     """Point torch hub, Hugging Face, open_clip and sentence-transformers at one cache root.
 
     Parameters
@@ -27,6 +27,7 @@ def configure_model_caches(cache_root: str | os.PathLike | None, offline: bool =
     offline : bool
         Set ``HF_HUB_OFFLINE``, ``TRANSFORMERS_OFFLINE`` and ``HF_DATASETS_OFFLINE`` so no
         library tries the network (loading then uses local caches / local files only).
+        None leaves those variables as the environment has them.
 
     Returns
     -------
@@ -45,10 +46,11 @@ def configure_model_caches(cache_root: str | os.PathLike | None, offline: bool =
         )
         for key in ("TORCH_HOME", "HF_HOME", "SENTENCE_TRANSFORMERS_HOME", "OPEN_CLIP_CACHE_DIR"):
             Path(env[key]).mkdir(parents=True, exist_ok=True)
-    for key in OFFLINE_VARIABLES:
-        env[key] = "1" if offline else "0"
+    if offline is not None:
+        for key in OFFLINE_VARIABLES:
+            env[key] = "1" if offline else "0"
     os.environ.update(env)
-    _sync_imported_libraries(env, offline)
+    _sync_imported_libraries(env, is_offline() if offline is None else offline)
     logger.info("model caches: root=%s offline=%s", cache_root, offline)
     return env
 

@@ -70,6 +70,7 @@ class SBERTEncoder(Encoder):
 
     name = "sbert"
     trainable = False
+    may_substitute_model = True
 
     def __init__(self, model_name: str = "all-mpnet-base-v2", fallback: bool = True, offline: bool | None = None,
                  normalize: bool = True, cache_dir: str | None = None, device: str = "auto", batch_size: int = 32,

@@ -134,7 +134,13 @@ def embed(encoder, X) -> dict:
 def execute_encode(cfg: dict, cache: StageCache, load: StageOutput) -> StageOutput:
     """Run the encode stage (cached), training or loading a checkpoint as needed."""
     encoder, path, sha = prepare_encoder(cfg, load, cache)
-    key = make_key(NAME, {"encoder": encoder_key_config(cfg), "checkpoint_sha256": sha}, [load.key], VERSION)
+    key_config = {"encoder": encoder_key_config(cfg), "checkpoint_sha256": sha}
+    if encoder is not None and encoder.may_substitute_model:
+        # SBERT may fall back to another model offline: key on the model actually loaded, so
+        # embeddings of different models never share a cache entry.
+        encoder.fit(None)
+        key_config["model_used"] = encoder.model_used_.split(" (")[0]
+    key = make_key(NAME, key_config, [load.key], VERSION)
 
     def compute():
         nonlocal encoder

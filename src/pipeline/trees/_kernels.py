@@ -24,40 +24,108 @@ _SLACK = 1.0 + 1e-9  # prefilter margin, far above float rounding; exact scores 
 
 if AVAILABLE:
 
+    @numba.njit(inline="always")
+    def _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, p):
+        """Score of the prefix cut after position p (stats of the prefix given); keep the best."""
+        vol_r = vol_v - vol_s
+        if vol_s > 0 and vol_r > 0:
+            # a/vs + b/vr >= best(1 + 1e-9) certainly cannot win: skip the two divisions
+            if float(cut_s) * vol_r + float(cut_r) * vol_s > _SLACK * best * (float(vol_s) * vol_r):
+                return best, best_p
+        a = cut_s / vol_s if vol_s > 0 else 0.0
+        b = cut_r / vol_r if vol_r > 0 else 0.0
+        score = a + b
+        if score < best:
+            return score, p
+        return best, best_p
+
+    @numba.njit(inline="always")
+    def _clique_add(s, c, gm1, t, cut_s, vol_s, cut_r):
+        """Move one point of cluster c from the suffix to the prefix: updated (cut_s, vol_s, cut_r)."""
+        sc = s[c]
+        s[c] = sc + 1
+        return cut_s + gm1[c] - 2 * sc, vol_s + gm1[c], cut_r + t[c] - 2 * sc
+
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def clique_sweep(order, tie_ids, has_ties, codes, g, local, cut_v, vol_v, out_score, out_pos):
-        """Best prefix cut per row for the clique graph; see ``clique_best_cut``."""
+    def clique_sweep(order, tie_ids, has_ties, codes, gm1, t, cut_v, vol_v, out_score, out_pos):
+        """Best prefix cut per row for the clique graph; see ``clique_best_cut``.
+
+        ``gm1 = g - 1`` and ``t = 2 * local - g - 1`` per cluster (g global, local node sizes).
+        A cut after position p-1 is scored when the point at p arrives (if its value differs).
+        """
         d, m = order.shape
-        k = g.size
         for j in prange(d):
-            s = np.zeros(k, np.int64)
+            s = np.zeros(gm1.size, np.int64)
             cut_s = 0
             vol_s = 0
             cut_r = cut_v
             best = np.inf
             best_p = -1
-            for p in range(m - 1):
-                c = codes[order[j, p]]
-                sc = s[c]
-                cut_s += g[c] - 1 - 2 * sc
-                vol_s += g[c] - 1
-                cut_r += 2 * (local[c] - sc) - g[c] - 1
-                s[c] = sc + 1
-                if has_ties and tie_ids[j, p] == tie_ids[j, p + 1]:
-                    continue
-                vol_r = vol_v - vol_s
-                if vol_s > 0 and vol_r > 0:
-                    # a/vs + b/vr >= best(1 + 1e-9) certainly cannot win: skip the two divisions
-                    if float(cut_s) * vol_r + float(cut_r) * vol_s > _SLACK * best * (float(vol_s) * vol_r):
-                        continue
-                a = cut_s / vol_s if vol_s > 0 else 0.0
-                b = cut_r / vol_r if vol_r > 0 else 0.0
-                score = a + b
-                if score < best:
-                    best = score
-                    best_p = p
+            for p in range(m):
+                if p > 0 and (not has_ties or tie_ids[j, p - 1] != tie_ids[j, p]):
+                    best, best_p = _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, p - 1)
+                cut_s, vol_s, cut_r = _clique_add(s, codes[order[j, p]], gm1, t, cut_s, vol_s, cut_r)
             out_score[j] = best
             out_pos[j] = best_p
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def clique_split_sweep(order, tie_ids, has_ties, side, n_left, n_right, codes, gm1, t_l, t_r,
+                           cut_v_l, vol_v_l, cut_v_r, vol_v_r, out_score, out_pos):
+        """Stable split of every row by ``side`` (1 left, 0 right) fused with the clique sweeps
+        of both children: one pass over the parent's orders, no re-reading of the children.
+
+        Returns the children's (order, tie_ids) like :func:`partition_rows`; best cut score and
+        position per row of the left (right) child go to ``out_score[0]``, ``out_pos[0]`` ([1]).
+        """
+        d, m = order.shape
+        left = np.empty((d, n_left), order.dtype)
+        right = np.empty((d, n_right), order.dtype)
+        t_rows = d if has_ties else 0
+        tie_left = np.empty((t_rows, n_left), tie_ids.dtype)
+        tie_right = np.empty((t_rows, n_right), tie_ids.dtype)
+        for j in prange(d):
+            s_l = np.zeros(gm1.size, np.int64)
+            s_r = np.zeros(gm1.size, np.int64)
+            a = 0
+            b = 0
+            cut_sl = 0
+            vol_sl = 0
+            cut_rl = cut_v_l
+            cut_sr = 0
+            vol_sr = 0
+            cut_rr = cut_v_r
+            best_l = np.inf
+            best_r = np.inf
+            pos_l = -1
+            pos_r = -1
+            prev_l = -1
+            prev_r = -1
+            for p in range(m):
+                x = order[j, p]
+                tie = tie_ids[j, p] if has_ties else 0
+                if side[x] == 1:
+                    if a > 0 and (not has_ties or prev_l != tie):
+                        best_l, pos_l = _clique_eval(cut_sl, vol_sl, cut_rl, vol_v_l, best_l, pos_l, a - 1)
+                    left[j, a] = x
+                    if has_ties:
+                        tie_left[j, a] = tie
+                    prev_l = tie
+                    a += 1
+                    cut_sl, vol_sl, cut_rl = _clique_add(s_l, codes[x], gm1, t_l, cut_sl, vol_sl, cut_rl)
+                else:
+                    if b > 0 and (not has_ties or prev_r != tie):
+                        best_r, pos_r = _clique_eval(cut_sr, vol_sr, cut_rr, vol_v_r, best_r, pos_r, b - 1)
+                    right[j, b] = x
+                    if has_ties:
+                        tie_right[j, b] = tie
+                    prev_r = tie
+                    b += 1
+                    cut_sr, vol_sr, cut_rr = _clique_add(s_r, codes[x], gm1, t_r, cut_sr, vol_sr, cut_rr)
+            out_score[0, j] = best_l
+            out_pos[0, j] = pos_l
+            out_score[1, j] = best_r
+            out_pos[1, j] = pos_r
+        return left, right, tie_left, tie_right
 
     @numba.njit(cache=True, nogil=True)
     def _graph_row(order_row, tie_row, has_ties, hist, deg, deg_off, inner_deg,
@@ -162,20 +230,26 @@ if AVAILABLE:
     @numba.njit(parallel=True, cache=True, nogil=True)
     def pack_keys(bits_view, start, stop, idx_bits):
         """Order-preserving int64 keys of columns start:stop of a float64 matrix (given as its
-        int64 view, shape (n, d)), low ``idx_bits`` bits replaced by the row index."""
+        int64 view, shape (n, d)), low ``idx_bits`` bits replaced by the row index.
+
+        Columns are read 8 at a time (one cache line of a row) so the row-major matrix is
+        streamed once instead of once per column.
+        """
         n = bits_view.shape[0]
         out = np.empty((stop - start, n), np.int64)
         low = (np.int64(1) << idx_bits) - 1
         sign_zero = np.int64(-9223372036854775807) - 1  # bit pattern of -0.0
         flip = np.int64(9223372036854775807)
-        for jj in prange(stop - start):
-            j = start + jj
+        for jb in prange((stop - start + 7) // 8):
+            j0 = start + 8 * jb
+            j1 = min(j0 + 8, stop)
             for i in range(n):
-                v = bits_view[i, j]
-                if v == sign_zero:
-                    v = 0
-                key = v ^ ((v >> 63) & flip)
-                out[jj, i] = (key & ~low) | i
+                for j in range(j0, j1):
+                    v = bits_view[i, j]
+                    if v == sign_zero:
+                        v = 0
+                    key = v ^ ((v >> 63) & flip)
+                    out[j - start, i] = (key & ~low) | i
         return out
 
     @numba.njit(parallel=True, cache=True, nogil=True)

@@ -68,13 +68,56 @@ def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndar
     col_score = np.empty(d)
     col_pos = np.empty(d, dtype=np.int64)
     if _kernels.AVAILABLE and USE_KERNELS:
-        ties = node.tie_ids if node.tie_ids is not None else np.empty((0, 0), np.int32)
-        _kernels.clique_sweep(node.order, ties, node.tie_ids is not None, codes, g, local,
-                              np.int64(local @ (g - local)), np.int64(local @ (g - 1)), col_score, col_pos)
+        _kernels.clique_sweep(node.order, _ties_or_empty(node), node.tie_ids is not None, codes, g - 1,
+                              2 * local - g - 1, np.int64(local @ (g - local)), np.int64(local @ (g - 1)),
+                              col_score, col_pos)
     else:
         _clique_numpy(node, codes, g, local, cut_v, vol_v, col_score, col_pos)
     j, p, score = pick_best(col_score, col_pos, priority)
     return j, p, score, psi_v
+
+
+def _ties_or_empty(node: ColumnOrder) -> np.ndarray:
+    return node.tie_ids if node.tie_ids is not None else np.empty((0, 0), np.int32)
+
+
+def clique_split_cuts(node: ColumnOrder, feature: int, position: int, codes: np.ndarray,
+                      global_counts: np.ndarray, priority: np.ndarray):
+    """Split a node after sorted ``position`` of ``feature`` and find both children's best cuts.
+
+    Equivalent to ``[(c, clique_best_cut(c, ...)) for c in node.split(feature, position, n)]``;
+    with the compiled kernels the split and both sweeps are one pass over the node's orders.
+
+    Returns
+    -------
+    ((left ColumnOrder, left cut), (right ColumnOrder, right cut)), each cut as returned by
+    :func:`clique_best_cut`.
+    """
+    n_total = codes.size
+    if not (_kernels.AVAILABLE and USE_KERNELS):
+        return tuple((c, clique_best_cut(c, codes, global_counts, priority))
+                     for c in node.split(feature, position, n_total))
+    g = global_counts.astype(np.int64)
+    side = np.zeros(n_total, dtype=np.int8)
+    side[node.order[feature, :position + 1]] = 1
+    in_left = node.order[feature, :position + 1]
+    local_l = np.bincount(codes[in_left], minlength=g.size).astype(np.int64)
+    local_r = np.bincount(codes[node.order[feature, position + 1:]], minlength=g.size).astype(np.int64)
+    d = node.order.shape[0]
+    score = np.empty((2, d))
+    pos = np.empty((2, d), dtype=np.int64)
+    has_ties = node.tie_ids is not None
+    lo, ro, lt, rt = _kernels.clique_split_sweep(
+        node.order, _ties_or_empty(node), has_ties, side, in_left.size, node.n_points - in_left.size, codes,
+        g - 1, 2 * local_l - g - 1, 2 * local_r - g - 1, np.int64(local_l @ (g - local_l)),
+        np.int64(local_l @ (g - 1)), np.int64(local_r @ (g - local_r)), np.int64(local_r @ (g - 1)), score, pos)
+    out = []
+    for i, (order, ties, local) in enumerate(((lo, lt, local_l), (ro, rt, local_r))):
+        vol_v = float(local @ (g - 1))
+        psi = float(local @ (g - local)) / vol_v if vol_v > 0 else 0.0
+        j, p, best = pick_best(score[i], pos[i], priority)
+        out.append((ColumnOrder(order, ties if has_ties else None), (j, p, best, psi)))
+    return tuple(out)
 
 
 def _clique_numpy(node, codes, g, local, cut_v, vol_v, col_score, col_pos):

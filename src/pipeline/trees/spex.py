@@ -31,27 +31,34 @@ from pipeline.trees._column_order import ColumnOrder, feature_priority
 from pipeline.trees._fitting import (
     check_data, check_feature_names, check_n_leaves, encode_reference, majority_labels, unsplittable_error,
 )
-from pipeline.trees._spex_sweeps import GraphData, clique_best_cut, graph_best_cut
+from pipeline.trees._spex_sweeps import GraphData, clique_best_cut, clique_split_cuts, graph_best_cut
 from pipeline.trees.graphs import check_graph, knn_graph
 from pipeline.trees.tree import ExplanationTree
 
 logger = logging.getLogger(__name__)
 
 
-def grow_spex_tree(X: np.ndarray, n_leaves: int, best_cut, feature_names=None, verbose: bool = False):
+def grow_spex_tree(X: np.ndarray, n_leaves: int, best_cut, feature_names=None, verbose: bool = False,
+                   split_cuts=None):
     """Algorithm 1 with a pluggable ``best_cut(ColumnOrder) -> (feature, position, score, psi)``.
 
-    Returns the grown :class:`ExplanationTree` (leaf labels unset). Leaves created by the last
-    split are never evaluated (their best cut is not needed).
+    ``split_cuts(order, feature, position) -> ((left order, left cut), (right order, right cut))``
+    optionally fuses splitting a node with evaluating its children (default: ``order.split``
+    then ``best_cut`` per child). Returns the grown :class:`ExplanationTree` (leaf labels
+    unset). Leaves created by the last split are never evaluated (their best cut is not needed).
     """
     n, d = X.shape
     tree = ExplanationTree(d, feature_names)
     heap: list = []
     counter = 0
 
-    def push(node_id: int, order: ColumnOrder) -> None:
+    if split_cuts is None:
+        def split_cuts(order, j, p):
+            return tuple((child, best_cut(child)) for child in order.split(j, p, n))
+
+    def push(node_id: int, order: ColumnOrder, cut=None) -> None:
         nonlocal counter
-        j, p, score, psi = best_cut(order)
+        j, p, score, psi = best_cut(order) if cut is None else cut
         leaf_score = psi - score if j >= 0 else -np.inf
         heapq.heappush(heap, (-leaf_score, counter, node_id, order, j, p))
         counter += 1
@@ -69,10 +76,10 @@ def grow_spex_tree(X: np.ndarray, n_leaves: int, best_cut, feature_names=None, v
             n_cur += 1
             logger.debug("split node %d on x[%d] <= %.6g (leaf score %.6g)", node_id, j, threshold, -neg_score)
             if n_cur < n_leaves:
-                lo, ro = order.split(j, p, n)
+                (lo, lcut), (ro, rcut) = split_cuts(order, j, p)
                 del order
-                push(left, lo)
-                push(right, ro)
+                push(left, lo, lcut)
+                push(right, ro, rcut)
             bar.update(1)
     return tree
 
@@ -135,7 +142,8 @@ class SpExClique(_SpExBase):
         counts = np.bincount(codes, minlength=classes.size)
         priority = feature_priority(X.shape[1], self.random_state)
         tree = grow_spex_tree(
-            X, n_leaves, lambda o: clique_best_cut(o, codes, counts, priority), feature_names, self.verbose
+            X, n_leaves, lambda o: clique_best_cut(o, codes, counts, priority), feature_names, self.verbose,
+            split_cuts=lambda o, j, p: clique_split_cuts(o, j, p, codes, counts, priority),
         )
         self.classes_ = classes
         return self._finish(X, tree, codes, classes)
