@@ -228,28 +228,28 @@ if AVAILABLE:
         return left, right, t_left, t_right
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def pack_keys(bits_view, start, stop, idx_bits):
-        """Order-preserving int64 keys of columns start:stop of a float64 matrix (given as its
-        int64 view, shape (n, d)), low ``idx_bits`` bits replaced by the row index.
+    def pack_keys(bits_view, idx_bits):
+        """Order-preserving int64 keys of every column of a float64 matrix (given as its int64
+        view, shape (n, d)), low ``idx_bits`` bits replaced by the row index; shape (d, n).
 
-        Columns are read 8 at a time (one cache line of a row) so the row-major matrix is
-        streamed once instead of once per column.
+        Tiles of 256 rows are transposed column by column: the tile's cache lines stay in L1
+        while its 8 columns per line are read, and each output row gets 256 contiguous keys.
         """
-        n = bits_view.shape[0]
-        out = np.empty((stop - start, n), np.int64)
+        n, d = bits_view.shape
+        out = np.empty((d, n), np.int64)
         low = (np.int64(1) << idx_bits) - 1
         sign_zero = np.int64(-9223372036854775807) - 1  # bit pattern of -0.0
         flip = np.int64(9223372036854775807)
-        for jb in prange((stop - start + 7) // 8):
-            j0 = start + 8 * jb
-            j1 = min(j0 + 8, stop)
-            for i in range(n):
-                for j in range(j0, j1):
+        for ib in prange((n + 255) // 256):
+            i0 = 256 * ib
+            i1 = min(i0 + 256, n)
+            for j in range(d):
+                for i in range(i0, i1):
                     v = bits_view[i, j]
                     if v == sign_zero:
                         v = 0
                     key = v ^ ((v >> 63) & flip)
-                    out[j - start, i] = (key & ~low) | i
+                    out[j, i] = (key & ~low) | i
         return out
 
     @numba.njit(parallel=True, cache=True, nogil=True)
