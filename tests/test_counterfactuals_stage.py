@@ -28,7 +28,7 @@ def test_default_is_off(tmp_path):
 def test_tgt_stage_writes_table_and_figures(tmp_path, capsys):
     run(make_cfg(tmp_path, "counterfactuals=tgt", "counterfactuals.k=2", "counterfactuals.params.l1_grid=[0.0,0.5]",
                  "counterfactuals.params.n_iter=600", "counterfactuals.params.patience=200"))
-    assert "counterfactual explanations (latent space)" in capsys.readouterr().out
+    assert "counterfactual explanations (input space)" in capsys.readouterr().out  # identity: auto = input
     table = pd.read_csv(tmp_path / "out" / "counterfactuals.csv")
     assert list(table.columns) == ["method", "from", "to", "k", "correctness", "coverage", "explanation"]
     assert len(table) == 2 * 3 * 2  # two methods x ordered pairs of 3 clusters

@@ -82,13 +82,14 @@ small_data = st.integers(3, 14).flatmap(lambda n: st.tuples(
 
 
 # --------------------------------------------------------- exact vs brute force
-@pytest.fixture(params=[True, False], ids=["numba", "numpy"])
+@pytest.fixture(params=[(True, 64), (True, 2), (False, 64)], ids=["numba", "numba-block2", "numpy"])
 def kernels(request):
-    """Run a test with the compiled kernels and with the pure-numpy sweeps."""
-    saved = _spex_sweeps.USE_KERNELS
-    _spex_sweeps.USE_KERNELS = request.param
-    yield request.param
-    _spex_sweeps.USE_KERNELS = saved
+    """Run a test with the compiled kernels (default blocks, and 2-position blocks so the
+    bound-pruned clique sweep prunes and rescans on tiny inputs) and with the numpy sweeps."""
+    saved = _spex_sweeps.USE_KERNELS, _spex_sweeps.CLIQUE_BLOCK
+    _spex_sweeps.USE_KERNELS, _spex_sweeps.CLIQUE_BLOCK = request.param
+    yield request.param[0]
+    _spex_sweeps.USE_KERNELS, _spex_sweeps.CLIQUE_BLOCK = saved
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -127,7 +127,7 @@ class CounterfactualsConfig:
 
     name: str = "none"  # "none" disables the stage
     methods: List[str] = field(default_factory=lambda: ["tgt", "dbm"])
-    space: str = "auto"  # auto | latent | concepts
+    space: str = "auto"  # auto | input | latent | concepts (auto: input if the encoder has a torch_module)
     k: Optional[int] = 3  # features/concepts kept per explanation (null: all)
     params: Dict[str, Any] = field(default_factory=dict)  # TGT parameters; l1 (null: tuned for k), l1_grid
 

@@ -125,9 +125,12 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
         report_concepts(cfg, done, df, out_dir, summary and cfg["report"]["summary"])
     if cfg.get("counterfactuals", {}).get("name", "none") != "none":  # issue 8: TGT / DBM between clusters
         from pipeline.report.counterfactual_plots import write_counterfactuals
-        from pipeline.stages.counterfactuals import COUNTERFACTUALS
+        from pipeline.stages.counterfactuals import counterfactuals_stage
+        from pipeline.stages.encode import trained_encoder
 
-        cf = execute(COUNTERFACTUALS, cfg, cache, done).artifact
+        stage = counterfactuals_stage(lambda: trained_encoder(cfg, cache, done["load"],
+                                                              done["encode"].artifact.get("checkpoint_sha256")))
+        cf = execute(stage, cfg, cache, done).artifact
         cf_csv = write_counterfactuals(out_dir, cf, cfg["report"]["figures"])[0]
         print(f"counterfactual explanations ({cf['space']} space) written to {cf_csv}")
     print(f"results written to {csv}")

@@ -39,6 +39,19 @@ class Encoder:
         in latent space, or None if the encoder has none."""
         return None
 
+    def torch_module(self):
+        """A differentiable ``torch.nn.Module`` from input features to latents, or None.
+
+        The module maps a float tensor of shape (n, d), in the units of ``Dataset.X`` of
+        tabular data (any input scaling the encoder applies is inside the module), to the
+        latents (n, m) that ``transform`` returns; it lives on the CPU, in eval mode, with
+        frozen parameters. Global counterfactual explanations in input features (TGT,
+        ``counterfactuals.space=input``) differentiate through it. None (the default) when
+        the encoder has no such module: pretrained image/text encoders (CLIP, SBERT,
+        contrastive clustering) take images or texts, which are not explained per feature.
+        """
+        return None
+
 
 class IdentityEncoder(Encoder):
     """Raw features as latents (tabular data); images are flattened and scaled to [0, 1]."""
@@ -52,6 +65,12 @@ class IdentityEncoder(Encoder):
         if X.dtype == np.uint8:
             return (X.reshape(len(X), -1) / 255.0).astype(np.float32)
         return X.reshape(len(X), -1).astype(np.float32)
+
+    def torch_module(self):
+        """``torch.nn.Identity``: the latents are the input features (tabular data)."""
+        import torch
+
+        return torch.nn.Identity()
 
 
 ENCODERS: dict[str, Callable[..., Encoder]] = {"identity": IdentityEncoder}

@@ -13,6 +13,7 @@ after autoencoder pre-training and a GMM fitted to the pre-trained latents to in
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -68,6 +69,36 @@ class VaDENet(nn.Module):
         diff = z.unsqueeze(1) - self.mu_c.unsqueeze(0)
         log_pdf = -0.5 * (self.logvar_c.unsqueeze(0) + diff.pow(2) / self.logvar_c.exp().unsqueeze(0)).sum(-1)
         return F.log_softmax(self.pi_logits, dim=0).unsqueeze(0) + log_pdf
+
+
+class VaDEMeanEncoder(nn.Module):
+    """Input features (n, d) -> posterior means (n, latent_dim), input scaling included.
+
+    The differentiable path behind :meth:`VaDEEncoder.transform`: ``(x - lo) / (hi - lo)``,
+    clamped to [0, 1] for a Bernoulli decoder, then the encoder layers and the mean head.
+
+    Parameters
+    ----------
+    net : VaDENet
+        A trained network; its encoder layers and mean head are copied and frozen.
+    scale : (float, float)
+        The fitted ``scale_ = (lo, hi)``.
+    clamp : bool
+        Clamp the scaled input to [0, 1] (``reconstruction="bernoulli"``).
+    """
+
+    def __init__(self, net: VaDENet, scale, clamp: bool):
+        super().__init__()
+        self.encoder = copy.deepcopy(net.encoder)
+        self.mu = copy.deepcopy(net.mu)
+        self.lo, self.hi, self.clamp = float(scale[0]), float(scale[1]), bool(clamp)
+        self.requires_grad_(False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = (x.to(self.mu.weight.dtype) - self.lo) / (self.hi - self.lo)
+        if self.clamp:
+            x = x.clamp(0.0, 1.0)
+        return self.mu(self.encoder(x))
 
 
 def reconstruction_loss(logits: torch.Tensor, x: torch.Tensor, kind: str) -> torch.Tensor:
@@ -311,6 +342,11 @@ class VaDEEncoder(TorchEncoder):
         z = torch.from_numpy(self._embed(self._prepare(X, fitting=False))).to(self.device_)
         with torch.no_grad():
             return F.softmax(self.module_.log_joint(z), dim=1).cpu().numpy().astype(np.float64)
+
+    def torch_module(self) -> VaDEMeanEncoder:
+        """The encoder's mean path with its input scaling, as a frozen CPU module (n, d) -> (n, latent_dim)."""
+        check_fitted(self)
+        return VaDEMeanEncoder(self.module_, self.scale_, self.reconstruction == "bernoulli").cpu().eval()
 
     def mixture(self):
         """``(weights (K,), means (K, latent_dim), covariances (K, latent_dim, latent_dim))`` of the prior."""

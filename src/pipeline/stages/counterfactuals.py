@@ -2,15 +2,17 @@
 
 Runs when ``counterfactuals`` is not ``none`` (``conf/counterfactuals/*.yaml``). Space:
 
-* ``latent`` -- translations of the latents ``Z`` themselves (for ``encoder=identity`` on
-  tabular data these are the input features), judged with the identity encoder;
+* ``input`` -- translations of the input features ``X`` (tabular data, e.g. digits pixels),
+  fitted and judged through the encoder's differentiable module
+  (:meth:`pipeline.encoders.Encoder.torch_module`: VaDE's mean path with its input scaling,
+  the identity for ``encoder=identity``), as in the TGT paper;
+* ``latent`` -- translations of the latents ``Z`` themselves, judged with the identity;
 * ``concepts`` -- translations of concept scores ``Z C^T`` (needs ``concepts=...``), mapped
   back to latents through ``pinv(C)`` and judged on the latents
   (:mod:`pipeline.counterfactuals.concept_space`);
-* ``auto`` -- ``concepts`` when CAVs are available, else ``latent``.
+* ``auto`` -- ``input`` when the data are tabular and the encoder has a torch module, else
+  ``concepts`` when CAVs are available, else ``latent``.
 
-Input-space explanations through a deep encoder are available in the library
-(``pipeline.counterfactuals.TGT(encoder_module)``) but not here: the stage only sees latents.
 Methods ``tgt`` (l1 tuned for ``k`` unless ``params.l1`` is set) and ``dbm``. The artifact
 holds one row per (method, ordered pair): correctness, coverage, the translation and its text.
 """
@@ -18,6 +20,8 @@ holds one row per (method, ordered pair): correctness, coverage, the translation
 from __future__ import annotations
 
 import logging
+from functools import partial
+from typing import Callable
 
 import numpy as np
 
@@ -32,28 +36,49 @@ from pipeline.counterfactuals import (
     top_k,
     tune_l1,
 )
+from pipeline.encoders.base import Encoder
 from pipeline.stages.base import Stage
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
 METHODS = ("tgt", "dbm")
-SPACES = ("auto", "latent", "concepts")
+SPACES = ("auto", "input", "latent", "concepts")
 
 
 def _config(cfg: dict) -> dict:
     return {"counterfactuals": cfg["counterfactuals"], "seed": cfg["seed"]}
 
 
-def _space(spec: dict, project: dict) -> str:
+def _input_module(space: str, load: dict, encoder_loader: Callable[[], Encoder]):
+    """The encoder's torch module when input space is asked for (or possible, for ``auto``), else None."""
+    if space not in ("auto", "input"):
+        return None
+    if load["kind"] != "tabular":
+        if space == "input":
+            raise InvalidInputError(f"counterfactuals.space=input needs tabular input features; the {load['name']!r} "
+                                    f"data are {load['kind']}. Choose counterfactuals.space=latent, or concepts "
+                                    "with concepts=<set>.")
+        return None
+    encoder = encoder_loader()
+    module = encoder.torch_module()
+    if module is None and space == "input":
+        raise InvalidInputError(f"counterfactuals.space=input: encoder {encoder.name!r} has no differentiable module "
+                                "from input features to latents (pretrained image/text encoders are not explained "
+                                "per input feature); choose counterfactuals.space=latent, or concepts with "
+                                "concepts=<set>.")
+    return module
+
+
+def _space(spec: dict, project: dict, has_module: bool) -> str:
     space = spec.get("space", "auto")
-    if space not in SPACES:
-        raise InvalidInputError(f"counterfactuals.space={space!r}; choose one of {list(SPACES)}.")
     has_cavs = project.get("cavs") is not None
     if space == "concepts" and not has_cavs:
         raise InvalidInputError("counterfactuals.space=concepts needs CAVs; choose concepts=<set> "
                                 "(e.g. concepts=mnist_geometric) or counterfactuals.space=latent.")
-    return ("concepts" if has_cavs else "latent") if space == "auto" else space
+    if space == "auto":
+        return "input" if has_module else "concepts" if has_cavs else "latent"
+    return space
 
 
 def _fit_tgt(spec: dict, encoder, X, labels, k, seed: int) -> TGT:
@@ -71,24 +96,36 @@ def _fit_tgt(spec: dict, encoder, X, labels, k, seed: int) -> TGT:
     return tune_l1(encoder, X, labels, k, l1_grid=l1_grid, progress=False, **params)
 
 
-def _compute(cfg: dict, encode: dict, cluster: dict, project: dict) -> dict:
+def _compute(cfg: dict, load: dict, encode: dict, cluster: dict, project: dict, *,
+             encoder_loader: Callable[[], Encoder]) -> dict:
     spec = cfg["counterfactuals"]
     methods = list(spec.get("methods") or METHODS)
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         raise InvalidInputError(f"counterfactuals.methods has unknown {unknown}; choose from {list(METHODS)}.")
+    if spec.get("space", "auto") not in SPACES:
+        raise InvalidInputError(f"counterfactuals.space={spec.get('space')!r}; choose one of {list(SPACES)}.")
     Z = np.asarray(encode["Z"], dtype=np.float64)
     groups = np.asarray(cluster["labels"], dtype=np.int64)
-    space = _space(spec, project)
-    if space == "concepts":
+    module = _input_module(spec.get("space", "auto"), load, encoder_loader)
+    space = _space(spec, project, module is not None)
+    # judge: the module mapping the explained space's points to the representation the metrics use
+    if space == "input":
+        X = np.asarray(load["X"], dtype=np.float64).reshape(len(Z), -1)
+        names = list(load.get("feature_names") or [])
+        names = names if len(names) == X.shape[1] else [f"x{q}" for q in range(X.shape[1])]
+        encoder, judge, judged, back = module, module, X, np.eye(X.shape[1])
+    elif space == "concepts":
         C = np.asarray(project["cavs"], dtype=np.float64)
         X, names, encoder, back = Z @ C.T, list(project["concept_names"]), ConceptDecoder(C), np.linalg.pinv(C)
+        judge, judged = LatentIdentity(), Z
     else:
         X, names, encoder, back = Z, list(encode["latent_names"]), LatentIdentity(), np.eye(Z.shape[1])
+        judge, judged = LatentIdentity(), Z
     k = spec.get("k")
     k = None if k is None else min(int(k), X.shape[1])
-    eps = choose_epsilon(LatentIdentity(), Z, groups)
-    evaluator = PairwiseEvaluator(LatentIdentity(), Z, groups, eps)
+    eps = choose_epsilon(judge, judged, groups)
+    evaluator = PairwiseEvaluator(judge, judged, groups, eps)
     labels, means = group_means(X, groups)
     explainers, l1 = {}, float("nan")
     if "tgt" in methods:
@@ -113,4 +150,9 @@ def _compute(cfg: dict, encode: dict, cluster: dict, project: dict) -> dict:
             "eps": eps, "l1": l1, "self_similarity": evaluator.self_similarity}
 
 
-COUNTERFACTUALS = Stage("counterfactuals", ("encode", "cluster", "project"), _config, _compute)
+def counterfactuals_stage(encoder_loader: Callable[[], Encoder]) -> Stage:
+    """The stage; ``encoder_loader()`` returns the fitted encoder behind the latents (called only
+    on a cache miss, when input space is asked for or possible; see
+    :func:`pipeline.stages.encode.trained_encoder`)."""
+    return Stage("counterfactuals", ("load", "encode", "cluster", "project"), _config,
+                 partial(_compute, encoder_loader=encoder_loader), version=2)

@@ -145,10 +145,7 @@ def execute_encode(cfg: dict, cache: StageCache, load: StageOutput) -> StageOutp
     def compute():
         nonlocal encoder
         if encoder is None:
-            from pipeline.encoders.checkpoint import load_encoder
-
-            # an explicitly named checkpoint must fit the configured architecture / K
-            encoder = load_encoder(path, expected=build(cfg) if cfg["encoder"].get("checkpoint") else None)
+            encoder = _load_checkpoint(cfg, path)
         ds = artifact_to_dataset(load.artifact)
         out = embed(encoder, ds.X)
         out["latent_names"] = latent_names(cfg, load.artifact, out["Z"].shape[1])
@@ -156,6 +153,33 @@ def execute_encode(cfg: dict, cache: StageCache, load: StageOutput) -> StageOutp
         return out
 
     return StageOutput(key, cache.get_or_compute(NAME, key, compute))
+
+
+def _load_checkpoint(cfg: dict, path: Path):
+    from pipeline.encoders.checkpoint import load_encoder
+
+    # an explicitly named checkpoint must fit the configured architecture / K
+    return load_encoder(path, expected=build(cfg) if cfg["encoder"].get("checkpoint") else None)
+
+
+def trained_encoder(cfg: dict, cache: StageCache, load: StageOutput, sha256: str | None = None):
+    """The fitted encoder behind the encode stage's latents, never training one.
+
+    Trainable encoders are loaded from the checkpoint the encode stage wrote (or
+    ``encoder.checkpoint``); when ``sha256`` (the encode artifact's ``checkpoint_sha256``) is
+    given it must match, so the encoder is the one that made the latents. Other encoders are
+    built from the config (not fitted: enough for :meth:`Encoder.torch_module`).
+    """
+    encoder = build(cfg)
+    if not encoder.trainable:
+        return encoder
+    path = checkpoint_path(cfg, training_data(cfg, cache, load).key)
+    if not path.exists():
+        raise InvalidInputError(f"no {cfg['encoder']['name']} checkpoint at {path}; run the encode stage first "
+                                "(it trains and saves the encoder).")
+    if sha256 is not None and _checkpoint_sha(path) != sha256:
+        raise InvalidInputError(f"checkpoint {path} changed since the latents were computed; rerun with +force=encode.")
+    return _load_checkpoint(cfg, path)
 
 
 def latent_names(cfg: dict, dataset: dict, width: int) -> list[str]:

@@ -59,7 +59,8 @@ def _finish_keys(X, start, keys, idx_bits, order, ties) -> None:
     where different values collided in the truncated key are re-sorted exactly."""
     stop = start + keys.shape[0]
     same_key = np.empty((stop - start, max(X.shape[0] - 1, 0)), dtype=bool)
-    _kernels.unpack_keys(keys, idx_bits, order[start:stop], same_key)
+    if _kernels.unpack_keys(keys, idx_bits, order[start:stop], same_key) == 0:
+        return
     rows, cols = np.nonzero(same_key)
     if rows.size:
         rows += start

@@ -21,12 +21,14 @@ except ImportError:  # pragma: no cover
     AVAILABLE = False
 
 _SLACK = 1.0 + 1e-9  # prefilter margin, far above float rounding; exact scores decide
+_GRAPH_ROWS = 8  # feature rows sharing one pass over the edge list in graph_sweep
 
 if AVAILABLE:
 
     @numba.njit(inline="always")
     def _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, p):
-        """Score of the prefix cut after position p (stats of the prefix given); keep the best."""
+        """Score of the prefix cut after position p (stats of the prefix given); keep the best
+        (lowest score, then lowest position)."""
         vol_r = vol_v - vol_s
         if vol_s > 0 and vol_r > 0:
             # a/vs + b/vr >= best(1 + 1e-9) certainly cannot win: skip the two divisions
@@ -35,7 +37,7 @@ if AVAILABLE:
         a = cut_s / vol_s if vol_s > 0 else 0.0
         b = cut_r / vol_r if vol_r > 0 else 0.0
         score = a + b
-        if score < best:
+        if score < best or (score == best and p < best_p):
             return score, p
         return best, best_p
 
@@ -46,33 +48,112 @@ if AVAILABLE:
         s[c] = sc + 1
         return cut_s + gm1[c] - 2 * sc, vol_s + gm1[c], cut_r + t[c] - 2 * sc
 
+    @numba.njit(inline="always")
+    def _clique_stats(s, g, gm1, local):
+        """(cut_s, vol_s, cut_r) of a prefix with per-cluster counts s, from scratch (integers)."""
+        cut_s = 0
+        vol_s = 0
+        cut_r = 0
+        for c in range(g.size):
+            r = local[c] - s[c]
+            cut_s += s[c] * (g[c] - s[c])
+            vol_s += s[c] * gm1[c]
+            cut_r += r * (g[c] - r)
+        return cut_s, vol_s, cut_r
+
+    @numba.njit(inline="always")
+    def _clique_bound(lo, hi, g, gm1, local):
+        """Lower bound of the cut score of every prefix whose counts lie between lo and hi.
+
+        ``e(S) = sum_c s_c (g_c - s_c)`` is concave in each s_c, so its minimum over the box is
+        the sum of per-cluster minima at the box ends; volumes are bounded by the larger set.
+        """
+        e_s = 0.0
+        v_s = 0.0
+        e_r = 0.0
+        v_r = 0.0
+        for c in range(g.size):
+            e_s += min(lo[c] * (g[c] - lo[c]), hi[c] * (g[c] - hi[c]))
+            v_s += hi[c] * gm1[c]
+            r_lo = local[c] - hi[c]
+            r_hi = local[c] - lo[c]
+            e_r += min(r_lo * (g[c] - r_lo), r_hi * (g[c] - r_hi))
+            v_r += r_hi * gm1[c]
+        return (e_s / v_s if v_s > 0 else 0.0) + (e_r / v_r if v_r > 0 else 0.0)
+
+    @numba.njit(cache=True, nogil=True)
+    def _clique_row(row, tie_row, has_ties, codes, g, gm1, local, t, cut_v, vol_v, block):
+        """Best prefix cut (score, position) of one sorted row for the clique graph.
+
+        Pass 1 counts the clusters in blocks of ``block`` positions and scores the cuts
+        at block boundaries exactly (a good incumbent). Pass 2 rescans, position by position,
+        only the blocks whose lower bound (:func:`_clique_bound`) can still reach the incumbent,
+        so the result equals a full scan: lowest score, ties to the lowest position.
+        """
+        m = row.size
+        k = g.size
+        nb = (m + block - 1) // block
+        counts = np.zeros((nb + 1, k), np.int64)
+        s = np.zeros(k, np.int64)
+        for b in range(nb):
+            for p in range(b * block, min((b + 1) * block, m)):
+                s[codes[row[p]]] += 1
+            counts[b + 1] = s
+        best = np.inf
+        best_p = -1
+        for b in range(1, nb):
+            q = b * block - 1
+            if not has_ties or tie_row[q] != tie_row[q + 1]:
+                cut_s, vol_s, cut_r = _clique_stats(counts[b], g, gm1, local)
+                best, best_p = _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, q)
+        for b in range(nb):
+            if _clique_bound(counts[b], counts[b + 1], g, gm1, local) > _SLACK * best:
+                continue
+            s[:] = counts[b]
+            cut_s, vol_s, cut_r = _clique_stats(s, g, gm1, local)
+            for p in range(b * block, min((b + 1) * block, m)):
+                if p > 0 and (not has_ties or tie_row[p - 1] != tie_row[p]):
+                    best, best_p = _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, p - 1)
+                cut_s, vol_s, cut_r = _clique_add(s, codes[row[p]], gm1, t, cut_s, vol_s, cut_r)
+        return best, best_p
+
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def clique_sweep(order, tie_ids, has_ties, codes, gm1, t, cut_v, vol_v, out_score, out_pos):
+    def clique_sweep(order, tie_ids, has_ties, codes, g, local, cut_v, vol_v, block, out_score, out_pos):
         """Best prefix cut per row for the clique graph; see ``clique_best_cut``.
 
-        ``gm1 = g - 1`` and ``t = 2 * local - g - 1`` per cluster (g global, local node sizes).
-        A cut after position p-1 is scored when the point at p arrives (if its value differs).
+        ``g`` global and ``local`` node cluster sizes (int64); ``cut_v``, ``vol_v`` of the node.
         """
-        d, m = order.shape
+        d = order.shape[0]
+        gm1 = g - 1
+        t = 2 * local - g - 1
+        empty = np.empty(0, tie_ids.dtype)
         for j in prange(d):
-            s = np.zeros(gm1.size, np.int64)
-            cut_s = 0
-            vol_s = 0
-            cut_r = cut_v
-            best = np.inf
-            best_p = -1
-            for p in range(m):
-                if p > 0 and (not has_ties or tie_ids[j, p - 1] != tie_ids[j, p]):
-                    best, best_p = _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, p - 1)
-                cut_s, vol_s, cut_r = _clique_add(s, codes[order[j, p]], gm1, t, cut_s, vol_s, cut_r)
-            out_score[j] = best
-            out_pos[j] = best_p
+            tie_row = tie_ids[j] if has_ties else empty
+            out_score[j], out_pos[j] = _clique_row(order[j], tie_row, has_ties, codes, g, gm1, local, t, cut_v, vol_v,
+                                                     block)
+
+    @numba.njit(inline="always")
+    def _split_row(row, tie_row, has_ties, side, buf_l, buf_r, tbuf_l, tbuf_r):
+        """Branch-free stable split of one row by ``side`` (1 left, 0 right) into buffers with
+        one slack slot each (every point is written to both; only one cursor advances)."""
+        a = 0
+        b = 0
+        for p in range(row.size):
+            x = row[p]
+            sd = np.int64(side[x])
+            buf_l[a] = x
+            buf_r[b] = x
+            if has_ties:
+                tbuf_l[a] = tie_row[p]
+                tbuf_r[b] = tie_row[p]
+            a += sd
+            b += 1 - sd
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def clique_split_sweep(order, tie_ids, has_ties, side, n_left, n_right, codes, gm1, t_l, t_r,
-                           cut_v_l, vol_v_l, cut_v_r, vol_v_r, out_score, out_pos):
+    def clique_split_sweep(order, tie_ids, has_ties, side, n_left, n_right, codes, g, local_l, local_r,
+                           cut_v_l, vol_v_l, cut_v_r, vol_v_r, block, out_score, out_pos):
         """Stable split of every row by ``side`` (1 left, 0 right) fused with the clique sweeps
-        of both children: one pass over the parent's orders, no re-reading of the children.
+        of both children (each child row is swept while it is still in cache).
 
         Returns the children's (order, tie_ids) like :func:`partition_rows`; best cut score and
         position per row of the left (right) child go to ``out_score[0]``, ``out_pos[0]`` ([1]).
@@ -83,48 +164,30 @@ if AVAILABLE:
         t_rows = d if has_ties else 0
         tie_left = np.empty((t_rows, n_left), tie_ids.dtype)
         tie_right = np.empty((t_rows, n_right), tie_ids.dtype)
+        gm1 = g - 1
+        t_l = 2 * local_l - g - 1
+        t_r = 2 * local_r - g - 1
+        empty = np.empty(0, tie_ids.dtype)
         for j in prange(d):
-            s_l = np.zeros(gm1.size, np.int64)
-            s_r = np.zeros(gm1.size, np.int64)
-            a = 0
-            b = 0
-            cut_sl = 0
-            vol_sl = 0
-            cut_rl = cut_v_l
-            cut_sr = 0
-            vol_sr = 0
-            cut_rr = cut_v_r
-            best_l = np.inf
-            best_r = np.inf
-            pos_l = -1
-            pos_r = -1
-            prev_l = -1
-            prev_r = -1
-            for p in range(m):
-                x = order[j, p]
-                tie = tie_ids[j, p] if has_ties else 0
-                if side[x] == 1:
-                    if a > 0 and (not has_ties or prev_l != tie):
-                        best_l, pos_l = _clique_eval(cut_sl, vol_sl, cut_rl, vol_v_l, best_l, pos_l, a - 1)
-                    left[j, a] = x
-                    if has_ties:
-                        tie_left[j, a] = tie
-                    prev_l = tie
-                    a += 1
-                    cut_sl, vol_sl, cut_rl = _clique_add(s_l, codes[x], gm1, t_l, cut_sl, vol_sl, cut_rl)
-                else:
-                    if b > 0 and (not has_ties or prev_r != tie):
-                        best_r, pos_r = _clique_eval(cut_sr, vol_sr, cut_rr, vol_v_r, best_r, pos_r, b - 1)
-                    right[j, b] = x
-                    if has_ties:
-                        tie_right[j, b] = tie
-                    prev_r = tie
-                    b += 1
-                    cut_sr, vol_sr, cut_rr = _clique_add(s_r, codes[x], gm1, t_r, cut_sr, vol_sr, cut_rr)
-            out_score[0, j] = best_l
-            out_pos[0, j] = pos_l
-            out_score[1, j] = best_r
-            out_pos[1, j] = pos_r
+            buf_l = np.empty(n_left + 1, order.dtype)
+            buf_r = np.empty(n_right + 1, order.dtype)
+            t_size = n_left + 1 if has_ties else 0
+            tbuf_l = np.empty(t_size, tie_ids.dtype)
+            tbuf_r = np.empty(n_right + 1 if has_ties else 0, tie_ids.dtype)
+            _split_row(order[j], tie_ids[j] if has_ties else empty, has_ties, side, buf_l, buf_r, tbuf_l, tbuf_r)
+            left[j] = buf_l[:n_left]
+            right[j] = buf_r[:n_right]
+            tl = empty
+            tr = empty
+            if has_ties:
+                tie_left[j] = tbuf_l[:n_left]
+                tie_right[j] = tbuf_r[:n_right]
+                tl = tie_left[j]
+                tr = tie_right[j]
+            out_score[0, j], out_pos[0, j] = _clique_row(left[j], tl, has_ties, codes, g, gm1, local_l, t_l,
+                                                         cut_v_l, vol_v_l, block)
+            out_score[1, j], out_pos[1, j] = _clique_row(right[j], tr, has_ties, codes, g, gm1, local_r, t_r,
+                                                         cut_v_r, vol_v_r, block)
         return left, right, tie_left, tie_right
 
     @numba.njit(cache=True, nogil=True)
@@ -170,35 +233,31 @@ if AVAILABLE:
         """Best prefix cut per row for a general graph.
 
         The node's internal edges (local ids, each undirected edge once) are streamed once per
-        pair of rows into histograms over the position of their later endpoint; a histogram's
-        prefix sum is the weight of the edges inside the prefix.
+        group of ``_GRAPH_ROWS`` rows into histograms over the position of their later
+        endpoint; a histogram's prefix sum is the weight of the edges inside the prefix.
         """
         d, m = order_local.shape
         n_edges = edge_a.size
-        empty = np.empty(0, np.int32)
-        for jp in prange((d + 1) // 2):
-            j0 = 2 * jp
-            j1 = min(j0 + 1, d - 1)
-            pos0 = np.empty(m, np.int32)
-            pos1 = np.empty(m, np.int32)
-            for p in range(m):
-                pos0[order_local[j0, p]] = p
-                pos1[order_local[j1, p]] = p
-            hist0 = np.zeros(m)
-            hist1 = np.zeros(m)
+        empty = np.empty(0, tie_ids.dtype)
+        for jg in prange((d + _GRAPH_ROWS - 1) // _GRAPH_ROWS):
+            j0 = _GRAPH_ROWS * jg
+            rows = min(_GRAPH_ROWS, d - j0)
+            pos = np.empty((m, _GRAPH_ROWS), np.int32)  # pos[point, r]: one cache line per point
+            for r in range(_GRAPH_ROWS):
+                jr = j0 + min(r, rows - 1)
+                for p in range(m):
+                    pos[order_local[jr, p], r] = p
+            hist = np.zeros((_GRAPH_ROWS, m))
             for e in range(n_edges):
-                a = edge_a[e]
-                b = edge_b[e]
                 w = edge_w[e]
-                pa = pos0[a]
-                pb = pos0[b]
-                hist0[pa if pa > pb else pb] += w
-                pa = pos1[a]
-                pb = pos1[b]
-                hist1[pa if pa > pb else pb] += w
-            for j, hist in ((j0, hist0), (j1, hist1)):
+                pa = pos[edge_a[e]]
+                pb = pos[edge_b[e]]
+                for r in range(_GRAPH_ROWS):
+                    hist[r, max(pa[r], pb[r])] += w
+            for r in range(rows):
+                j = j0 + r
                 tie_row = tie_ids[j] if has_ties else empty
-                out_score[j], out_pos[j] = _graph_row(order_local[j], tie_row, has_ties, hist, deg, deg_off,
+                out_score[j], out_pos[j] = _graph_row(order_local[j], tie_row, has_ties, hist[r], deg, deg_off,
                                                       inner_deg, inner_total, off_total, vol_total, n_positive)
 
     @numba.njit(parallel=True, cache=True, nogil=True)
@@ -254,11 +313,16 @@ if AVAILABLE:
 
     @numba.njit(parallel=True, cache=True, nogil=True)
     def unpack_keys(keys, idx_bits, order, same_key):
-        """Row ids (low bits) of sorted keys, and whether neighbours share the truncated key."""
+        """Row ids (low bits) of sorted keys, and whether neighbours share the truncated key;
+        returns the number of such neighbour pairs (usually 0)."""
         b, n = keys.shape
         low = (np.int64(1) << idx_bits) - 1
+        n_same = 0
         for r in prange(b):
             for i in range(n):
                 order[r, i] = keys[r, i] & low
                 if i + 1 < n:
-                    same_key[r, i] = (keys[r, i] >> idx_bits) == (keys[r, i + 1] >> idx_bits)
+                    same = (keys[r, i] >> idx_bits) == (keys[r, i + 1] >> idx_bits)
+                    same_key[r, i] = same
+                    n_same += same
+        return n_same

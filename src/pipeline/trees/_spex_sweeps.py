@@ -26,6 +26,7 @@ from pipeline.trees import _kernels
 from pipeline.trees._column_order import ColumnOrder, column_block_size, pick_best
 
 USE_KERNELS = True  # use the compiled kernels when numba is importable (tests flip this)
+CLIQUE_BLOCK = 64  # positions per bound-pruned block of the compiled clique sweep (tests shrink it)
 
 
 def _finish_block(score: np.ndarray, valid: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -68,8 +69,8 @@ def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndar
     col_score = np.empty(d)
     col_pos = np.empty(d, dtype=np.int64)
     if _kernels.AVAILABLE and USE_KERNELS:
-        _kernels.clique_sweep(node.order, _ties_or_empty(node), node.tie_ids is not None, codes, g - 1,
-                              2 * local - g - 1, np.int64(local @ (g - local)), np.int64(local @ (g - 1)),
+        _kernels.clique_sweep(node.order, _ties_or_empty(node), node.tie_ids is not None, codes, g, local,
+                              np.int64(local @ (g - local)), np.int64(local @ (g - 1)), CLIQUE_BLOCK,
                               col_score, col_pos)
     else:
         _clique_numpy(node, codes, g, local, cut_v, vol_v, col_score, col_pos)
@@ -109,8 +110,9 @@ def clique_split_cuts(node: ColumnOrder, feature: int, position: int, codes: np.
     has_ties = node.tie_ids is not None
     lo, ro, lt, rt = _kernels.clique_split_sweep(
         node.order, _ties_or_empty(node), has_ties, side, in_left.size, node.n_points - in_left.size, codes,
-        g - 1, 2 * local_l - g - 1, 2 * local_r - g - 1, np.int64(local_l @ (g - local_l)),
-        np.int64(local_l @ (g - 1)), np.int64(local_r @ (g - local_r)), np.int64(local_r @ (g - 1)), score, pos)
+        g, local_l, local_r, np.int64(local_l @ (g - local_l)),
+        np.int64(local_l @ (g - 1)), np.int64(local_r @ (g - local_r)), np.int64(local_r @ (g - 1)),
+        CLIQUE_BLOCK, score, pos)
     out = []
     for i, (order, ties, local) in enumerate(((lo, lt, local_l), (ro, rt, local_r))):
         vol_v = float(local @ (g - 1))
