@@ -10,7 +10,7 @@ data in the same process, and the partitions are compared.
 
     python benchmarks/spex_baselines.py                       # everything, 3 repeats
     python benchmarks/spex_baselines.py --sections clique imm --repeats 5
-    python benchmarks/spex_baselines.py --reference-dir ~/src/SpEx --sections clique knn
+    python benchmarks/spex_baselines.py --reference-dir ~/src/SpEx --sections clique knn --reference-repeats 3
 
 Results are printed and written to benchmarks/results/spex_baselines.json.
 """
@@ -39,6 +39,7 @@ PUBLISHED = {  # seconds, published implementations timed on this 2-core machine
     "imm_50k": 13.1, "emn_10k": 165.0, "cart_sklearn_50k": 22.1,
 }
 RESULTS: dict = {}
+REF_REPEATS = 1  # runs of the published code per measurement (--reference-repeats)
 
 
 def load() -> str:
@@ -107,7 +108,7 @@ def bench_clique(X, y, repeats, ref_dir, tag):
         from clique_based import CliqueBased
 
         ref = CliqueBased()
-        rmed, rtimes, _ = timed(lambda: ref.train(X, y), 1)
+        rmed, rtimes, _ = timed(lambda: ref.train(X, y), REF_REPEATS)
         same = same_partition(est.tree_.apply(X), ref.predict(X))
         ours_cpu = RESULTS[f"spex_clique_{tag}"]["cpu_s"]
         report(f"reference_spex_clique_{tag}", rmed, rtimes, same_partition_as_ours=same,
@@ -132,7 +133,7 @@ def bench_knn(X, repeats, ref_dir, tag, method="exact"):
         from graph_based import GraphBased
 
         ref = GraphBased()
-        rmed, rtimes, _ = timed(lambda: ref.train(X, G, 10), 1)
+        rmed, rtimes, _ = timed(lambda: ref.train(X, G, 10), REF_REPEATS)
         same = same_partition(est.tree_.apply(X), ref.predict(X))
         ours_cpu = RESULTS[f"spex_knn_tree_{tag}"]["cpu_s"]
         report(f"reference_spex_knn_tree_{tag}", rmed, rtimes, same_partition_as_ours=same,
@@ -192,9 +193,11 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--reference-dir", type=Path, default=None,
                         help="local checkout of github.com/talargv/SpEx to time the published code in-run")
+    parser.add_argument("--reference-repeats", type=int, default=1, help="runs of the published code (median)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     globals()["OUT"] = args.out
+    globals()["REF_REPEATS"] = args.reference_repeats
     if args.reference_dir:
         sys.path.insert(0, str(args.reference_dir))
     print(f"start: {load()}, {os.cpu_count()} CPUs")

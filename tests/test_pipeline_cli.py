@@ -22,6 +22,7 @@ FAST = ["explainer=[cart]", "report.figures=false", "report.summary=false"]
 def pipeline(tmp_path: Path, *args: str, module: str = "pipeline", env: dict | None = None):
     cmd = [sys.executable, "-m", module, *args]
     full_env = {**os.environ, "PIPELINE_CACHE_DIR": str(tmp_path / "cache"), "PIPELINE_LOG_DIR": str(tmp_path / "logs"),
+                "PIPELINE_MODELS_DIR": str(tmp_path / "models"),
                 "HYDRA_FULL_ERROR": "0", **(env or {})}
     return subprocess.run(cmd, cwd=tmp_path, env=full_env, capture_output=True, text=True, timeout=600)
 
@@ -84,7 +85,11 @@ def test_default_run_offline(tmp_path):
     proc = pipeline(tmp_path, "report.figures=false")
     assert proc.returncode == 0, proc.stderr
     table = pd.read_csv(next((tmp_path / "logs").rglob("results.csv")))
-    assert list(table["explainer"]) == ["reference", "mmdt", "cart"] and table["dataset"][0] == "digits"
+    # The deep default: digits -> VaDE -> its own mixture -> mnist_geometric CAVs -> concept trees.
+    assert list(table["explainer"]) == ["reference", "concept_mmdt", "concept_cart"]
+    assert table["dataset"][0] == "digits" and table["method"][0] == "encoder"
+    assert table.set_index("explainer").loc["reference", "ari"] > 0.4  # VaDE finds the digits
+    assert "Table 2" in proc.stdout and "→ cluster" in proc.stdout  # the row and the concept rules
 
 
 @pytest.mark.slow

@@ -82,46 +82,71 @@ if AVAILABLE:
         return (e_s / v_s if v_s > 0 else 0.0) + (e_r / v_r if v_r > 0 else 0.0)
 
     @numba.njit(cache=True, nogil=True)
-    def _clique_row(row, tie_row, has_ties, codes, g, gm1, local, t, cut_v, vol_v, block):
+    def _clique_row(row, tie_row, has_ties, member, codes, g, gm1, local, t, cut_v, vol_v, block):
         """Best prefix cut (score, position) of one sorted row for the clique graph.
 
-        Pass 1 counts the clusters in blocks of ``block`` positions and scores the cuts
-        at block boundaries exactly (a good incumbent). Pass 2 rescans, position by position,
-        only the blocks whose lower bound (:func:`_clique_bound`) can still reach the incumbent,
-        so the result equals a full scan: lowest score, ties to the lowest position.
+        The node is the points x of ``row`` with ``member[x] == 1`` (the row may hold other
+        points too); a cut is reported at the row position of the last member of its prefix.
+        Pass 1 counts the members' clusters in blocks of ``block`` row positions and (without
+        ties) scores the cuts at block boundaries exactly: a good incumbent. Pass 2 rescans,
+        position by position, only the blocks whose lower bound (:func:`_clique_bound`) can
+        still reach the incumbent, so the result equals a full scan: lowest score, ties to the
+        lowest position.
         """
-        m = row.size
+        n = row.size
         k = g.size
-        nb = (m + block - 1) // block
-        counts = np.zeros((nb + 1, k), np.int64)
-        s = np.zeros(k, np.int64)
+        m = 0
+        for c in range(k):
+            m += local[c]
+        nb = (n + block - 1) // block
+        counts = np.zeros((nb + 1, k + 1), np.int64)  # slot k counts non-members
+        last = np.full(nb + 1, -1, np.int64)  # row position of the last member before block b
+        s = np.zeros(k + 1, np.int64)
+        lp = -1
         for b in range(nb):
-            for p in range(b * block, min((b + 1) * block, m)):
-                s[codes[row[p]]] += 1
+            for p in range(b * block, min((b + 1) * block, n)):
+                x = row[p]
+                is_member = member[x] == 1
+                s[codes[x] if is_member else k] += 1
+                lp = p if is_member else lp
             counts[b + 1] = s
+            last[b + 1] = lp
         best = np.inf
         best_p = -1
-        for b in range(1, nb):
-            q = b * block - 1
-            if not has_ties or tie_row[q] != tie_row[q + 1]:
-                cut_s, vol_s, cut_r = _clique_stats(counts[b], g, gm1, local)
-                best, best_p = _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, q)
+        if not has_ties:
+            for b in range(1, nb):
+                before = np.sum(counts[b, :k])
+                if 0 < before < m:
+                    cut_s, vol_s, cut_r = _clique_stats(counts[b], g, gm1, local)
+                    best, best_p = _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, last[b])
         for b in range(nb):
             if _clique_bound(counts[b], counts[b + 1], g, gm1, local) > _SLACK * best:
                 continue
             s[:] = counts[b]
             cut_s, vol_s, cut_r = _clique_stats(s, g, gm1, local)
-            for p in range(b * block, min((b + 1) * block, m)):
-                if p > 0 and (not has_ties or tie_row[p - 1] != tie_row[p]):
-                    best, best_p = _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, p - 1)
-                cut_s, vol_s, cut_r = _clique_add(s, codes[row[p]], gm1, t, cut_s, vol_s, cut_r)
+            before = np.sum(s[:k])
+            prev = last[b]
+            prev_tie = tie_row[prev] if has_ties and prev >= 0 else -1
+            for p in range(b * block, min((b + 1) * block, n)):
+                x = row[p]
+                if member[x] != 1:
+                    continue
+                tie = tie_row[p] if has_ties else 0
+                if before > 0 and (not has_ties or prev_tie != tie):
+                    best, best_p = _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, prev)
+                cut_s, vol_s, cut_r = _clique_add(s, codes[x], gm1, t, cut_s, vol_s, cut_r)
+                before += 1
+                prev = p
+                prev_tie = tie
         return best, best_p
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def clique_sweep(order, tie_ids, has_ties, codes, g, local, cut_v, vol_v, block, out_score, out_pos):
+    def clique_sweep(order, tie_ids, has_ties, member, codes, g, local, cut_v, vol_v, block, out_score, out_pos):
         """Best prefix cut per row for the clique graph; see ``clique_best_cut``.
 
-        ``g`` global and ``local`` node cluster sizes (int64); ``cut_v``, ``vol_v`` of the node.
+        ``member`` (int8 over global points, 1 = in the node) selects the node's points from
+        the rows; ``g`` global and ``local`` node cluster sizes (int64); ``cut_v``, ``vol_v`` of
+        the node. Positions index the rows of ``order``.
         """
         d = order.shape[0]
         gm1 = g - 1
@@ -129,66 +154,33 @@ if AVAILABLE:
         empty = np.empty(0, tie_ids.dtype)
         for j in prange(d):
             tie_row = tie_ids[j] if has_ties else empty
-            out_score[j], out_pos[j] = _clique_row(order[j], tie_row, has_ties, codes, g, gm1, local, t, cut_v, vol_v,
-                                                     block)
-
-    @numba.njit(inline="always")
-    def _split_row(row, tie_row, has_ties, side, buf_l, buf_r, tbuf_l, tbuf_r):
-        """Branch-free stable split of one row by ``side`` (1 left, 0 right) into buffers with
-        one slack slot each (every point is written to both; only one cursor advances)."""
-        a = 0
-        b = 0
-        for p in range(row.size):
-            x = row[p]
-            sd = np.int64(side[x])
-            buf_l[a] = x
-            buf_r[b] = x
-            if has_ties:
-                tbuf_l[a] = tie_row[p]
-                tbuf_r[b] = tie_row[p]
-            a += sd
-            b += 1 - sd
+            out_score[j], out_pos[j] = _clique_row(order[j], tie_row, has_ties, member, codes, g, gm1, local, t,
+                                                   cut_v, vol_v, block)
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def clique_split_sweep(order, tie_ids, has_ties, side, n_left, n_right, codes, g, local_l, local_r,
-                           cut_v_l, vol_v_l, cut_v_r, vol_v_r, block, out_score, out_pos):
-        """Stable split of every row by ``side`` (1 left, 0 right) fused with the clique sweeps
-        of both children (each child row is swept while it is still in cache).
+    def extract_rows(order, tie_ids, has_ties, member, size):
+        """Stable subsequence of every row: the ``size`` points x with ``member[x] == 1``.
 
-        Returns the children's (order, tie_ids) like :func:`partition_rows`; best cut score and
-        position per row of the left (right) child go to ``out_score[0]``, ``out_pos[0]`` ([1]).
+        Branch-free: every point is written to a buffer with one slack slot and the cursor
+        advances only for members. Returns (order, tie_ids) of the subset.
         """
-        d, m = order.shape
-        left = np.empty((d, n_left), order.dtype)
-        right = np.empty((d, n_right), order.dtype)
-        t_rows = d if has_ties else 0
-        tie_left = np.empty((t_rows, n_left), tie_ids.dtype)
-        tie_right = np.empty((t_rows, n_right), tie_ids.dtype)
-        gm1 = g - 1
-        t_l = 2 * local_l - g - 1
-        t_r = 2 * local_r - g - 1
-        empty = np.empty(0, tie_ids.dtype)
+        d, n = order.shape
+        out = np.empty((d, size), order.dtype)
+        out_ties = np.empty((d if has_ties else 0, size), tie_ids.dtype)
         for j in prange(d):
-            buf_l = np.empty(n_left + 1, order.dtype)
-            buf_r = np.empty(n_right + 1, order.dtype)
-            t_size = n_left + 1 if has_ties else 0
-            tbuf_l = np.empty(t_size, tie_ids.dtype)
-            tbuf_r = np.empty(n_right + 1 if has_ties else 0, tie_ids.dtype)
-            _split_row(order[j], tie_ids[j] if has_ties else empty, has_ties, side, buf_l, buf_r, tbuf_l, tbuf_r)
-            left[j] = buf_l[:n_left]
-            right[j] = buf_r[:n_right]
-            tl = empty
-            tr = empty
+            buf = np.empty(size + 1, order.dtype)
+            tbuf = np.empty(size + 1 if has_ties else 0, tie_ids.dtype)
+            a = 0
+            for p in range(n):
+                x = order[j, p]
+                buf[a] = x
+                if has_ties:
+                    tbuf[a] = tie_ids[j, p]
+                a += np.int64(member[x] == 1)
+            out[j] = buf[:size]
             if has_ties:
-                tie_left[j] = tbuf_l[:n_left]
-                tie_right[j] = tbuf_r[:n_right]
-                tl = tie_left[j]
-                tr = tie_right[j]
-            out_score[0, j], out_pos[0, j] = _clique_row(left[j], tl, has_ties, codes, g, gm1, local_l, t_l,
-                                                         cut_v_l, vol_v_l, block)
-            out_score[1, j], out_pos[1, j] = _clique_row(right[j], tr, has_ties, codes, g, gm1, local_r, t_r,
-                                                         cut_v_r, vol_v_r, block)
-        return left, right, tie_left, tie_right
+                out_ties[j] = tbuf[:size]
+        return out, out_ties
 
     @numba.njit(cache=True, nogil=True)
     def _graph_row(order_row, tie_row, has_ties, hist, deg, deg_off, inner_deg,
@@ -242,12 +234,12 @@ if AVAILABLE:
         for jg in prange((d + _GRAPH_ROWS - 1) // _GRAPH_ROWS):
             j0 = _GRAPH_ROWS * jg
             rows = min(_GRAPH_ROWS, d - j0)
-            pos = np.empty((m, _GRAPH_ROWS), np.int32)  # pos[point, r]: one cache line per point
+            pos = np.empty((m, _GRAPH_ROWS), order_local.dtype)  # pos[point, r]: one cache line per point
             for r in range(_GRAPH_ROWS):
                 jr = j0 + min(r, rows - 1)
                 for p in range(m):
                     pos[order_local[jr, p], r] = p
-            hist = np.zeros((_GRAPH_ROWS, m))
+            hist = np.zeros((_GRAPH_ROWS, m), edge_w.dtype)  # float32 only when its sums are exact
             for e in range(n_edges):
                 w = edge_w[e]
                 pa = pos[edge_a[e]]

@@ -38,13 +38,43 @@ def _finish_block(score: np.ndarray, valid: np.ndarray | None) -> tuple[np.ndarr
     return cut[np.arange(cut.shape[0]), pos], pos
 
 
-def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndarray,
+class MaskedOrder:
+    """A node given as a member mask over the rows of a larger node's :class:`ColumnOrder`.
+
+    The compiled clique sweep reads the base rows and skips non-members, so the larger child
+    of a split need not be copied out (it is only while it holds at least half of the base
+    rows; smaller nodes are extracted). ``order`` is the base's, so cut positions index it.
+
+    Parameters
+    ----------
+    base : ColumnOrder
+    member : ndarray of shape (n_samples,), int8 — 1 for the node's (global) points.
+    n_points : int — number of members.
+    """
+
+    def __init__(self, base: ColumnOrder, member: np.ndarray, n_points: int):
+        self.base = base
+        self.member = member
+        self.n_points = n_points
+
+    @property
+    def order(self) -> np.ndarray:
+        return self.base.order
+
+
+def _base_and_member(node, n_total: int):
+    if isinstance(node, MaskedOrder):
+        return node.base, node.member
+    return node, np.ones(n_total, dtype=np.int8)
+
+
+def clique_best_cut(node, codes: np.ndarray, global_counts: np.ndarray,
                     priority: np.ndarray) -> tuple[int, int, float, float]:
     """Best SpEx-Clique cut of a node.
 
     Parameters
     ----------
-    node : ColumnOrder with n_points >= 2.
+    node : ColumnOrder (or, with the compiled kernels, MaskedOrder) with n_points >= 1.
     codes : ndarray of shape (n_samples,), small int
         Cluster code 0..k-1 of every (global) point.
     global_counts : ndarray of shape (k,), int64
@@ -55,21 +85,24 @@ def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndar
     Returns
     -------
     feature, position, cut_score, node_psi
-        ``position`` indexes the sorted order of ``feature`` (the cut keeps positions
-        0..position on the left); feature is -1 if the node has no valid cut.
+        ``position`` indexes ``node.order[feature]``: the cut keeps the node's points up to
+        that position on the left; feature is -1 if the node has no valid cut.
     """
-    d, m = node.order.shape
     g = global_counts.astype(np.int64)
-    local = np.bincount(codes[node.order[0]], minlength=g.size).astype(np.int64)
+    kernels = _kernels.AVAILABLE and USE_KERNELS
+    base, member = _base_and_member(node, codes.size) if kernels else (node, None)
+    members = base.order[0] if member is None or not isinstance(node, MaskedOrder) else np.flatnonzero(member)
+    local = np.bincount(codes[members], minlength=g.size).astype(np.int64)
     vol_v = float(local @ (g - 1))
     cut_v = float(local @ (g - local))
     psi_v = cut_v / vol_v if vol_v > 0 else 0.0
-    if m < 2:
+    if node.n_points < 2:
         return -1, -1, np.inf, psi_v
+    d = base.order.shape[0]
     col_score = np.empty(d)
     col_pos = np.empty(d, dtype=np.int64)
-    if _kernels.AVAILABLE and USE_KERNELS:
-        _kernels.clique_sweep(node.order, _ties_or_empty(node), node.tie_ids is not None, codes, g, local,
+    if kernels:
+        _kernels.clique_sweep(base.order, _ties_or_empty(base), base.tie_ids is not None, member, codes, g, local,
                               np.int64(local @ (g - local)), np.int64(local @ (g - 1)), CLIQUE_BLOCK,
                               col_score, col_pos)
     else:
@@ -82,43 +115,37 @@ def _ties_or_empty(node: ColumnOrder) -> np.ndarray:
     return node.tie_ids if node.tie_ids is not None else np.empty((0, 0), np.int32)
 
 
-def clique_split_cuts(node: ColumnOrder, feature: int, position: int, codes: np.ndarray,
+def clique_split_cuts(node, feature: int, position: int, codes: np.ndarray,
                       global_counts: np.ndarray, priority: np.ndarray):
-    """Split a node after sorted ``position`` of ``feature`` and find both children's best cuts.
+    """Split a node after ``position`` of ``feature`` and find both children's best cuts.
 
-    Equivalent to ``[(c, clique_best_cut(c, ...)) for c in node.split(feature, position, n)]``;
-    with the compiled kernels the split and both sweeps are one pass over the node's orders.
+    Equivalent to ``[(c, clique_best_cut(c, ...)) for c in node.split(feature, position, n)]``.
+    With the compiled kernels a child holding at least half of the node's base rows stays a
+    :class:`MaskedOrder` over them (no copy); the other child is extracted.
 
     Returns
     -------
-    ((left ColumnOrder, left cut), (right ColumnOrder, right cut)), each cut as returned by
+    ((left node, left cut), (right node, right cut)), each cut as returned by
     :func:`clique_best_cut`.
     """
     n_total = codes.size
     if not (_kernels.AVAILABLE and USE_KERNELS):
         return tuple((c, clique_best_cut(c, codes, global_counts, priority))
                      for c in node.split(feature, position, n_total))
-    g = global_counts.astype(np.int64)
-    side = np.zeros(n_total, dtype=np.int8)
-    side[node.order[feature, :position + 1]] = 1
-    in_left = node.order[feature, :position + 1]
-    local_l = np.bincount(codes[in_left], minlength=g.size).astype(np.int64)
-    local_r = np.bincount(codes[node.order[feature, position + 1:]], minlength=g.size).astype(np.int64)
-    d = node.order.shape[0]
-    score = np.empty((2, d))
-    pos = np.empty((2, d), dtype=np.int64)
-    has_ties = node.tie_ids is not None
-    lo, ro, lt, rt = _kernels.clique_split_sweep(
-        node.order, _ties_or_empty(node), has_ties, side, in_left.size, node.n_points - in_left.size, codes,
-        g, local_l, local_r, np.int64(local_l @ (g - local_l)),
-        np.int64(local_l @ (g - 1)), np.int64(local_r @ (g - local_r)), np.int64(local_r @ (g - 1)),
-        CLIQUE_BLOCK, score, pos)
+    base, member = _base_and_member(node, n_total)
+    prefix = base.order[feature, :position + 1]
+    left = np.zeros(n_total, dtype=np.int8)
+    left[prefix] = member[prefix]
+    right = member - left
+    n_left = int(np.count_nonzero(left))
     out = []
-    for i, (order, ties, local) in enumerate(((lo, lt, local_l), (ro, rt, local_r))):
-        vol_v = float(local @ (g - 1))
-        psi = float(local @ (g - local)) / vol_v if vol_v > 0 else 0.0
-        j, p, best = pick_best(score[i], pos[i], priority)
-        out.append((ColumnOrder(order, ties if has_ties else None), (j, p, best, psi)))
+    for mask, size in ((left, n_left), (right, node.n_points - n_left)):
+        if 2 * size >= base.n_points:
+            child = MaskedOrder(base, mask, size)
+        else:
+            order, ties = _kernels.extract_rows(base.order, _ties_or_empty(base), base.tie_ids is not None, mask, size)
+            child = ColumnOrder(order, ties if base.tie_ids is not None else None)
+        out.append((child, clique_best_cut(child, codes, global_counts, priority)))
     return tuple(out)
 
 
@@ -186,8 +213,9 @@ def graph_best_cut(node: ColumnOrder, graph: GraphData, priority: np.ndarray) ->
     psi_v = cut_v / vol_v if vol_v > 0 else 0.0
     if m < 2:
         return -1, -1, np.inf, psi_v
-    local = np.full(graph.degree.size, -1, dtype=np.int32)
-    local[members] = np.arange(m, dtype=np.int32)
+    local_dtype = np.uint16 if m <= 1 << 16 else np.int32  # halves the kernels' position tables
+    local = np.zeros(graph.degree.size, dtype=local_dtype)
+    local[members] = np.arange(m, dtype=local_dtype)
     order_local = local[node.order]
     col_score = np.empty(d)
     col_pos = np.empty(d, dtype=np.int64)
@@ -195,8 +223,8 @@ def graph_best_cut(node: ColumnOrder, graph: GraphData, priority: np.ndarray) ->
         ties = node.tie_ids if node.tie_ids is not None else np.empty((0, 0), np.int32)
         upper = sp.triu(sub, k=1).tocoo()  # each undirected edge once, sorted by row
         w = upper.data
-        if w.size and np.array_equal(w, w.astype(np.float32)):
-            w = w.astype(np.float32)  # e.g. kNN weights 1/2: exact, half the memory traffic
+        if w.size and np.array_equal(w, np.round(w)) and w.sum() < 1 << 24:
+            w = w.astype(np.float32)  # e.g. kNN weights 1/2: float32 sums stay exact integers
         _kernels.graph_sweep(order_local, ties, node.tie_ids is not None, upper.row.astype(np.int32),
                              upper.col.astype(np.int32), w, deg, deg_off, inner_deg, float(upper.data.sum()),
                              float(deg_off.sum()), vol_v, int(np.count_nonzero(deg > 0)), col_score, col_pos)
