@@ -8,7 +8,6 @@ every loader. Loader modules are imported lazily so optional dependencies stay o
 
 from __future__ import annotations
 
-import importlib
 import logging
 from pathlib import Path
 from typing import Callable
@@ -16,6 +15,7 @@ from typing import Callable
 import numpy as np
 
 from pipeline.data.dataset import Dataset
+from pipeline.imports import resolve_callable
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -49,11 +49,7 @@ def get_loader(name: str) -> Loader:
             f"unknown dataset loader {name!r}; registered loaders are {sorted(LOADERS)}. "
             "Choose a dataset config (dataset=iris) or register a loader (docs/pipeline.md)."
         )
-    target = LOADERS[name]
-    if callable(target):
-        return target
-    module, _, fn = target.partition(":")
-    return getattr(importlib.import_module(module), fn)
+    return resolve_callable(LOADERS[name])
 
 
 def data_root(spec: dict, paths: dict, default_subdir: str) -> Path:

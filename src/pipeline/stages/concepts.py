@@ -9,11 +9,11 @@ JSON values are kept in the artifact, e.g. CAV accuracies). ``cfg`` is the whole
 
 from __future__ import annotations
 
-import importlib
 from typing import Callable
 
 import numpy as np
 
+from pipeline.imports import resolve_callable
 from pipeline.stages.base import Stage
 from pipeline.stages.load import artifact_to_dataset
 from pipeline.validation import InvalidInputError
@@ -32,11 +32,7 @@ def _builder(name: str) -> Callable:
             f"unknown concept set {name!r}; registered: {sorted(CONCEPT_BUILDERS) + ['none']}. "
             "Use concepts=none or register a builder (docs/pipeline.md)."
         )
-    target = CONCEPT_BUILDERS[name]
-    if callable(target):
-        return target
-    module, _, fn = target.partition(":")
-    return getattr(importlib.import_module(module), fn)
+    return resolve_callable(CONCEPT_BUILDERS[name])
 
 
 def _config(cfg: dict) -> dict:
