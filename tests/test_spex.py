@@ -82,14 +82,18 @@ small_data = st.integers(3, 14).flatmap(lambda n: st.tuples(
 
 
 # --------------------------------------------------------- exact vs brute force
-@pytest.fixture(params=[(True, 64), (True, 2), (False, 64)], ids=["numba", "numba-block2", "numpy"])
+@pytest.fixture(params=[(True, 64, 0.8), (True, 2, 2.0), (False, 64, 0.8)], ids=["numba", "numba-block2", "numpy"])
 def kernels(request):
-    """Run a test with the compiled kernels (default blocks, and 2-position blocks so the
-    bound-pruned clique sweep prunes and rescans on tiny inputs) and with the numpy sweeps."""
-    saved = _spex_sweeps.USE_KERNELS, _spex_sweeps.CLIQUE_BLOCK
-    _spex_sweeps.USE_KERNELS, _spex_sweeps.CLIQUE_BLOCK = request.param
+    """Run a test with the compiled kernels (default settings, and 2-position blocks used in
+    every node so the bound-pruned clique sweep prunes and rescans on tiny inputs) and with
+    the numpy sweeps."""
+    names = ("USE_KERNELS", "CLIQUE_BLOCK", "PLAIN_SCAN_PURITY")
+    saved = [getattr(_spex_sweeps, name) for name in names]
+    for name, value in zip(names, request.param):
+        setattr(_spex_sweeps, name, value)
     yield request.param[0]
-    _spex_sweeps.USE_KERNELS, _spex_sweeps.CLIQUE_BLOCK = saved
+    for name, value in zip(names, saved):
+        setattr(_spex_sweeps, name, value)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -296,3 +300,17 @@ def test_docs_example_runs():
     namespace: dict = {}
     exec(compile(snippet, "docs/spex.md", "exec"), namespace)
     assert namespace["exkmc"].tree_.n_leaves == 8 and namespace["knn"].tree_.n_leaves == 4
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(20, 60), d=st.integers(1, 3), k=st.integers(2, 4), n_leaves=st.integers(2, 8),
+       seed=st.integers(0, 10_000), ties=st.booleans())
+def test_clique_deeper_trees_match_brute_force(kernels, n, d, k, n_leaves, seed, ties):
+    """Deeper trees on more points: children of extracted and of masked (not copied) nodes."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 8, size=(n, d)).astype(float) if ties else rng.normal(size=(n, d))
+    y = rng.integers(0, k, size=n)
+    if np.unique(y).size < 2 or n_leaves > np.unique(X, axis=0).shape[0]:
+        return
+    est = SpExClique(n_leaves=n_leaves).fit(X, y)
+    same_structure(est.tree_, bf_spex(X, clique_adjacency(y), n_leaves))

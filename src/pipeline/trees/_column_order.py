@@ -111,10 +111,12 @@ class ColumnOrder:
 
                 list(pool.map(work, starts))
             else:  # compiled kernels run from this thread only (numba's workqueue layer is not thread-safe)
-                keys = _kernels.pack_keys(X.view(np.int64), bits)
-                list(pool.map(lambda s: keys[s:s + step].sort(axis=1), starts))
-                for s in starts:
-                    _finish_keys(X, s, keys[s:s + step], bits, order, ties)
+                for i in range(0, len(starts), 2):  # two cache-sized blocks at a time, one per thread
+                    group = starts[i:i + 2]
+                    keys = [_kernels.pack_keys(X.view(np.int64), s, min(s + step, d), bits) for s in group]
+                    list(pool.map(lambda k: k.sort(axis=1), keys))
+                    for s, k in zip(group, keys):
+                        _finish_keys(X, s, k, bits, order, ties)
         tie_ids = None
         if ties.any():
             tie_ids = np.zeros((d, n), dtype=np.int32)

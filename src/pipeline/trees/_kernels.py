@@ -82,71 +82,50 @@ if AVAILABLE:
         return (e_s / v_s if v_s > 0 else 0.0) + (e_r / v_r if v_r > 0 else 0.0)
 
     @numba.njit(cache=True, nogil=True)
-    def _clique_row(row, tie_row, has_ties, member, codes, g, gm1, local, t, cut_v, vol_v, block):
+    def _clique_row(row, tie_row, has_ties, codes, g, gm1, local, t, cut_v, vol_v, block):
         """Best prefix cut (score, position) of one sorted row for the clique graph.
 
-        The node is the points x of ``row`` with ``member[x] == 1`` (the row may hold other
-        points too); a cut is reported at the row position of the last member of its prefix.
-        Pass 1 counts the members' clusters in blocks of ``block`` row positions and (without
-        ties) scores the cuts at block boundaries exactly: a good incumbent. Pass 2 rescans,
-        position by position, only the blocks whose lower bound (:func:`_clique_bound`) can
-        still reach the incumbent, so the result equals a full scan: lowest score, ties to the
-        lowest position.
+        With ``block < row.size``: pass 1 counts the clusters in blocks of ``block`` positions
+        and (without ties) scores the cuts at block boundaries exactly, a good incumbent; pass
+        2 rescans, position by position, only the blocks whose lower bound
+        (:func:`_clique_bound`) can still reach the incumbent. Otherwise one plain scan. Either
+        way the result equals a full scan: lowest score, ties to the lowest position.
         """
-        n = row.size
+        m = row.size
         k = g.size
-        m = 0
-        for c in range(k):
-            m += local[c]
-        nb = (n + block - 1) // block
-        counts = np.zeros((nb + 1, k + 1), np.int64)  # slot k counts non-members
-        last = np.full(nb + 1, -1, np.int64)  # row position of the last member before block b
-        s = np.zeros(k + 1, np.int64)
-        lp = -1
-        for b in range(nb):
-            for p in range(b * block, min((b + 1) * block, n)):
-                x = row[p]
-                is_member = member[x] == 1
-                s[codes[x] if is_member else k] += 1
-                lp = p if is_member else lp
-            counts[b + 1] = s
-            last[b + 1] = lp
+        nb = (m + block - 1) // block if block < m else 1
+        counts = np.zeros((nb + 1, k), np.int64)
+        s = np.zeros(k, np.int64)
         best = np.inf
         best_p = -1
-        if not has_ties:
-            for b in range(1, nb):
-                before = np.sum(counts[b, :k])
-                if 0 < before < m:
+        if nb > 1:
+            for b in range(nb):
+                for p in range(b * block, min((b + 1) * block, m)):
+                    s[codes[row[p]]] += 1
+                counts[b + 1] = s
+            if not has_ties:
+                for b in range(1, nb):
                     cut_s, vol_s, cut_r = _clique_stats(counts[b], g, gm1, local)
-                    best, best_p = _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, last[b])
+                    best, best_p = _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, b * block - 1)
+        else:
+            block = m
+            counts[1] = local
         for b in range(nb):
-            if _clique_bound(counts[b], counts[b + 1], g, gm1, local) > _SLACK * best:
+            if nb > 1 and _clique_bound(counts[b], counts[b + 1], g, gm1, local) > _SLACK * best:
                 continue
             s[:] = counts[b]
             cut_s, vol_s, cut_r = _clique_stats(s, g, gm1, local)
-            before = np.sum(s[:k])
-            prev = last[b]
-            prev_tie = tie_row[prev] if has_ties and prev >= 0 else -1
-            for p in range(b * block, min((b + 1) * block, n)):
-                x = row[p]
-                if member[x] != 1:
-                    continue
-                tie = tie_row[p] if has_ties else 0
-                if before > 0 and (not has_ties or prev_tie != tie):
-                    best, best_p = _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, prev)
-                cut_s, vol_s, cut_r = _clique_add(s, codes[x], gm1, t, cut_s, vol_s, cut_r)
-                before += 1
-                prev = p
-                prev_tie = tie
+            for p in range(b * block, min((b + 1) * block, m)):
+                if p > 0 and (not has_ties or tie_row[p - 1] != tie_row[p]):
+                    best, best_p = _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, p - 1)
+                cut_s, vol_s, cut_r = _clique_add(s, codes[row[p]], gm1, t, cut_s, vol_s, cut_r)
         return best, best_p
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def clique_sweep(order, tie_ids, has_ties, member, codes, g, local, cut_v, vol_v, block, out_score, out_pos):
+    def clique_sweep(order, tie_ids, has_ties, codes, g, local, cut_v, vol_v, block, out_score, out_pos):
         """Best prefix cut per row for the clique graph; see ``clique_best_cut``.
 
-        ``member`` (int8 over global points, 1 = in the node) selects the node's points from
-        the rows; ``g`` global and ``local`` node cluster sizes (int64); ``cut_v``, ``vol_v`` of
-        the node. Positions index the rows of ``order``.
+        ``g`` global and ``local`` node cluster sizes (int64); ``cut_v``, ``vol_v`` of the node.
         """
         d = order.shape[0]
         gm1 = g - 1
@@ -154,33 +133,70 @@ if AVAILABLE:
         empty = np.empty(0, tie_ids.dtype)
         for j in prange(d):
             tie_row = tie_ids[j] if has_ties else empty
-            out_score[j], out_pos[j] = _clique_row(order[j], tie_row, has_ties, member, codes, g, gm1, local, t,
-                                                   cut_v, vol_v, block)
+            out_score[j], out_pos[j] = _clique_row(order[j], tie_row, has_ties, codes, g, gm1, local, t, cut_v,
+                                                   vol_v, block)
+
+    @numba.njit(inline="always")
+    def _child_arrays(order, tie_ids, has_ties, n_left, n_right):
+        """Uninitialised (left order, right order, left tie ids, right tie ids) of a split."""
+        d = order.shape[0]
+        t_rows = d if has_ties else 0
+        return (np.empty((d, n_left), order.dtype), np.empty((d, n_right), order.dtype),
+                np.empty((t_rows, n_left), tie_ids.dtype), np.empty((t_rows, n_right), tie_ids.dtype))
+
+    @numba.njit(inline="always")
+    def _split_row(row, tie_row, has_ties, side, buf_l, buf_r, tbuf_l, tbuf_r):
+        """Branch-free stable split of one row by ``side`` (1 left, 0 right) into buffers with
+        one slack slot each (every point is written to both; only one cursor advances)."""
+        a = 0
+        b = 0
+        for p in range(row.size):
+            x = row[p]
+            sd = np.int64(side[x])
+            buf_l[a] = x
+            buf_r[b] = x
+            if has_ties:
+                tbuf_l[a] = tie_row[p]
+                tbuf_r[b] = tie_row[p]
+            a += sd
+            b += 1 - sd
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def extract_rows(order, tie_ids, has_ties, member, size):
-        """Stable subsequence of every row: the ``size`` points x with ``member[x] == 1``.
+    def clique_split_sweep(order, tie_ids, has_ties, side, n_left, n_right, codes, g, local_l, local_r,
+                           cut_v_l, vol_v_l, cut_v_r, vol_v_r, block_l, block_r, out_score, out_pos):
+        """Stable split of every row by ``side`` (1 left, 0 right) fused with the clique sweeps
+        of both children (each child row is swept while it is still in cache).
 
-        Branch-free: every point is written to a buffer with one slack slot and the cursor
-        advances only for members. Returns (order, tie_ids) of the subset.
+        Returns the children's (order, tie_ids) like :func:`partition_rows`; best cut score and
+        position per row of the left (right) child go to ``out_score[0]``, ``out_pos[0]`` ([1]).
         """
-        d, n = order.shape
-        out = np.empty((d, size), order.dtype)
-        out_ties = np.empty((d if has_ties else 0, size), tie_ids.dtype)
+        d, m = order.shape
+        left, right, tie_left, tie_right = _child_arrays(order, tie_ids, has_ties, n_left, n_right)
+        gm1 = g - 1
+        t_l = 2 * local_l - g - 1
+        t_r = 2 * local_r - g - 1
+        empty = np.empty(0, tie_ids.dtype)
+        t_size = n_left + 1 if has_ties else 0
         for j in prange(d):
-            buf = np.empty(size + 1, order.dtype)
-            tbuf = np.empty(size + 1 if has_ties else 0, tie_ids.dtype)
-            a = 0
-            for p in range(n):
-                x = order[j, p]
-                buf[a] = x
-                if has_ties:
-                    tbuf[a] = tie_ids[j, p]
-                a += np.int64(member[x] == 1)
-            out[j] = buf[:size]
+            buf_l = np.empty(n_left + 1, order.dtype)
+            buf_r = np.empty(n_right + 1, order.dtype)
+            tbuf_l = np.empty(t_size, tie_ids.dtype)
+            tbuf_r = np.empty(n_right + 1 if has_ties else 0, tie_ids.dtype)
+            _split_row(order[j], tie_ids[j] if has_ties else empty, has_ties, side, buf_l, buf_r, tbuf_l, tbuf_r)
+            left[j] = buf_l[:n_left]
+            right[j] = buf_r[:n_right]
+            tl = empty
+            tr = empty
             if has_ties:
-                out_ties[j] = tbuf[:size]
-        return out, out_ties
+                tie_left[j] = tbuf_l[:n_left]
+                tie_right[j] = tbuf_r[:n_right]
+                tl = tie_left[j]
+                tr = tie_right[j]
+            out_score[0, j], out_pos[0, j] = _clique_row(left[j], tl, has_ties, codes, g, gm1, local_l, t_l,
+                                                         cut_v_l, vol_v_l, block_l)
+            out_score[1, j], out_pos[1, j] = _clique_row(right[j], tr, has_ties, codes, g, gm1, local_r, t_r,
+                                                         cut_v_r, vol_v_r, block_r)
+        return left, right, tie_left, tie_right
 
     @numba.njit(cache=True, nogil=True)
     def _graph_row(order_row, tie_row, has_ties, hist, deg, deg_off, inner_deg,
@@ -256,11 +272,7 @@ if AVAILABLE:
     def partition_rows(order, tie_ids, has_ties, side, n_left, n_right):
         """Stable split of every row of ``order`` by ``side[point]`` (1 = left, 0 = right, else dropped)."""
         d, m = order.shape
-        left = np.empty((d, n_left), order.dtype)
-        right = np.empty((d, n_right), order.dtype)
-        t_rows = d if has_ties else 0
-        t_left = np.empty((t_rows, n_left), tie_ids.dtype)
-        t_right = np.empty((t_rows, n_right), tie_ids.dtype)
+        left, right, t_left, t_right = _child_arrays(order, tie_ids, has_ties, n_left, n_right)
         for j in prange(d):
             a = 0
             b = 0
@@ -279,28 +291,29 @@ if AVAILABLE:
         return left, right, t_left, t_right
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def pack_keys(bits_view, idx_bits):
-        """Order-preserving int64 keys of every column of a float64 matrix (given as its int64
-        view, shape (n, d)), low ``idx_bits`` bits replaced by the row index; shape (d, n).
+    def pack_keys(bits_view, start, stop, idx_bits):
+        """Order-preserving int64 keys of columns start:stop of a float64 matrix (given as its
+        int64 view, shape (n, d)), low ``idx_bits`` bits replaced by the row index;
+        shape (stop - start, n).
 
         Tiles of 256 rows are transposed column by column: the tile's cache lines stay in L1
-        while its 8 columns per line are read, and each output row gets 256 contiguous keys.
+        while its columns are read, and each output row gets 256 contiguous keys.
         """
-        n, d = bits_view.shape
-        out = np.empty((d, n), np.int64)
+        n = bits_view.shape[0]
+        out = np.empty((stop - start, n), np.int64)
         low = (np.int64(1) << idx_bits) - 1
         sign_zero = np.int64(-9223372036854775807) - 1  # bit pattern of -0.0
         flip = np.int64(9223372036854775807)
         for ib in prange((n + 255) // 256):
             i0 = 256 * ib
             i1 = min(i0 + 256, n)
-            for j in range(d):
+            for j in range(start, stop):
                 for i in range(i0, i1):
                     v = bits_view[i, j]
                     if v == sign_zero:
                         v = 0
                     key = v ^ ((v >> 63) & flip)
-                    out[j, i] = (key & ~low) | i
+                    out[j - start, i] = (key & ~low) | i
         return out
 
     @numba.njit(parallel=True, cache=True, nogil=True)

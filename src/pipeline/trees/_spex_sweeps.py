@@ -27,6 +27,7 @@ from pipeline.trees._column_order import ColumnOrder, column_block_size, pick_be
 
 USE_KERNELS = True  # use the compiled kernels when numba is importable (tests flip this)
 CLIQUE_BLOCK = 64  # positions per bound-pruned block of the compiled clique sweep (tests shrink it)
+PLAIN_SCAN_PURITY = 0.8  # plain scan when one cluster holds this share of a node (tests raise it)
 
 
 def _finish_block(score: np.ndarray, valid: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -38,43 +39,20 @@ def _finish_block(score: np.ndarray, valid: np.ndarray | None) -> tuple[np.ndarr
     return cut[np.arange(cut.shape[0]), pos], pos
 
 
-class MaskedOrder:
-    """A node given as a member mask over the rows of a larger node's :class:`ColumnOrder`.
-
-    The compiled clique sweep reads the base rows and skips non-members, so the larger child
-    of a split need not be copied out (it is only while it holds at least half of the base
-    rows; smaller nodes are extracted). ``order`` is the base's, so cut positions index it.
-
-    Parameters
-    ----------
-    base : ColumnOrder
-    member : ndarray of shape (n_samples,), int8 — 1 for the node's (global) points.
-    n_points : int — number of members.
-    """
-
-    def __init__(self, base: ColumnOrder, member: np.ndarray, n_points: int):
-        self.base = base
-        self.member = member
-        self.n_points = n_points
-
-    @property
-    def order(self) -> np.ndarray:
-        return self.base.order
+def _block_size(local: np.ndarray) -> int:
+    """Bound-pruned blocks pay off unless one cluster dominates the node (then the cut score is
+    nearly flat, no block can be pruned, and a plain scan is cheaper)."""
+    m = int(local.sum())
+    return m + 1 if local.max() >= PLAIN_SCAN_PURITY * m else CLIQUE_BLOCK
 
 
-def _base_and_member(node, n_total: int):
-    if isinstance(node, MaskedOrder):
-        return node.base, node.member
-    return node, np.ones(n_total, dtype=np.int8)
-
-
-def clique_best_cut(node, codes: np.ndarray, global_counts: np.ndarray,
+def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndarray,
                     priority: np.ndarray) -> tuple[int, int, float, float]:
     """Best SpEx-Clique cut of a node.
 
     Parameters
     ----------
-    node : ColumnOrder (or, with the compiled kernels, MaskedOrder) with n_points >= 1.
+    node : ColumnOrder with n_points >= 1.
     codes : ndarray of shape (n_samples,), small int
         Cluster code 0..k-1 of every (global) point.
     global_counts : ndarray of shape (k,), int64
@@ -85,25 +63,22 @@ def clique_best_cut(node, codes: np.ndarray, global_counts: np.ndarray,
     Returns
     -------
     feature, position, cut_score, node_psi
-        ``position`` indexes ``node.order[feature]``: the cut keeps the node's points up to
-        that position on the left; feature is -1 if the node has no valid cut.
+        ``position`` indexes the sorted order of ``feature`` (the cut keeps positions
+        0..position on the left); feature is -1 if the node has no valid cut.
     """
+    d, m = node.order.shape
     g = global_counts.astype(np.int64)
-    kernels = _kernels.AVAILABLE and USE_KERNELS
-    base, member = _base_and_member(node, codes.size) if kernels else (node, None)
-    members = base.order[0] if member is None or not isinstance(node, MaskedOrder) else np.flatnonzero(member)
-    local = np.bincount(codes[members], minlength=g.size).astype(np.int64)
+    local = np.bincount(codes[node.order[0]], minlength=g.size).astype(np.int64)
     vol_v = float(local @ (g - 1))
     cut_v = float(local @ (g - local))
     psi_v = cut_v / vol_v if vol_v > 0 else 0.0
-    if node.n_points < 2:
+    if m < 2:
         return -1, -1, np.inf, psi_v
-    d = base.order.shape[0]
     col_score = np.empty(d)
     col_pos = np.empty(d, dtype=np.int64)
-    if kernels:
-        _kernels.clique_sweep(base.order, _ties_or_empty(base), base.tie_ids is not None, member, codes, g, local,
-                              np.int64(local @ (g - local)), np.int64(local @ (g - 1)), CLIQUE_BLOCK,
+    if _kernels.AVAILABLE and USE_KERNELS:
+        _kernels.clique_sweep(node.order, _ties_or_empty(node), node.tie_ids is not None, codes, g, local,
+                              np.int64(local @ (g - local)), np.int64(local @ (g - 1)), _block_size(local),
                               col_score, col_pos)
     else:
         _clique_numpy(node, codes, g, local, cut_v, vol_v, col_score, col_pos)
@@ -115,37 +90,43 @@ def _ties_or_empty(node: ColumnOrder) -> np.ndarray:
     return node.tie_ids if node.tie_ids is not None else np.empty((0, 0), np.int32)
 
 
-def clique_split_cuts(node, feature: int, position: int, codes: np.ndarray,
+def clique_split_cuts(node: ColumnOrder, feature: int, position: int, codes: np.ndarray,
                       global_counts: np.ndarray, priority: np.ndarray):
-    """Split a node after ``position`` of ``feature`` and find both children's best cuts.
+    """Split a node after sorted ``position`` of ``feature`` and find both children's best cuts.
 
-    Equivalent to ``[(c, clique_best_cut(c, ...)) for c in node.split(feature, position, n)]``.
-    With the compiled kernels a child holding at least half of the node's base rows stays a
-    :class:`MaskedOrder` over them (no copy); the other child is extracted.
+    Equivalent to ``[(c, clique_best_cut(c, ...)) for c in node.split(feature, position, n)]``;
+    with the compiled kernels the split and both sweeps are one pass over the node's orders.
 
     Returns
     -------
-    ((left node, left cut), (right node, right cut)), each cut as returned by
+    ((left ColumnOrder, left cut), (right ColumnOrder, right cut)), each cut as returned by
     :func:`clique_best_cut`.
     """
     n_total = codes.size
     if not (_kernels.AVAILABLE and USE_KERNELS):
         return tuple((c, clique_best_cut(c, codes, global_counts, priority))
                      for c in node.split(feature, position, n_total))
-    base, member = _base_and_member(node, n_total)
-    prefix = base.order[feature, :position + 1]
-    left = np.zeros(n_total, dtype=np.int8)
-    left[prefix] = member[prefix]
-    right = member - left
-    n_left = int(np.count_nonzero(left))
+    g = global_counts.astype(np.int64)
+    in_left = node.order[feature, :position + 1]
+    side = np.zeros(n_total, dtype=np.int8)
+    side[in_left] = 1
+    local_l = np.bincount(codes[in_left], minlength=g.size).astype(np.int64)
+    local_r = np.bincount(codes[node.order[feature, position + 1:]], minlength=g.size).astype(np.int64)
+    d = node.order.shape[0]
+    score = np.empty((2, d))
+    pos = np.empty((2, d), dtype=np.int64)
+    has_ties = node.tie_ids is not None
+    lo, ro, lt, rt = _kernels.clique_split_sweep(
+        node.order, _ties_or_empty(node), has_ties, side, in_left.size, node.n_points - in_left.size, codes,
+        g, local_l, local_r, np.int64(local_l @ (g - local_l)), np.int64(local_l @ (g - 1)),
+        np.int64(local_r @ (g - local_r)), np.int64(local_r @ (g - 1)), _block_size(local_l), _block_size(local_r),
+        score, pos)
     out = []
-    for mask, size in ((left, n_left), (right, node.n_points - n_left)):
-        if 2 * size >= base.n_points:
-            child = MaskedOrder(base, mask, size)
-        else:
-            order, ties = _kernels.extract_rows(base.order, _ties_or_empty(base), base.tie_ids is not None, mask, size)
-            child = ColumnOrder(order, ties if base.tie_ids is not None else None)
-        out.append((child, clique_best_cut(child, codes, global_counts, priority)))
+    for i, (order, ties, local) in enumerate(((lo, lt, local_l), (ro, rt, local_r))):
+        vol_v = float(local @ (g - 1))
+        psi = float(local @ (g - local)) / vol_v if vol_v > 0 else 0.0
+        j, p, best = pick_best(score[i], pos[i], priority) if order.shape[1] >= 2 else (-1, -1, np.inf)
+        out.append((ColumnOrder(order, ties if has_ties else None), (j, p, best, psi)))
     return tuple(out)
 
 
