@@ -16,12 +16,12 @@ To add an explainer, see ``docs/pipeline.md``: register an :class:`ExplainerSpec
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
+from pipeline.registries import Registry, resolve_callable
 from pipeline.validation import InvalidInputError
 
 
@@ -105,9 +105,8 @@ class ExplainerSpec:
     accepts_n_leaves: bool = True
 
     def build(self, n_leaves: int | None, random_state: int, params: dict, inputs: FitInputs):
-        module, _, cls = self.target.partition(":")
         try:
-            factory = getattr(importlib.import_module(module), cls)
+            factory = resolve_callable(self.target)
         except (ImportError, AttributeError) as exc:
             raise InvalidInputError(
                 f"explainer class {self.target} is not available ({exc}); it may not be implemented yet."
@@ -161,7 +160,7 @@ class _ConceptMMDTSpec(ExplainerSpec):
         return ConceptMMDT(inputs.cavs, concept_names=inputs.concept_names, random_state=random_state, **params)
 
 
-EXPLAINERS: dict[str, ExplainerSpec] = {
+EXPLAINERS = Registry("explainer", "Pick one of those (explainer=[mmdt,cart]) or register a new one (docs/pipeline.md).", {
     "mmdt": ExplainerSpec("pipeline.trees:MMDT", frozenset({"labels"}), _fit_mmdt, _predict_x, False),
     "random_mmdt": ExplainerSpec("pipeline.trees:RandomizedMMDT", frozenset({"labels"}), _fit_mmdt, _predict_x, False),
     "concept_mmdt": _ConceptMMDTSpec("pipeline.trees:ConceptMMDT", frozenset({"cavs"}), _fit_concept_mmdt,
@@ -173,7 +172,7 @@ EXPLAINERS: dict[str, ExplainerSpec] = {
     "imm": ExplainerSpec("pipeline.trees:IMM", frozenset({"labels", "centers"}), _fit_centers, _predict_x),
     "emn": ExplainerSpec("pipeline.trees:EMN", frozenset({"labels", "centers"}), _fit_centers, _predict_x),
     "exkmc": ExplainerSpec("pipeline.trees:ExKMC", frozenset({"labels", "centers"}), _fit_centers, _predict_x),
-}
+})
 
 
 class _TAOSpec(ExplainerSpec):
@@ -193,16 +192,11 @@ EXPLAINERS["tao"] = _TAOSpec("pipeline.trees:TAO", frozenset({"labels"}), _fit_c
 
 def register_explainer(name: str, spec: ExplainerSpec) -> None:
     """Add (or replace) the explainer ``name``."""
-    EXPLAINERS[name] = spec
+    EXPLAINERS.register(name, spec)
 
 
 def get_spec(name: str) -> ExplainerSpec:
-    if name not in EXPLAINERS:
-        raise InvalidInputError(
-            f"unknown explainer {name!r}; registered explainers are {sorted(EXPLAINERS)}. "
-            "Pick one of those (explainer=[mmdt,cart]) or register a new one (docs/pipeline.md)."
-        )
-    return EXPLAINERS[name]
+    return EXPLAINERS.lookup(name)
 
 
 def check_provided(row: str, name: str, inputs: FitInputs, clustering: str) -> None:

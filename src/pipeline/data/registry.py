@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from pipeline.data.dataset import Dataset
-from pipeline.imports import resolve_callable
+from pipeline.registries import Registry, resolve_callable
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 Loader = Callable[[dict, dict, int], Dataset]
 
 # name -> "module:function" (lazy) or a callable registered at run time.
-LOADERS: dict[str, str | Loader] = {
+LOADERS = Registry("dataset loader", "Choose a dataset config (dataset=iris) or register a loader (docs/pipeline.md).", {
     "digits": "pipeline.data.sklearn_sets:load_digits",
     "iris": "pipeline.data.sklearn_sets:load_iris",
     "wine": "pipeline.data.sklearn_sets:load_wine",
@@ -35,21 +35,16 @@ LOADERS: dict[str, str | Loader] = {
     "cifar10": "pipeline.data.vision:load_cifar10",
     "caltech101": "pipeline.data.vision:load_caltech101",
     "awa2": "pipeline.data.awa2:load_awa2",
-}
+})
 
 
 def register_loader(name: str, loader: str | Loader) -> None:
     """Register ``loader`` (a callable or ``"module:function"``) under ``name``."""
-    LOADERS[name] = loader
+    LOADERS.register(name, loader)
 
 
 def get_loader(name: str) -> Loader:
-    if name not in LOADERS:
-        raise InvalidInputError(
-            f"unknown dataset loader {name!r}; registered loaders are {sorted(LOADERS)}. "
-            "Choose a dataset config (dataset=iris) or register a loader (docs/pipeline.md)."
-        )
-    return resolve_callable(LOADERS[name])
+    return resolve_callable(LOADERS.lookup(name))
 
 
 def data_root(spec: dict, paths: dict, default_subdir: str) -> Path:

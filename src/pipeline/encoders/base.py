@@ -6,6 +6,7 @@ from typing import Callable
 
 import numpy as np
 
+from pipeline.registries import Registry
 from pipeline.validation import InvalidInputError
 
 
@@ -73,15 +74,14 @@ class IdentityEncoder(Encoder):
         return torch.nn.Identity()
 
 
-ENCODERS: dict[str, Callable[..., Encoder]] = {"identity": IdentityEncoder}
+ENCODERS = Registry("encoder", "Choose an encoder config (encoder=vade) or register one (docs/encoders.md).",
+                    {"identity": IdentityEncoder})
 
 
 def register_encoder(name: str, factory: Callable[..., Encoder]) -> None:
-    ENCODERS[name] = factory
+    ENCODERS.register(name, factory)
 
 
 def build_encoder(name: str, **params) -> Encoder:
     """Instantiate the encoder registered under ``name`` with keyword ``params``."""
-    if name not in ENCODERS:
-        raise InvalidInputError(f"unknown encoder {name!r}; choose one of {sorted(ENCODERS)}.")
-    return ENCODERS[name](**params)
+    return ENCODERS.lookup(name)(**params)

@@ -13,26 +13,22 @@ from typing import Callable
 
 import numpy as np
 
-from pipeline.imports import resolve_callable
+from pipeline.registries import Registry, resolve_callable
 from pipeline.stages.base import Stage
 from pipeline.stages.load import artifact_to_dataset
 from pipeline.validation import InvalidInputError
 
-CONCEPT_BUILDERS: dict[str, str | Callable] = {}
+CONCEPT_BUILDERS = Registry(
+    "concept set", "Use concepts=none, a concept set for this data, or register a builder (docs/pipeline.md).")
 
 
 def register_concepts(name: str, builder: str | Callable) -> None:
     """Register a concept builder (callable or ``"module:function"``) for ``concepts.name``."""
-    CONCEPT_BUILDERS[name] = builder
+    CONCEPT_BUILDERS.register(name, builder)
 
 
 def _builder(name: str) -> Callable:
-    if name not in CONCEPT_BUILDERS:
-        raise InvalidInputError(
-            f"unknown concept set {name!r}; registered: {sorted(CONCEPT_BUILDERS) + ['none']}. "
-            "Use concepts=none or register a builder (docs/pipeline.md)."
-        )
-    return resolve_callable(CONCEPT_BUILDERS[name])
+    return resolve_callable(CONCEPT_BUILDERS.lookup(name))
 
 
 def _config(cfg: dict) -> dict:
