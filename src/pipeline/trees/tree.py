@@ -401,9 +401,3 @@ class ExplanationTree:
         # to_dict never writes the NaN thresholds of leaves, so dict equality is exact equality.
         return self.to_dict() == other.to_dict()
 
-    def with_feature_names(self, feature_names: Sequence[str] | None) -> "ExplanationTree":
-        """A copy whose rules read in ``feature_names``."""
-        data = self.to_dict()
-        data["feature_names"] = None if feature_names is None else list(feature_names)
-        return ExplanationTree.from_dict(data)
-
