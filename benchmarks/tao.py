@@ -37,7 +37,7 @@ from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 import pipeline.trees as trees  # noqa: E402
-from pipeline.data.clustbench import read_clustbench  # noqa: E402
+from pipeline.app.data.clustbench import read_clustbench  # noqa: E402
 from pipeline.metrics import price_of_explainability  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from pipeline.concepts import concept_explainability_to_noise_ratio, concept_mixture
-from pipeline.config import compose_config
-from pipeline.runner import run
+from pipeline.app.config import compose_config
+from pipeline.app.runner import run
 from pipeline.validation import InvalidInputError
 
 SMALL_VADE = ["experiment=concept_digits", "dataset.n_samples=400", "encoder.params.hidden_dims=[64,64,128]", "encoder.params.pretrain_epochs=3",
@@ -43,9 +43,9 @@ def test_deep_concept_run_end_to_end_on_small_digits(tmp_path, capsys):
     meta = json.loads((tmp_path / "run" / "concepts" / "run.json").read_text())
     assert [r["concept"] for r in meta["cav_summary"]] == meta["concept_names"]
     # The tree's q is Eq. 6 on the VaDE prior projected onto the CAVs.
-    from pipeline.runner import run_stages
-    from pipeline.cache import StageCache
-    from pipeline.runner import to_plain
+    from pipeline.app.runner import run_stages
+    from pipeline.app.cache import StageCache
+    from pipeline.app.runner import to_plain
 
     plain = to_plain(compose(tmp_path, *SMALL_VADE))
     done, _, _ = run_stages(plain, StageCache(tmp_path / "cache"))  # warm: all cache hits
@@ -77,9 +77,9 @@ def test_text_prompts_need_a_text_tower(tmp_path):
 
 
 def test_text_prompts_are_embedded_by_the_encoders_text_tower(tmp_path):
-    from pipeline.data import Dataset
+    from pipeline.app.data import Dataset
     from pipeline.encoders.base import Encoder, register_encoder
-    from pipeline.stages.cavs import build_cavs
+    from pipeline.app.stages.cavs import build_cavs
 
     class FakeTextTower(Encoder):  # deterministic stand-in for CLIP: one axis per prompt word
         name = "fake_text_tower"
@@ -104,7 +104,7 @@ def test_text_prompts_are_embedded_by_the_encoders_text_tower(tmp_path):
 
 
 def to_plain_cfg(tmp_path, overrides):
-    from pipeline.runner import to_plain
+    from pipeline.app.runner import to_plain
 
     return to_plain(compose(tmp_path, *overrides))
 
@@ -112,8 +112,8 @@ def to_plain_cfg(tmp_path, overrides):
 def test_broden_images_go_through_the_data_encoder(tmp_path):
     from test_concepts_sets import write_broden
 
-    from pipeline.data import Dataset
-    from pipeline.stages.cavs import build_cavs
+    from pipeline.app.data import Dataset
+    from pipeline.app.stages.cavs import build_cavs
 
     write_broden(tmp_path / "broden", n=24)
     cfg = to_plain_cfg(tmp_path, ["concepts=broden", "encoder=identity", f"+concepts.params.root={tmp_path / 'broden'}",

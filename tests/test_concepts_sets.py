@@ -12,7 +12,7 @@ from sklearn.datasets import load_digits
 from pipeline.concepts import build_examples, detect_concepts, load_concept_spec
 from pipeline.concepts.detectors import DETECTORS
 from pipeline.concepts.manifest import ensure_files, sha256
-from pipeline.data import Dataset
+from pipeline.app.data import Dataset
 from pipeline.validation import InvalidInputError
 
 

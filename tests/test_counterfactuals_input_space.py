@@ -10,16 +10,16 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
-from pipeline.cache import StageCache
-from pipeline.config import compose_config
+from pipeline.app.cache import StageCache
+from pipeline.app.config import compose_config
 from pipeline.counterfactuals import correctness, coverage
 from pipeline.encoders import VaDEEncoder
 from pipeline.encoders.base import Encoder, IdentityEncoder
 from pipeline.encoders.contrastive import ContrastiveClusteringEncoder
-from pipeline.runner import run, run_stages, to_plain
-from pipeline.stages.base import execute
-from pipeline.stages.counterfactuals import counterfactuals_stage
-from pipeline.stages.encode import trained_encoder
+from pipeline.app.runner import run, run_stages, to_plain
+from pipeline.app.stages.base import execute
+from pipeline.app.stages.counterfactuals import counterfactuals_stage
+from pipeline.app.stages.encode import trained_encoder
 from pipeline.validation import InvalidInputError
 
 sys.path.insert(0, str(Path(__file__).parent))

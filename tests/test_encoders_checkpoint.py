@@ -109,8 +109,8 @@ def test_untrainable_encoder_has_no_checkpoint(tmp_path):
 
 
 def test_pipeline_loads_a_named_checkpoint_and_rejects_another_k(saved, tmp_path, caplog):
-    from pipeline.config import compose_config
-    from pipeline.runner import run
+    from pipeline.app.config import compose_config
+    from pipeline.app.runner import run
 
     _, path, _ = saved
 

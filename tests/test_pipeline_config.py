@@ -9,10 +9,10 @@ from omegaconf.errors import ConfigKeyError, ValidationError
 from pipeline.clustering import METHODS
 from omegaconf import OmegaConf
 
-from pipeline.config import CONFIG_DIR, Config, compose_config
-from pipeline.data.registry import LOADERS, get_loader
-from pipeline.explainers import EXPLAINERS
-from pipeline.runner import parse_force, to_plain
+from pipeline.app.config import CONFIG_DIR, Config, compose_config
+from pipeline.app.data.registry import LOADERS, get_loader
+from pipeline.app.explainers import EXPLAINERS
+from pipeline.app.runner import parse_force, to_plain
 
 GROUPS = ["dataset", "encoder", "clustering", "concepts", "cav", "explainer", "experiment"]
 

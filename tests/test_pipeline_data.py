@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.data.registry import load_dataset
-from pipeline.data.synthetic import make_synthetic_gmm
+from pipeline.app.data.registry import load_dataset
+from pipeline.app.data.synthetic import make_synthetic_gmm
 from pipeline.validation import InvalidInputError
 
 BENCHMARKS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "clustering-benchmarks"

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from pipeline.config import compose_config
-from pipeline.runner import run
+from pipeline.app.config import compose_config
+from pipeline.app.runner import run
 
 TINY_VADE = ["encoder=vade", "encoder.device=cpu", "encoder.params.hidden_dims=[16]", "encoder.params.latent_dim=2",
              "encoder.params.n_clusters=3", "encoder.params.pretrain_epochs=1", "encoder.params.epochs=1",

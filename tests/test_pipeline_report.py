@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from pipeline.report.collect import collect_sweep
-from pipeline.report.figures import node_condition, plot_tree
-from pipeline.report.tables import format_markdown
+from pipeline.app.report.collect import collect_sweep
+from pipeline.app.report.figures import node_condition, plot_tree
+from pipeline.app.report.tables import format_markdown
 from pipeline.study import compare_with_published
 from pipeline.trees.tree import ExplanationTree
 

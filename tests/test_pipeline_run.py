@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.config import compose_config
-from pipeline.runner import run
+from pipeline.app.config import compose_config
+from pipeline.app.runner import run
 from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError
 
@@ -79,7 +79,7 @@ def test_force_recomputes_a_stage(tmp_path):
 
 
 def test_resume_after_crash_between_stages(tmp_path, monkeypatch):
-    import pipeline.runner as runner
+    import pipeline.app.runner as runner
 
     real_fit_stage = runner.fit_stage
 

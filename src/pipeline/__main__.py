@@ -9,13 +9,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from pipeline.config import CONFIG_DIR, register_configs
+from pipeline.app.config import CONFIG_DIR, register_configs
 from pipeline.validation import InvalidInputError
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> None:
-    from pipeline.runner import run
+    from pipeline.app.runner import run
 
     try:
         run(cfg)

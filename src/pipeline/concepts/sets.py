@@ -88,7 +88,7 @@ def check_dataset(spec: dict, dataset_name: str) -> None:
 
 
 def build_examples(spec: dict, dataset, **options) -> ConceptExamples:
-    """Concept examples of ``spec`` for ``dataset`` (a :class:`pipeline.data.Dataset`).
+    """Concept examples of ``spec`` for ``dataset`` (a :class:`pipeline.app.data.Dataset`).
 
     ``options`` override keys of the spec (e.g. ``source="pixels"``, ``subset=[...]``,
     ``root=...`` for a local copy of downloaded concept data, ``download=False``).

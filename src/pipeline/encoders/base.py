@@ -6,12 +6,12 @@ from typing import Callable
 
 import numpy as np
 
-from pipeline.registries import Registry
+from pipeline.app.registries import Registry
 from pipeline.validation import InvalidInputError
 
 
 class Encoder:
-    """Maps a dataset's ``X`` (see :class:`pipeline.data.Dataset`) to latents.
+    """Maps a dataset's ``X`` (see :class:`pipeline.app.data.Dataset`) to latents.
 
     Subclasses set ``trainable`` and implement ``transform``; trainable ones implement
     ``fit``. Encoders with their own clustering (VaDE, contrastive clustering) also

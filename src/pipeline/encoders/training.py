@@ -85,7 +85,7 @@ class TorchEncoder(Encoder):
         Parameters
         ----------
         X : ndarray
-            The dataset's ``X`` (see :class:`pipeline.data.Dataset`).
+            The dataset's ``X`` (see :class:`pipeline.app.data.Dataset`).
         y : ndarray of shape (n_samples,), optional
             Ground truth, used only to *report* each seed's ARI in ``seed_report_``.
 

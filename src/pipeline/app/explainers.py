@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pipeline.registries import Registry, resolve_callable
+from pipeline.app.registries import Registry, resolve_callable
 from pipeline.validation import InvalidInputError
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from pipeline.cache import Artifact, StageCache, make_key
+from pipeline.app.cache import Artifact, StageCache, make_key
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.data.dataset import Dataset
-from pipeline.data.registry import missing_data_error
+from pipeline.app.data.dataset import Dataset
+from pipeline.app.data.registry import missing_data_error
 from pipeline.validation import InvalidInputError
 
 LAYOUT = "<benchmark_dir>/<battery>/<name>.data.gz and <battery>/<name>.labels0.gz (e.g. sipu/r15.data.gz)"

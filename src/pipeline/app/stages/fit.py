@@ -7,9 +7,9 @@ import time
 
 import numpy as np
 
-from pipeline.explainers import FitInputs, fit_explainer
-from pipeline.stages.base import Stage
-from pipeline.stages.cluster import graph_from_artifact
+from pipeline.app.explainers import FitInputs, fit_explainer
+from pipeline.app.stages.base import Stage
+from pipeline.app.stages.cluster import graph_from_artifact
 
 log = logging.getLogger(__name__)
 

@@ -19,13 +19,13 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
-CONFIG_DIR = Path(__file__).resolve().parent / "conf"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "conf"
 """Where ``config.yaml`` and the config groups live (package data)."""
 
 
 def project_root() -> str:
     """The repository root when running from a source checkout, else the current directory."""
-    here = Path(__file__).resolve().parents[2]
+    here = Path(__file__).resolve().parents[3]
     if (here / "pyproject.toml").exists() and (here / "src" / "pipeline").is_dir():
         return str(here)
     return str(Path.cwd())
@@ -53,7 +53,7 @@ class PathsConfig:
 
 @dataclass
 class DatasetConfig:
-    loader: str = MISSING  # registry name in pipeline.data.registry
+    loader: str = MISSING  # registry name in pipeline.app.data.registry
     name: str = ""  # loader-specific identifier (clustbench: "sipu/r15")
     split: str = "train"
     classes: Optional[List[int]] = None  # keep only these ground-truth classes (relabelled 0..C-1)
@@ -97,7 +97,7 @@ class CavConfig:
 
 @dataclass
 class ExplainerConfig:
-    name: str = MISSING  # pipeline.explainers registry name
+    name: str = MISSING  # pipeline.app.explainers registry name
     n_leaves: Optional[int] = None  # None: number of reference clusters
     params: Dict[str, Any] = field(default_factory=dict)
 

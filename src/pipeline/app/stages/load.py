@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.data.dataset import Dataset
-from pipeline.data.registry import load_dataset
-from pipeline.stages.base import Stage
+from pipeline.app.data.dataset import Dataset
+from pipeline.app.data.registry import load_dataset
+from pipeline.app.stages.base import Stage
 
 # The dataset fields that determine the data (download / root do not, except via `source`).
 _KEY_FIELDS = ("loader", "name", "split", "classes", "n_samples", "standardize", "params")

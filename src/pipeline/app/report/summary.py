@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pipeline.report.tables import _cell
+from pipeline.app.report.tables import _cell
 from pipeline.trees.tree import ExplanationTree
 
 _SHOWN = ["explainer", "method", "ari", "ami", "ref_ari", "misassignment", "q", "n_leaves", "depth", "fit_seconds"]

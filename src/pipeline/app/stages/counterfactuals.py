@@ -37,7 +37,7 @@ from pipeline.counterfactuals import (
     tune_l1,
 )
 from pipeline.encoders.base import Encoder
-from pipeline.stages.base import Stage
+from pipeline.app.stages.base import Stage
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -153,6 +153,6 @@ def _compute(cfg: dict, load: dict, encode: dict, cluster: dict, project: dict, 
 def counterfactuals_stage(encoder_loader: Callable[[], Encoder]) -> Stage:
     """The stage; ``encoder_loader()`` returns the fitted encoder behind the latents (called only
     on a cache miss, when input space is asked for or possible; see
-    :func:`pipeline.stages.encode.trained_encoder`)."""
+    :func:`pipeline.app.stages.encode.trained_encoder`)."""
     return Stage("counterfactuals", ("load", "encode", "cluster", "project"), _config,
                  partial(_compute, encoder_loader=encoder_loader), version=2)

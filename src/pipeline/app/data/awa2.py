@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.data.dataset import Dataset
-from pipeline.data.registry import data_root, missing_data_error
-from pipeline.data.vision import resize_rgb
+from pipeline.app.data.dataset import Dataset
+from pipeline.app.data.registry import data_root, missing_data_error
+from pipeline.app.data.vision import resize_rgb
 
 LAYOUT = ("<root>/Animals_with_Attributes2/{classes.txt, predicates.txt, predicate-matrix-binary.txt, "
           "JPEGImages/<class>/*.jpg}")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.stages.base import Stage
-from pipeline.stages.cavs import select_for_reference
+from pipeline.app.stages.base import Stage
+from pipeline.app.stages.cavs import select_for_reference
 
 
 def _config(cfg: dict) -> dict:

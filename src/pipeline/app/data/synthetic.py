@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import special_ortho_group
 
-from pipeline.data.dataset import Dataset
+from pipeline.app.data.dataset import Dataset
 from pipeline.validation import InvalidInputError
 
 

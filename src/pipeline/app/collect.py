@@ -1,4 +1,4 @@
-"""``python -m pipeline.collect <sweep dir>``: one table from a multirun's jobs.
+"""``python -m pipeline.app.collect <sweep dir>``: one table from a multirun's jobs.
 
 Writes ``<sweep dir>/collected.csv`` and ``collected.md`` (one row per job x explainer, with
 each job's overrides as columns) and ``jobs.csv`` (status per job); prints the table and
@@ -11,14 +11,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipeline.report.collect import collect_sweep
-from pipeline.report.writer import write_tables
+from pipeline.app.report.collect import collect_sweep
+from pipeline.app.report.writer import write_tables
 
 _SHOWN = ["job", "explainer", "ari", "ami", "ref_ari", "fit_seconds"]
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.collect", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m pipeline.app.collect", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path, help="a Hydra multirun directory (outputs/multiruns/<date>/<time>)")
     parser.add_argument("--allow-failed", action="store_true", help="exit 0 even if some jobs failed")
     args = parser.parse_args(argv)

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 from filelock import FileLock
 
-from pipeline.cache import StageCache, make_key
-from pipeline.stages.base import StageOutput
-from pipeline.stages.load import artifact_to_dataset
+from pipeline.app.cache import StageCache, make_key
+from pipeline.app.stages.base import StageOutput
+from pipeline.app.stages.load import artifact_to_dataset
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -74,8 +74,8 @@ def training_data(cfg: dict, cache: StageCache, load: StageOutput) -> StageOutpu
     split = cfg["encoder"].get("fit_split") or cfg["dataset"].get("split")
     if split == cfg["dataset"].get("split"):
         return load
-    from pipeline.stages.base import execute
-    from pipeline.stages.load import LOAD
+    from pipeline.app.stages.base import execute
+    from pipeline.app.stages.load import LOAD
 
     return execute(LOAD, {**cfg, "dataset": {**cfg["dataset"], "split": split}}, cache, {})
 

@@ -14,8 +14,8 @@ from typing import Callable
 
 import numpy as np
 
-from pipeline.data.dataset import Dataset
-from pipeline.registries import Registry, resolve_callable
+from pipeline.app.data.dataset import Dataset
+from pipeline.app.registries import Registry, resolve_callable
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -24,17 +24,17 @@ Loader = Callable[[dict, dict, int], Dataset]
 
 # name -> "module:function" (lazy) or a callable registered at run time.
 LOADERS = Registry("dataset loader", "Choose a dataset config (dataset=iris) or register a loader (docs/pipeline.md).", {
-    "digits": "pipeline.data.sklearn_sets:load_digits",
-    "iris": "pipeline.data.sklearn_sets:load_iris",
-    "wine": "pipeline.data.sklearn_sets:load_wine",
-    "breast_cancer": "pipeline.data.sklearn_sets:load_breast_cancer",
-    "newsgroups20": "pipeline.data.sklearn_sets:load_newsgroups20",
-    "clustbench": "pipeline.data.clustbench:load_clustbench",
-    "synthetic_gmm": "pipeline.data.synthetic:load_synthetic_gmm",
-    "mnist": "pipeline.data.vision:load_mnist",
-    "cifar10": "pipeline.data.vision:load_cifar10",
-    "caltech101": "pipeline.data.vision:load_caltech101",
-    "awa2": "pipeline.data.awa2:load_awa2",
+    "digits": "pipeline.app.data.sklearn_sets:load_digits",
+    "iris": "pipeline.app.data.sklearn_sets:load_iris",
+    "wine": "pipeline.app.data.sklearn_sets:load_wine",
+    "breast_cancer": "pipeline.app.data.sklearn_sets:load_breast_cancer",
+    "newsgroups20": "pipeline.app.data.sklearn_sets:load_newsgroups20",
+    "clustbench": "pipeline.app.data.clustbench:load_clustbench",
+    "synthetic_gmm": "pipeline.app.data.synthetic:load_synthetic_gmm",
+    "mnist": "pipeline.app.data.vision:load_mnist",
+    "cifar10": "pipeline.app.data.vision:load_cifar10",
+    "caltech101": "pipeline.app.data.vision:load_caltech101",
+    "awa2": "pipeline.app.data.awa2:load_awa2",
 })
 
 

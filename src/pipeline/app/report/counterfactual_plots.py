@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from pipeline.report.writer import atomic_write, write_tables
+from pipeline.app.report.writer import atomic_write, write_tables
 from pipeline.validation import InvalidInputError, check_vector
 
 

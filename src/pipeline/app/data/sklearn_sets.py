@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn import datasets
 
-from pipeline.data.dataset import Dataset
-from pipeline.data.registry import data_root, missing_data_error
+from pipeline.app.data.dataset import Dataset
+from pipeline.app.data.registry import data_root, missing_data_error
 
 
 def _bunch_to_dataset(name: str, bunch, images=None) -> Dataset:

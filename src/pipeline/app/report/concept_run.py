@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline.report.writer import atomic_write
+from pipeline.app.report.writer import atomic_write
 from pipeline.trees.tree import ExplanationTree
 
 MAX_THUMBNAILS = 20_000  # images kept for leaf thumbnails (digits / MNIST sized)

@@ -1,6 +1,6 @@
 """Pipeline glue for concept sets: config -> concept examples -> latents -> fitted CAVs.
 
-Registered with the ``concepts`` stage (:mod:`pipeline.stages.concepts`) for every YAML
+Registered with the ``concepts`` stage (:mod:`pipeline.app.stages.concepts`) for every YAML
 file in ``concepts/``; the stage caches the result under a key made of the concept and
 CAV configs, the seed and the dataset + encoder keys, so CAVs are cached per encoder,
 concept set and fitter. Optional concept selection (``concepts.params.select=<max>``)
@@ -43,7 +43,7 @@ CAV_PARAMS = ("fitter_params", "n_repeats", "max_per_class", "subsample", "cv", 
 
 def register_concept_files(concepts_dir: Path = CONCEPTS_DIR) -> None:
     """Make every ``concepts/<name>.yaml`` a ``concepts=<name>`` choice of the concepts stage."""
-    from pipeline.stages.concepts import register_concepts
+    from pipeline.app.stages.concepts import register_concepts
 
     for path in sorted(Path(concepts_dir).glob("*.yaml")):
         register_concepts(path.stem, build_cavs)
@@ -87,8 +87,8 @@ def example_latents(cfg: dict, dataset, Z: np.ndarray, examples) -> np.ndarray:
 
 def _data_encoder(cfg: dict):
     """The configured encoder, loaded from its checkpoint when it is trainable."""
-    from pipeline.stages.encode import build, checkpoint_path
-    from pipeline.stages.load import LOAD
+    from pipeline.app.stages.encode import build, checkpoint_path
+    from pipeline.app.stages.load import LOAD
 
     encoder = build(cfg)
     if not encoder.trainable:

@@ -6,7 +6,7 @@ import numpy as np
 from scipy import sparse
 
 from pipeline.clustering import Clustering, check_enough_clusters, cluster
-from pipeline.stages.base import Stage
+from pipeline.app.stages.base import Stage
 from pipeline.validation import InvalidInputError
 
 

@@ -1,5 +1,5 @@
 """``run(cfg)``: the whole pipeline from a composed config (no Hydra decorator; tests and
-notebooks call it with :func:`pipeline.config.compose_config`).
+notebooks call it with :func:`pipeline.app.config.compose_config`).
 
 load -> encode -> cluster -> concepts -> project -> fit (one per explainer) -> evaluate -> report.
 """
@@ -19,20 +19,20 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 from threadpoolctl import threadpool_limits
 
-from pipeline.cache import StageCache
-from pipeline.explainers import HOW_TO_PROVIDE, get_spec
-from pipeline.report.concept_run import report_concepts
-from pipeline.report.summary import summary_text
-from pipeline.report.tables import results_frame
-from pipeline.report.writer import write_status, write_tables, write_trees
-from pipeline.stages.base import execute
-from pipeline.stages.cluster import CLUSTER
-from pipeline.stages.concepts import CONCEPTS
-from pipeline.stages.encode import execute_encode
-from pipeline.stages.evaluate import evaluate
-from pipeline.stages.fit import fit_stage
-from pipeline.stages.load import LOAD
-from pipeline.stages.project import PROJECT
+from pipeline.app.cache import StageCache
+from pipeline.app.explainers import HOW_TO_PROVIDE, get_spec
+from pipeline.app.report.concept_run import report_concepts
+from pipeline.app.report.summary import summary_text
+from pipeline.app.report.tables import results_frame
+from pipeline.app.report.writer import write_status, write_tables, write_trees
+from pipeline.app.stages.base import execute
+from pipeline.app.stages.cluster import CLUSTER
+from pipeline.app.stages.concepts import CONCEPTS
+from pipeline.app.stages.encode import execute_encode
+from pipeline.app.stages.evaluate import evaluate
+from pipeline.app.stages.fit import fit_stage
+from pipeline.app.stages.load import LOAD
+from pipeline.app.stages.project import PROJECT
 from pipeline.study import compare_with_published
 from pipeline.validation import InvalidInputError
 
@@ -124,9 +124,9 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
     if cfg["concepts"]["name"] != "none":  # Table-2 row, CAV table, files for the notebook (issue 6)
         report_concepts(cfg, done, df, out_dir, summary and cfg["report"]["summary"])
     if cfg.get("counterfactuals", {}).get("name", "none") != "none":  # issue 8: TGT / DBM between clusters
-        from pipeline.report.counterfactual_plots import write_counterfactuals
-        from pipeline.stages.counterfactuals import counterfactuals_stage
-        from pipeline.stages.encode import trained_encoder
+        from pipeline.app.report.counterfactual_plots import write_counterfactuals
+        from pipeline.app.stages.counterfactuals import counterfactuals_stage
+        from pipeline.app.stages.encode import trained_encoder
 
         stage = counterfactuals_stage(lambda: trained_encoder(cfg, cache, done["load"],
                                                               done["encode"].artifact.get("checkpoint_sha256")))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.report.figures import plot_tree
-from pipeline.report.tables import format_markdown
+from pipeline.app.report.figures import plot_tree
+from pipeline.app.report.tables import format_markdown
 from pipeline.trees.tree import ExplanationTree
 
 

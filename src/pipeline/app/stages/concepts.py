@@ -13,9 +13,9 @@ from typing import Callable
 
 import numpy as np
 
-from pipeline.registries import Registry, resolve_callable
-from pipeline.stages.base import Stage
-from pipeline.stages.load import artifact_to_dataset
+from pipeline.app.registries import Registry, resolve_callable
+from pipeline.app.stages.base import Stage
+from pipeline.app.stages.load import artifact_to_dataset
 from pipeline.validation import InvalidInputError
 
 CONCEPT_BUILDERS = Registry(
@@ -34,7 +34,7 @@ def _builder(name: str) -> Callable:
 def _config(cfg: dict) -> dict:
     if cfg["concepts"]["name"] == "none":
         return {"concepts": "none"}
-    # Concept selection runs in the project stage (pipeline.stages.cavs), so it is not part of this key.
+    # Concept selection runs in the project stage (pipeline.app.stages.cavs), so it is not part of this key.
     params = {k: v for k, v in (cfg["concepts"].get("params") or {}).items() if k not in ("select", "select_tol")}
     return {"concepts": {**cfg["concepts"], "params": params}, "cav": cfg["cav"], "seed": cfg["seed"]}
 
@@ -58,7 +58,7 @@ def _compute(cfg: dict, load: dict, encode: dict) -> dict:
 CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute)
 
 
-# Every concepts/<name>.yaml is a concepts=<name> choice (pipeline.stages.cavs, docs/concepts.md).
-from pipeline.stages.cavs import register_concept_files  # noqa: E402
+# Every concepts/<name>.yaml is a concepts=<name> choice (pipeline.app.stages.cavs, docs/concepts.md).
+from pipeline.app.stages.cavs import register_concept_files  # noqa: E402
 
 register_concept_files()

@@ -6,8 +6,8 @@ import logging
 
 import numpy as np
 
-from pipeline.data.dataset import Dataset
-from pipeline.data.registry import data_root, missing_data_error
+from pipeline.app.data.dataset import Dataset
+from pipeline.app.data.registry import data_root, missing_data_error
 
 log = logging.getLogger(__name__)
 

@@ -6,11 +6,11 @@ import math
 
 import pandas as pd
 
-from pipeline.stages.evaluate import COLUMNS
+from pipeline.app.stages.evaluate import COLUMNS
 
 
 def results_frame(rows: list[dict], extra: dict | None = None) -> pd.DataFrame:
-    """Rows from :func:`pipeline.stages.evaluate.evaluate` as a DataFrame with the standard column order;
+    """Rows from :func:`pipeline.app.stages.evaluate.evaluate` as a DataFrame with the standard column order;
     ``extra`` adds constant columns in front (dataset, clustering, ...)."""
     df = pd.DataFrame(rows)
     cols = [c for c in COLUMNS if c in df.columns] + [c for c in df.columns if c not in COLUMNS]
