@@ -13,54 +13,19 @@ leaf labels with :meth:`set_label`; everything downstream (reports, plots, noteb
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
+from pipeline.trees import _tree_format
+from pipeline.trees.rules import Condition, LeafStats, Rule, leaf_stats
 from pipeline.validation import InvalidInputError, check_matrix, check_n_features
+
+__all__ = ["ExplanationTree", "Condition", "Rule", "LeafStats"]
 
 LEAF = -1
 OBLIQUE = -2
 FORMAT_VERSION = 1
-
-
-@dataclass
-class Condition:
-    """One test on the path to a leaf: ``lhs <= threshold`` (``op='<='``) or ``lhs > threshold``."""
-
-    op: str
-    threshold: float
-    feature: int | None = None  # axis-aligned test
-    weights: dict[int, float] | None = None  # oblique test: feature index -> weight
-    names: Sequence[str] | None = field(default=None, repr=False)
-
-    def lhs(self) -> str:
-        name = (lambda j: self.names[j] if self.names is not None else f"x[{j}]")
-        if self.weights is None:
-            return name(self.feature)
-        terms = []
-        for j, w in sorted(self.weights.items(), key=lambda kv: -abs(kv[1])):
-            sign = "-" if w < 0 else "+"
-            terms.append(f"{sign} {abs(w):.4g}·{name(j)}")
-        text = " ".join(terms)
-        return text[2:] if text.startswith("+ ") else "-" + text[2:]
-
-    def __str__(self) -> str:
-        return f"{self.lhs()} {self.op} {self.threshold:.4g}"
-
-
-@dataclass
-class Rule:
-    """The conjunction of conditions that leads to one leaf."""
-
-    leaf: int
-    label: int
-    conditions: list[Condition]
-
-    def __str__(self) -> str:
-        body = " and ".join(str(c) for c in self.conditions) or "always"
-        return f"{body} → cluster {self.label}"
 
 
 class ExplanationTree:
@@ -297,25 +262,76 @@ class ExplanationTree:
         return self._as_arrays()[4][self.apply(X)]
 
     # ------------------------------------------------------------------- rules
-    def rules(self) -> list[Rule]:
-        """One rule per leaf (depth-first order): the path's conditions in feature names."""
+    def leaf_stats(self, X, reference=None, y=None, class_names=None) -> dict[int, LeafStats]:
+        """Per leaf id: size, purity with respect to ``reference`` and majority class of ``y``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        reference : array-like of shape (n_samples,), optional
+            Reference cluster ids; purity is the share of a leaf's points whose reference
+            cluster is the leaf's label (noise, -1, counts as impure).
+        y : array-like of shape (n_samples,), optional
+            Ground-truth classes (ints or strings); negative ints are ignored as unknown.
+        class_names : sequence of str, optional
+            Names of integer classes in ``y``.
+        """
+        rows = self.apply(X)
+        for name, v in (("reference", reference), ("y", y)):
+            if v is not None and len(v) != len(rows):
+                raise InvalidInputError(f"{name} has {len(v)} entries but X has {len(rows)} rows; they must match.")
+        leaves = self.leaves
+        return leaf_stats(rows, leaves, [self._label[n] for n in leaves], reference, y, class_names)
+
+    def rules(self, X=None, reference=None, y=None, class_names=None) -> list[Rule]:
+        """One rule per leaf (depth-first order), in feature names.
+
+        ``str(rule)`` shows the simplified rule (one interval per feature, in the order the
+        features first appear on the path); ``rule.conditions`` keeps the raw path. With
+        ``X`` (and optionally ``reference``, ``y``, ``class_names``, see :meth:`leaf_stats`)
+        each rule also carries its leaf's size, purity and majority class.
+        """
+        stats = self.leaf_stats(X, reference, y, class_names) if X is not None else {}
         out: list[Rule] = []
 
         def walk(n: int, conds: list[Condition]) -> None:
             f = self._feature[n]
             if f == LEAF:
-                out.append(Rule(leaf=n, label=self._label[n], conditions=list(conds)))
+                out.append(Rule(leaf=n, label=self._label[n], conditions=list(conds), stats=stats.get(n)))
                 return
-            kw = dict(threshold=self._threshold[n], names=self.feature_names)
-            if f == OBLIQUE:
-                kw["weights"] = dict(self._weights[n])
-            else:
-                kw["feature"] = f
-            walk(self._left[n], conds + [Condition(op="<=", **kw)])
-            walk(self._right[n], conds + [Condition(op=">", **kw)])
+            walk(self._left[n], conds + [self.condition(n, "<=")])
+            walk(self._right[n], conds + [self.condition(n, ">")])
 
         walk(0, [])
         return out
+
+    def condition(self, node: int, op: str = "<=") -> Condition:
+        """The test of internal ``node`` as a Condition (``<=`` goes left), in the tree's feature names."""
+        if self._feature[node] == LEAF:
+            raise InvalidInputError(f"node {node} is a leaf; only internal nodes hold a test.")
+        oblique = self._feature[node] == OBLIQUE
+        return Condition(op=op, threshold=self._threshold[node], names=self.feature_names,
+                         feature=None if oblique else self._feature[node],
+                         weights=dict(self._weights[node]) if oblique else None)
+
+    def to_dot(self, X=None, reference=None, y=None, class_names=None, title: str | None = None,
+               max_terms: int | None = 4) -> str:
+        """Graphviz DOT source of the tree (render with ``dot -Tsvg``; nothing here needs Graphviz).
+
+        Internal nodes show their test (oblique ones their ``max_terms`` largest terms), edges
+        "yes"/"no", leaves their cluster and, given data (see :meth:`leaf_stats`), size, purity
+        and majority class.
+        """
+        stats = self.leaf_stats(X, reference, y, class_names) if X is not None else {}
+        nodes, edges = [], []
+        for n in self._dfs():
+            if self._feature[n] == LEAF:
+                parts = [f"cluster {self._label[n]}"] + (stats[n].parts() if n in stats else [])
+                nodes.append((n, "\n".join(parts), True))
+            else:
+                nodes.append((n, self.condition(n).format(max_terms), False))
+                edges += [(n, self._left[n], "yes"), (n, self._right[n], "no")]
+        return _tree_format.to_dot(nodes, edges, title)
 
     def to_text(self) -> str:
         """Indented drawing of the tree, one line per node."""
@@ -325,11 +341,7 @@ class ExplanationTree:
             if self._feature[n] == LEAF:
                 lines.append(f"{indent}leaf {n}: cluster {self._label[n]}")
                 return
-            cond = Condition(
-                op="<=", threshold=self._threshold[n], names=self.feature_names,
-                feature=None if self._feature[n] == OBLIQUE else self._feature[n],
-                weights=self._weights.get(n),
-            )
+            cond = self.condition(n)
             lines.append(f"{indent}if {cond}:")
             walk(self._left[n], indent + "    ")
             lines.append(f"{indent}else:  # {cond.lhs()} > {cond.threshold:.4g}")
@@ -365,10 +377,8 @@ class ExplanationTree:
 
     @classmethod
     def from_dict(cls, data: dict) -> "ExplanationTree":
-        if data.get("format") != "explanation-tree":
-            raise InvalidInputError("not an explanation-tree document (missing 'format': 'explanation-tree').")
-        if data.get("version", 0) > FORMAT_VERSION:
-            raise InvalidInputError(f"tree format version {data['version']} is newer than this library supports.")
+        """The tree of a :meth:`to_dict` document; InvalidInputError names whatever is malformed."""
+        _tree_format.check_document(data, FORMAT_VERSION)
         tree = cls(data["n_features"], data.get("feature_names"))
         tree._feature, tree._threshold, tree._left, tree._right, tree._label = [], [], [], [], []
         for n, node in enumerate(data["nodes"]):
@@ -393,7 +403,8 @@ class ExplanationTree:
 
     @classmethod
     def from_json(cls, text: str) -> "ExplanationTree":
-        return cls.from_dict(json.loads(text))
+        """The tree of a :meth:`to_json` text; truncated or malformed text is an InvalidInputError."""
+        return cls.from_dict(_tree_format.parse_json(text))
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, ExplanationTree):

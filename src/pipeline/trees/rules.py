@@ -1,0 +1,232 @@
+"""Rules read off an explanation tree: raw path conditions, simplified intervals, leaf annotations.
+
+A leaf's path is a conjunction of tests (``Condition``). Several tests on the same feature
+(or on the same oblique combination) collapse into one :class:`Interval`
+``low < lhs <= high``: the largest ``>`` threshold and the smallest ``<=`` threshold. The
+interval selects exactly the points the conjunction selects (an empty interval, ``low >=
+high``, selects none, like the contradictory path it stands for). Intervals keep the order
+in which their feature first appears on the path, so every rule reads from the root down.
+
+:func:`leaf_stats` annotates leaves with data: size, purity with respect to a reference
+clustering (share of the leaf's points whose reference cluster is the leaf's label), and the
+majority ground-truth class with its share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+MAX_TERMS = 4  # oblique tests show their largest terms, then "+ n more"
+
+
+def _name(names: Sequence[str] | None, j: int) -> str:
+    return names[j] if names is not None else f"x[{j}]"
+
+
+def lhs_text(feature: int | None, weights: dict[int, float] | None, names: Sequence[str] | None,
+             max_terms: int | None = MAX_TERMS) -> str:
+    """The left-hand side of a test: a feature name, or the largest terms of a weighted sum."""
+    if weights is None:
+        return _name(names, feature)
+    ordered = sorted(weights.items(), key=lambda kv: -abs(kv[1]))
+    shown = ordered if max_terms is None else ordered[:max_terms]
+    terms = [f"{'-' if w < 0 else '+'} {abs(w):.4g}·{_name(names, j)}" for j, w in shown]
+    if len(ordered) > len(shown):
+        terms.append(f"+ {len(ordered) - len(shown)} more")
+    text = " ".join(terms)
+    return text[2:] if text.startswith("+ ") else "-" + text[2:]
+
+
+def _values(X: np.ndarray, feature: int | None, weights: dict[int, float] | None) -> np.ndarray:
+    if weights is None:
+        return X[:, feature]
+    cols = np.fromiter(weights.keys(), dtype=np.int64)
+    return X[:, cols] @ np.fromiter(weights.values(), dtype=np.float64)
+
+
+@dataclass
+class Condition:
+    """One test on the path to a leaf: ``lhs <= threshold`` (``op='<='``) or ``lhs > threshold``."""
+
+    op: str
+    threshold: float
+    feature: int | None = None  # axis-aligned test
+    weights: dict[int, float] | None = None  # oblique test: feature index -> weight
+    names: Sequence[str] | None = field(default=None, repr=False)
+
+    def lhs(self, max_terms: int | None = MAX_TERMS) -> str:
+        return lhs_text(self.feature, self.weights, self.names, max_terms)
+
+    def format(self, max_terms: int | None = MAX_TERMS) -> str:
+        return f"{self.lhs(max_terms)} {self.op} {self.threshold:.4g}"
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def mask(self, X: np.ndarray) -> np.ndarray:
+        """Which rows of X satisfy the test, shape (n_samples,)."""
+        v = _values(np.asarray(X, dtype=float), self.feature, self.weights)
+        return v <= self.threshold if self.op == "<=" else v > self.threshold
+
+
+@dataclass
+class Interval:
+    """``low < lhs <= high`` on one feature or one oblique combination; ``None`` = unbounded."""
+
+    low: float | None
+    high: float | None
+    feature: int | None = None
+    weights: dict[int, float] | None = None
+    names: Sequence[str] | None = field(default=None, repr=False)
+
+    @property
+    def empty(self) -> bool:
+        """True when no value satisfies the interval (a contradictory path)."""
+        return self.low is not None and self.high is not None and self.low >= self.high
+
+    def lhs(self, max_terms: int | None = MAX_TERMS) -> str:
+        return lhs_text(self.feature, self.weights, self.names, max_terms)
+
+    def format(self, max_terms: int | None = MAX_TERMS) -> str:
+        lhs = self.lhs(max_terms)
+        if self.low is None:
+            return f"{lhs} <= {self.high:.4g}"
+        if self.high is None:
+            return f"{lhs} > {self.low:.4g}"
+        return f"{self.low:.4g} < {lhs} <= {self.high:.4g}"
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def mask(self, X: np.ndarray) -> np.ndarray:
+        v = _values(np.asarray(X, dtype=float), self.feature, self.weights)
+        out = np.ones(v.shape[0], dtype=bool)
+        if self.low is not None:
+            out &= v > self.low
+        if self.high is not None:
+            out &= v <= self.high
+        return out
+
+    def to_dict(self) -> dict:
+        d = {"low": self.low, "high": self.high, "text": self.format(None)}
+        if self.weights is None:
+            d.update(feature=int(self.feature), name=_name(self.names, self.feature))
+        else:
+            d["weights"] = {_name(self.names, j): w for j, w in self.weights.items()}
+        return d
+
+
+def simplify(conditions: Sequence[Condition]) -> list[Interval]:
+    """At most one interval per feature (or oblique combination), in order of first appearance."""
+    out: dict[object, Interval] = {}
+    for c in conditions:
+        key = c.feature if c.weights is None else tuple(c.weights.items())
+        iv = out.setdefault(key, Interval(None, None, c.feature, c.weights, c.names))
+        if c.op == "<=":
+            iv.high = c.threshold if iv.high is None else min(iv.high, c.threshold)
+        else:
+            iv.low = c.threshold if iv.low is None else max(iv.low, c.threshold)
+    return list(out.values())
+
+
+@dataclass
+class LeafStats:
+    """What a leaf holds: its size, purity vs the reference and majority ground-truth class."""
+
+    size: int
+    purity: float | None = None  # share of the leaf's points whose reference cluster is the leaf's label
+    majority: object = None  # most frequent ground-truth class (None without ground truth or points)
+    majority_share: float | None = None
+    majority_name: str | None = None
+
+    def parts(self) -> list[str]:
+        """The annotation pieces: ``412 points``, ``91% pure``, ``mostly "7" (84%)``."""
+        out = [f"{self.size} point{'s' if self.size != 1 else ''}"]
+        if self.purity is not None and self.size:
+            out.append(f"{self.purity:.0%} pure")
+        if self.majority_name is not None:
+            out.append(f'mostly "{self.majority_name}" ({self.majority_share:.0%})')
+        return out
+
+
+def leaf_stats(leaf_of_row: np.ndarray, leaves: Sequence[int], labels: Sequence[int], reference=None, y=None,
+               class_names: Sequence[str] | None = None) -> dict[int, LeafStats]:
+    """Per leaf id: :class:`LeafStats` from the rows' leaf ids (``tree.apply(X)``).
+
+    ``reference`` are the reference cluster ids (noise -1 counts as impure); ``y`` ground-truth
+    classes (ints or strings; negative ints are ignored as unknown); ``class_names`` names int classes.
+    """
+    ref = None if reference is None else np.asarray(reference)
+    truth = None if y is None else np.asarray(y)
+    out = {}
+    for leaf, label in zip(leaves, labels):
+        rows = leaf_of_row == leaf
+        stats = LeafStats(size=int(rows.sum()))
+        if ref is not None and stats.size:
+            stats.purity = float(np.mean(ref[rows] == label))
+        if truth is not None:
+            members = truth[rows]
+            if members.dtype.kind in "iu":
+                members = members[members >= 0]
+            if members.size:
+                values, counts = np.unique(members, return_counts=True)
+                best = int(np.argmax(counts))
+                major = values[best].item()
+                stats.majority, stats.majority_share = major, float(counts[best] / members.size)
+                named = class_names is not None and isinstance(major, int) and 0 <= major < len(class_names)
+                stats.majority_name = str(class_names[major]) if named else str(major)
+        out[int(leaf)] = stats
+    return out
+
+
+@dataclass
+class Rule:
+    """The conjunction of conditions that leads to one leaf.
+
+    ``conditions`` is the raw path (root first); ``intervals`` its simplification (one interval
+    per feature); ``stats`` the leaf's annotations when the rules were computed with data.
+    """
+
+    leaf: int
+    label: int
+    conditions: list[Condition]
+    stats: LeafStats | None = None
+
+    @property
+    def intervals(self) -> list[Interval]:
+        return simplify(self.conditions)
+
+    def format(self, max_terms: int | None = MAX_TERMS, simplified: bool = True) -> str:
+        parts = self.intervals if simplified else self.conditions
+        body = " and ".join(p.format(max_terms) for p in parts) or "always"
+        text = f"{body} → cluster {self.label}"
+        if self.stats is not None:
+            text += "".join(f" · {p}" for p in self.stats.parts())
+        return text
+
+    def raw(self) -> str:
+        """The unsimplified conjunction, as the path reads (annotations included)."""
+        return self.format(simplified=False)
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def mask(self, X) -> np.ndarray:
+        """Rows of X the (simplified) rule selects, shape (n_samples,)."""
+        X = np.asarray(X, dtype=float)
+        out = np.ones(X.shape[0], dtype=bool)
+        for iv in self.intervals:
+            out &= iv.mask(X)
+        return out
+
+    def to_dict(self) -> dict:
+        d = {"leaf": int(self.leaf), "label": int(self.label), "text": str(self), "raw": self.raw(),
+             "conditions": [iv.to_dict() for iv in self.intervals]}
+        if self.stats is not None:
+            s = self.stats
+            d.update(n_points=s.size, purity=s.purity, majority=s.majority, majority_share=s.majority_share,
+                     majority_name=s.majority_name)
+        return d
