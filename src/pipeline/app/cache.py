@@ -3,14 +3,20 @@
 Each stage's artifact is stored under ``<cache_dir>/<stage>/<key>/`` where ``key`` hashes the
 part of the config that determines the stage and the keys of its inputs, so a change upstream
 changes every key downstream. An artifact is a flat ``dict``: numpy arrays go to
-``arrays.npz``, everything else (JSON-able) to ``meta.json``.
+``arrays.npz``, everything else (JSON-able) to ``meta.json``, and ``manifest.json`` records
+the size and sha256 of both.
 
-Concurrency and crashes:
+Concurrency, crashes and damage:
 
 - a file lock per (stage, key) makes parallel jobs wait for one another instead of computing
   or writing the same artifact twice;
-- an artifact is written to a temporary directory and renamed into place, so a killed run
-  never leaves a half-written artifact and the next run resumes from the last finished stage.
+- an artifact is written to a temporary directory, every file and the directory are fsynced,
+  and the directory is renamed into place (then the parent is fsynced), so a killed run or a
+  power cut never leaves a half-written artifact and the next run resumes from the last
+  finished stage;
+- reading verifies the manifest's checksums; an entry that is truncated, damaged or partial
+  is logged with its stage and key, moved to ``<cache_dir>/.quarantine/`` and recomputed, so
+  the run succeeds with a warning instead of failing on every later run.
 """
 
 from __future__ import annotations
@@ -33,6 +39,13 @@ log = logging.getLogger(__name__)
 
 Artifact = dict
 
+MANIFEST = "manifest.json"
+QUARANTINE = ".quarantine"
+
+
+class CorruptArtifactError(Exception):
+    """A cache entry whose files are missing, truncated or do not match their checksums."""
+
 
 def make_key(stage: str, config: Any, inputs: Iterable[str] = (), version: int = 1) -> str:
     """Deterministic key (20 hex chars) of a stage's determining config and input keys."""
@@ -43,27 +56,104 @@ def make_key(stage: str, config: Any, inputs: Iterable[str] = (), version: int =
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fsync_path(path: Path) -> None:
+    """Flush a file's or a directory's data and metadata to disk (no-op where unsupported)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
 def save_artifact(path: Path, artifact: Artifact) -> None:
-    """Write ``artifact`` into the (new, empty) directory ``path``."""
+    """Write ``artifact`` into the (new, empty) directory ``path``, with a checksum manifest; fsynced."""
     arrays = {k: v for k, v in artifact.items() if isinstance(v, np.ndarray)}
     meta = {k: v for k, v in artifact.items() if not isinstance(v, np.ndarray)}
     path.mkdir(parents=True)
+    for k, v in arrays.items():
+        if v.dtype == object:
+            raise TypeError(f"artifact array {k!r} has dtype object; store it as JSON instead.")
+    files = []
     if arrays:
-        for k, v in arrays.items():
-            if v.dtype == object:
-                raise TypeError(f"artifact array {k!r} has dtype object; store it as JSON instead.")
         np.savez(path / "arrays.npz", **arrays)
+        files.append("arrays.npz")
     with open(path / "meta.json", "w") as fh:
         json.dump(meta, fh)
+    files.append("meta.json")
+    manifest = {"format": 1, "files": {}}
+    for name in files:
+        fsync_path(path / name)
+        manifest["files"][name] = {"size": (path / name).stat().st_size, "sha256": _sha256(path / name)}
+    with open(path / MANIFEST, "w") as fh:
+        json.dump(manifest, fh, indent=1)
+        fh.flush()
+        os.fsync(fh.fileno())
+    fsync_path(path)
+
+
+def verify_artifact(path: Path) -> None:
+    """Raise :class:`CorruptArtifactError` unless every file listed in the manifest is intact.
+
+    Entries written before manifests existed (no ``manifest.json``) are accepted if
+    ``meta.json`` is there; :func:`load_artifact` then catches what parsing can.
+    """
+    path = Path(path)
+    manifest_path = path / MANIFEST
+    if not manifest_path.is_file():
+        if not (path / "meta.json").is_file():
+            raise CorruptArtifactError(f"{path} has neither {MANIFEST} nor meta.json (a partial entry)")
+        return
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        files = manifest["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CorruptArtifactError(f"{manifest_path} is unreadable ({type(exc).__name__}: {exc})") from None
+    if "meta.json" not in files:
+        raise CorruptArtifactError(f"{manifest_path} does not list meta.json")
+    for name, entry in files.items():
+        file = path / name
+        if not file.is_file():
+            raise CorruptArtifactError(f"{file} is missing")
+        size = file.stat().st_size
+        if size != entry.get("size"):
+            raise CorruptArtifactError(f"{file} has {size} bytes, the manifest says {entry.get('size')} (truncated?)")
+        if _sha256(file) != entry.get("sha256"):
+            raise CorruptArtifactError(f"{file} does not match its sha256 in the manifest (damaged)")
 
 
 def load_artifact(path: Path) -> Artifact:
-    """Read an artifact written by :func:`save_artifact`."""
-    with open(path / "meta.json") as fh:
-        out = json.load(fh)
-    if (path / "arrays.npz").exists():
-        with np.load(path / "arrays.npz", allow_pickle=False) as data:
-            out.update({k: data[k] for k in data.files})
+    """Read an artifact written by :func:`save_artifact`, verifying its checksums.
+
+    Raises
+    ------
+    CorruptArtifactError
+        A file is missing, truncated, damaged or cannot be parsed.
+    """
+    path = Path(path)
+    verify_artifact(path)
+    try:
+        with open(path / "meta.json") as fh:
+            out = json.load(fh)
+        if (path / "arrays.npz").exists():
+            with np.load(path / "arrays.npz", allow_pickle=False) as data:
+                out.update({k: data[k] for k in data.files})
+    except Exception as exc:  # noqa: BLE001 - BadZipFile, JSONDecodeError, EOFError, ValueError, OSError ...
+        raise CorruptArtifactError(f"{path} could not be read ({type(exc).__name__}: {exc})") from None
+    if not isinstance(out, dict):
+        raise CorruptArtifactError(f"{path / 'meta.json'} does not hold a JSON object")
     return out
 
 
@@ -73,6 +163,7 @@ class CacheEvent:
     key: str
     hit: bool
     seconds: float
+    recovered: str = ""  # why a corrupt entry was moved aside and recomputed ("" if not)
 
 
 @dataclass
@@ -105,7 +196,7 @@ class StageCache:
         return stage in self.force or "all" in self.force
 
     def get_or_compute(self, stage: str, key: str, compute: Callable[[], Artifact]) -> Artifact:
-        """Return the cached artifact of (stage, key), computing and storing it if absent."""
+        """Return the cached artifact of (stage, key), computing and storing it if absent or corrupt."""
         start = time.perf_counter()
         if not self.enabled:
             out = compute()
@@ -113,15 +204,32 @@ class StageCache:
             return out
         final = self.path(stage, key)
         final.parent.mkdir(parents=True, exist_ok=True)
+        recovered = ""
         with FileLock(str(final) + ".lock"):
             if final.is_dir() and not self.forced(stage):
-                out = load_artifact(final)
-                self._record(stage, key, True, start)
-                return out
+                try:
+                    out = load_artifact(final)
+                except CorruptArtifactError as exc:
+                    recovered = self._quarantine(stage, key, exc)
+                else:
+                    self._record(stage, key, True, start)
+                    return out
             out = compute()
             self._write(final, out)
-        self._record(stage, key, False, start)
+        self._record(stage, key, False, start, recovered)
         return out
+
+    def _quarantine(self, stage: str, key: str, exc: CorruptArtifactError) -> str:
+        """Move a corrupt entry to ``<root>/.quarantine/<stage>/`` and warn; returns the reason."""
+        final = self.path(stage, key)
+        target = self.root / QUARANTINE / stage / f"{key}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(final, target)
+        fsync_path(final.parent)
+        message = (f"cache entry of stage {stage!r} [{key}] was corrupt ({exc}); moved it to {target} and "
+                   "recomputing. Delete the quarantined copy once you no longer need it for inspection.")
+        log.warning(message)
+        return str(exc)
 
     def _write(self, final: Path, artifact: Artifact) -> None:
         tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
@@ -134,13 +242,14 @@ class StageCache:
                 shutil.rmtree(trash, ignore_errors=True)
             else:
                 os.rename(tmp, final)
+            fsync_path(final.parent)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
 
-    def _record(self, stage: str, key: str, hit: bool, start: float) -> None:
+    def _record(self, stage: str, key: str, hit: bool, start: float, recovered: str = "") -> None:
         seconds = time.perf_counter() - start
-        self.events.append(CacheEvent(stage, key, hit, seconds))
+        self.events.append(CacheEvent(stage, key, hit, seconds, recovered))
         if hit:
             log.info("cache hit: %s [%s] (%.2fs)", stage, key, seconds)
         else:
