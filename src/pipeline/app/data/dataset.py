@@ -55,8 +55,15 @@ class Dataset:
         if index.dtype == bool:
             index = np.flatnonzero(index)
         X = [self.X[i] for i in index] if self.kind == "text" else self.X[index]
+        # meta["rows"]: the rows' numbers in the loaded file (so per-row side tables such as a
+        # concept table stay aligned after subsetting); meta["ids"] follows the rows.
+        meta = dict(self.meta)
+        meta.setdefault("n_rows", len(self))
+        meta["rows"] = np.asarray(self.meta.get("rows", np.arange(len(self))))[index].tolist()
+        if meta.get("ids") is not None:
+            meta["ids"] = [meta["ids"][i] for i in index]
         return Dataset(
             name=self.name, X=X, y=None if self.y is None else self.y[index], kind=self.kind,
             feature_names=self.feature_names, class_names=self.class_names,
-            images=None if self.images is None else self.images[index], meta=dict(self.meta),
+            images=None if self.images is None else self.images[index], meta=meta,
         )
