@@ -109,12 +109,17 @@ def build_cavs(cfg: dict, dataset, Z: np.ndarray) -> dict:
     spec = load_concept_spec(ccfg.get("file") or ccfg["name"])
     params.setdefault("data_dir", cfg["paths"].get("data_dir"))
     examples = build_examples(spec, dataset, **params)
-    Zex = example_latents(cfg, dataset, Z, examples)
+    return fit_cavs(cfg, examples, example_latents(cfg, dataset, Z, examples))
+
+
+def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> dict:
+    """CAVs of ``examples`` (a :class:`ConceptExamples`) fitted on their latents ``Zex``
+    with the ``cav`` config: the concepts-stage artifact."""
     cav_params = dict(cfg["cav"].get("params") or {})
     unknown = sorted(set(cav_params) - set(CAV_PARAMS))
     if unknown:
         raise InvalidInputError(f"unknown cav.params {unknown}; valid keys: {list(CAV_PARAMS)}.")
-    if examples.input_kind == "text":  # a handful of prompts per concept: no CV / test, no minimum count
+    if "n_prompts" in examples.meta:  # text prompts, a handful per concept: no CV / test, no minimum count
         log.info("text prompts: CAVs without held-out accuracy or significance test (too few examples)")
         cav_params.update(min_positives=1, cv=0)
     fitter = CAVFitter(fitter=fitter_name(cfg, examples.fitter), random_state=cfg["seed"], progress=True, **cav_params)
