@@ -34,6 +34,8 @@ def project_root() -> str:
 if not OmegaConf.has_resolver("project_root"):
     OmegaConf.register_new_resolver("project_root", project_root)
 
+import pipeline.app.rundir  # noqa: E402,F401 - registers ${unique_dir:} for hydra.run.dir / hydra.sweep.dir
+
 
 @dataclass
 class PathsConfig:
