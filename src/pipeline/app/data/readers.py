@@ -108,7 +108,7 @@ def numeric_columns(df: pd.DataFrame, path: Path, key: str, exclude=()) -> tuple
             row = int(np.flatnonzero(wrong.to_numpy())[0])
             raise InvalidInputError(
                 f"{key}={path}: column {c!r} is not numeric (row {row}, line {row + 2} of the file: "
-                f"{df[c].iloc[row]!r}). Feature columns must be numbers; if it holds the labels set dataset.labels={c}, "
+                f"{str(df[c].iloc[row])!r}). Feature columns must be numbers; if it holds the labels set dataset.labels={c}, "
                 "if it holds ids set "
                 f"dataset.id_column={c}, otherwise remove the column.")
     return df[cols].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64), cols
