@@ -27,7 +27,7 @@ def oblique_tree() -> ExplanationTree:
 
 def test_plot_tree_handles_oblique_nodes():
     tree = oblique_tree()
-    fig = plot_tree(tree, class_names=["zero", "one", "two"], title="t")
+    fig = plot_tree(tree, cluster_names=["zero", "one", "two"], title="t")
     assert isinstance(fig, Figure)
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert str(node_condition(tree, 0)).replace(" ", "") in "".join(texts).replace("\n", "").replace(" ", "")

@@ -14,21 +14,27 @@ from matplotlib.figure import Figure
 from pipeline.trees.tree import ExplanationTree
 
 
-def leaf_table(tree: ExplanationTree, X, reference) -> pd.DataFrame:
-    """Per leaf: its cluster label, size, majority reference cluster and purity.
+def leaf_table(tree: ExplanationTree, X, reference, y=None, class_names=None) -> pd.DataFrame:
+    """Per leaf: its cluster label, size, purity, majority reference cluster and (given ``y``)
+    majority ground-truth class with its share.
 
     Purity is the share of the leaf's points whose reference cluster is the leaf's label.
     """
     leaves = tree.apply(X)
     ref = np.asarray(reference)
+    stats = tree.leaf_stats(X, reference, y, class_names)
+    rules = {r.leaf: r for r in tree.rules()}
     rows = []
     for leaf in tree.leaves:
         members = ref[leaves == leaf]
-        label = int(tree.label[leaf])
         majority = int(np.bincount(members[members >= 0]).argmax()) if (members >= 0).any() else -1
-        rows.append({"leaf": int(leaf), "cluster": label, "size": int(members.size),
-                     "purity": float(np.mean(members == label)) if members.size else float("nan"),
-                     "majority": majority})
+        s = stats[int(leaf)]
+        row = {"leaf": int(leaf), "cluster": int(tree.label[leaf]), "size": s.size,
+               "purity": s.purity if s.purity is not None else float("nan"), "majority": majority}
+        if y is not None:
+            row.update({"class": s.majority_name, "class share": s.majority_share})
+        row["rule"] = str(rules[int(leaf)]).split(" →")[0]
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -54,39 +60,54 @@ def _bfs_features(tree: ExplanationTree):
 
 
 def plot_concept_scatter(tree: ExplanationTree, X, labels, features: tuple[int, int] | None = None,
-                         max_points: int = 5000, random_state: int = 0) -> Figure:
-    """Scatter of two concept coordinates coloured by cluster, with the tree's cuts.
+                         max_points: int = 5000, random_state: int = 0, title: str | None = None) -> Figure:
+    """Scatter of two concept coordinates coloured by cluster (categorical legend), with the tree's cuts.
 
-    Cuts on the two shown concepts are drawn inside the region their node covers (solid
-    for nodes whose whole path uses only these concepts, dashed when the path also cuts
-    on hidden concepts).
+    Each cut on one of the two shown concepts is drawn inside the region its node covers and
+    labelled with its test. A cut drawn solid separates every point in that region; a dashed
+    cut sits below a cut on a concept not shown, so it applies only to the points on one side
+    of that hidden cut (the legend says so).
     """
+    from matplotlib.lines import Line2D
+
+    from pipeline.app.report.figures import cluster_colour
+
     X = np.asarray(X, dtype=float)
     labels = np.asarray(labels)
     fx, fy = features or root_concepts(tree)
     names = tree.feature_names or [f"x[{j}]" for j in range(tree.n_features)]
     rng = np.random.default_rng(random_state)
-    idx = rng.choice(len(X), size=min(max_points, len(X)), replace=False)
-    fig = Figure(figsize=(6.5, 5.5))
-    ax = fig.subplots()
-    sc = ax.scatter(X[idx, fx], X[idx, fy], c=labels[idx], cmap="tab10", s=6, alpha=0.6)
-    fig.colorbar(sc, ax=ax, label="cluster")
+    idx = np.sort(rng.choice(len(X), size=min(max_points, len(X)), replace=False))
+    fig = Figure(figsize=(6.5, 4.6))
+    ax = fig.add_axes((0.1, 0.11, 0.62, 0.8))
+    handles = []
+    for k in np.unique(labels):
+        pts = idx[labels[idx] == k]
+        name = f"cluster {k}" if k >= 0 else "noise"
+        handles.append(ax.scatter(X[pts, fx], X[pts, fy], color=cluster_colour(int(k)), s=7, alpha=0.65, lw=0,
+                                  label=f"{name} ({int(np.sum(labels == k))})"))
     pad = 0.05 * (np.ptp(X[:, [fx, fy]], axis=0) + 1e-12)
     box0 = (X[:, fx].min() - pad[0], X[:, fx].max() + pad[0], X[:, fy].min() - pad[1], X[:, fy].max() + pad[1])
+    hidden_used = [False]
 
     def walk(node, box, hidden):
         if tree.is_leaf(node):
             return
         left, right = int(tree.children_left[node]), int(tree.children_right[node])
         f, t = int(tree.feature[node]), float(tree.threshold[node])
-        style = dict(color="k", lw=1.6 if node == 0 else 1.0, ls="--" if hidden else "-")
+        style = dict(color="k", lw=1.6 if node == 0 else 1.0, ls="--" if hidden else "-", zorder=3)
         x0, x1, y0, y1 = box
+        text = dict(fontsize=7, color="k", zorder=4, bbox=dict(fc="white", ec="none", alpha=0.8, pad=0.5))
         if f == fx and x0 <= t <= x1:
             ax.plot([t, t], [y0, y1], **style)
+            ax.text(t, y1, f" {names[fx]} = {t:.3g}", rotation=90, ha="right", va="top", **text)
+            hidden_used[0] |= hidden
             walk(left, (x0, t, y0, y1), hidden)
             walk(right, (t, x1, y0, y1), hidden)
         elif f == fy and y0 <= t <= y1:
             ax.plot([x0, x1], [t, t], **style)
+            ax.text(x1, t, f"{names[fy]} = {t:.3g} ", ha="right", va="bottom", **text)
+            hidden_used[0] |= hidden
             walk(left, (x0, x1, y0, t), hidden)
             walk(right, (x0, x1, t, y1), hidden)
         else:
@@ -96,9 +117,14 @@ def plot_concept_scatter(tree: ExplanationTree, X, labels, features: tuple[int, 
     walk(0, box0, False)
     ax.set_xlim(box0[0], box0[1])
     ax.set_ylim(box0[2], box0[3])
-    ax.set_xlabel(f"{names[fx]} (concept coordinate)")
-    ax.set_ylabel(f"{names[fy]} (concept coordinate)")
-    ax.set_title("clusters in the root's two concepts, with the tree's cuts")
+    ax.set_xlabel(f"{names[fx]} (concept score)")
+    ax.set_ylabel(f"{names[fy]} (concept score)")
+    lines = [Line2D([], [], color="k", lw=1.2, label="cut of the tree")]
+    if hidden_used[0]:
+        lines.append(Line2D([], [], color="k", lw=1.0, ls="--", label="cut below a cut on\nanother concept"))
+    fig.legend(handles=handles + lines, loc="upper left", bbox_to_anchor=(0.74, 0.91), fontsize=7, frameon=False,
+               markerscale=2, title="reference cluster (n)", title_fontsize=7)
+    ax.set_title(title or f"Reference clusters in the concepts {names[fx]} and {names[fy]}", fontsize=9)
     return fig
 
 
@@ -128,7 +154,7 @@ def leaf_examples(tree: ExplanationTree, X, n: int = 6, random_state: int = 0) -
     out = {}
     for leaf in tree.leaves:
         rows = np.flatnonzero(leaves == leaf)
-        out[int(leaf)] = rng.choice(rows, size=min(n, rows.size), replace=False) if rows.size else rows
+        out[int(leaf)] = np.sort(rng.choice(rows, size=min(n, rows.size), replace=False)) if rows.size else rows
     return out
 
 

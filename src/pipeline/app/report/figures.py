@@ -1,22 +1,71 @@
-"""Tree figures: ``plot_tree(tree) -> matplotlib Figure`` (pure; the caller saves or shows it)."""
+"""Tree figures: ``plot_tree(tree, ...) -> matplotlib Figure`` (pure; the caller saves or shows it).
+
+Two layouts, chosen by size so that a figure stays readable at a paper's column width:
+
+- ``"top-down"`` (small trees): the classic drawing, tests in boxes, "yes"/"no" on edges;
+- ``"indented"`` (trees too wide for that): one row per node, children indented under
+  their parent and joined by elbow lines; each row states the test that leads to it, so the
+  width depends on the depth and the text, not on the number of leaves (like
+  ``sklearn.tree.export_text``, drawn).
+
+Leaves show their cluster and, when data are given, size, purity with respect to the
+reference and the majority ground-truth class. Leaf fills use the categorical cluster
+colours of :func:`cluster_colour`, shared with the concept scatter.
+"""
 
 from __future__ import annotations
 
+import io
 import textwrap
 
+import matplotlib as mpl
+import numpy as np
 from matplotlib.figure import Figure
 
-from pipeline.trees.tree import Condition, ExplanationTree
+from pipeline.trees.rules import Condition, LeafStats
+from pipeline.trees.tree import ExplanationTree
 
-_WRAP = 34  # characters per line of a node's test (oblique tests wrap over several lines)
+FONT = 8.0  # points: readable when the figure is printed at its own size
+_CHAR = 0.55 * FONT / 72  # inches per character (average, sans-serif)
+_LINE = 1.35 * FONT / 72  # inches per text line
+_MAX_TERMS = 3  # oblique tests in figures: largest terms, then "+ n more"
+_TOP_DOWN_MAX_WIDTH = 7.0  # inches; wider trees use the indented layout
+FORMATS = ("png", "svg", "pdf")
+
+METHOD_NAMES = {"mmdt": "MMDT", "randomized_mmdt": "Randomized MMDT", "concept_mmdt": "Concept MMDT",
+                "cart": "CART", "concept_cart": "Concept CART", "imm": "IMM", "emn": "EMN", "exkmc": "ExKMC",
+                "tao": "TAO", "spex_clique": "SpEx-Clique", "spex_knn": "SpEx-kNN", "spex_graph": "SpEx-Graph"}
+
+
+def method_name(name: str) -> str:
+    """Display name of an explainer method (``mmdt`` -> ``MMDT``)."""
+    return METHOD_NAMES.get(name, name.replace("_", " "))
+
+
+def tree_title(row: str, method: str, tree: ExplanationTree, dataset: str | None = None,
+               ari: float | None = None) -> str:
+    """E.g. ``MMDT on iris: 3 leaves, depth 2, ARI 0.904 vs ground truth``."""
+    who = method_name(method) if row == method else f"{row} ({method_name(method)})"
+    where = f" on {dataset}" if dataset else ""
+    score = f", ARI {ari:.3f} vs ground truth" if ari is not None and ari == ari else ""
+    return f"{who}{where}: {tree.n_leaves} leaves, depth {tree.depth}{score}"
+
+
+def cluster_colour(label: int, light: bool = False):
+    """The categorical colour of cluster ``label`` (tab20 order: strong colours first); grey for -1."""
+    if label < 0:
+        return (0.85, 0.85, 0.85, 1.0) if light else (0.5, 0.5, 0.5, 1.0)
+    cmap = mpl.colormaps["tab20"]
+    order = [i for i in range(0, 20, 2) if i != 14] + [i for i in range(1, 20, 2) if i != 15]  # no greys
+    strong = cmap(order[label % len(order)])
+    if not light:
+        return strong
+    return tuple(0.7 + 0.3 * c for c in strong[:3]) + (1.0,)
 
 
 def node_condition(tree: ExplanationTree, node: int) -> Condition:
     """The test of internal ``node`` as a Condition (``<=`` goes left), in the tree's feature names."""
-    oblique = tree.is_oblique(node)
-    return Condition(op="<=", threshold=float(tree.threshold[node]), names=tree.feature_names,
-                     feature=None if oblique else int(tree.feature[node]),
-                     weights=tree.weights(node) if oblique else None)
+    return tree.condition(node)
 
 
 def layout(tree: ExplanationTree) -> dict[int, tuple[float, int]]:
@@ -37,47 +86,165 @@ def layout(tree: ExplanationTree) -> dict[int, tuple[float, int]]:
     return pos
 
 
-def plot_tree(tree: ExplanationTree, class_names=None, title: str | None = None) -> Figure:
-    """Draw ``tree``: internal nodes show their (axis-aligned or oblique) test, leaves their cluster.
+def leaf_lines(tree: ExplanationTree, leaf: int, stats: dict[int, LeafStats] | None,
+               cluster_names=None) -> list[str]:
+    """The text of a leaf box: cluster (and its name), size · purity, majority class."""
+    label = int(tree.label[leaf])
+    head = f"cluster {label}" if label >= 0 else "no cluster"
+    lines = [head]
+    if cluster_names is not None and 0 <= label < len(cluster_names):
+        lines.append(str(cluster_names[label]))
+    s = (stats or {}).get(int(leaf))
+    if s is not None:
+        parts = s.parts()
+        lines.append(" · ".join(p.replace(" points", " pts").replace(" point", " pt") for p in parts[:2]))
+        lines += parts[2:]
+    return lines
+
+
+def _stats(tree, X, reference, y, class_names):
+    return tree.leaf_stats(X, reference, y, class_names) if X is not None else None
+
+
+def plot_tree(tree: ExplanationTree, X=None, reference=None, y=None, class_names=None, cluster_names=None,
+              title: str | None = None, layout_name: str = "auto") -> Figure:
+    """Draw ``tree`` with its tests, leaf clusters and (given data) leaf annotations.
 
     Parameters
     ----------
     tree : ExplanationTree
+    X : array-like of shape (n_samples, n_features), optional
+        Data the leaves are annotated with (size, and with ``reference`` / ``y`` purity and
+        majority class; see :meth:`ExplanationTree.leaf_stats`).
+    reference, y : array-like of shape (n_samples,), optional
     class_names : sequence of str, optional
-        Names of the cluster ids shown in leaves.
+        Names of the ground-truth classes in ``y``.
+    cluster_names : sequence of str, optional
+        Names of the cluster ids shown under "cluster k".
     title : str, optional
+    layout_name : {"auto", "top-down", "indented"}
+        "auto" draws top-down when that fits in 7 inches, else indented.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
+    stats = _stats(tree, X, reference, y, class_names)
+    if layout_name not in ("auto", "top-down", "indented"):
+        raise ValueError(f"layout_name must be 'auto', 'top-down' or 'indented', got {layout_name!r}.")
+    col = _column_width(tree, stats, cluster_names)
+    if layout_name == "top-down" or (layout_name == "auto" and col * tree.n_leaves <= _TOP_DOWN_MAX_WIDTH):
+        return _top_down(tree, stats, cluster_names, title, col)
+    return _indented(tree, stats, cluster_names, title)
+
+
+def _column_width(tree, stats, cluster_names) -> float:
+    """Inches per leaf in the top-down layout: the widest leaf text, or a wrapped test."""
+    chars = [len(s) for n in tree.leaves for s in leaf_lines(tree, n, stats, cluster_names)]
+    return max(1.0, (max(chars, default=8) + 3) * _CHAR)
+
+
+def _box(fc, ec):
+    return dict(boxstyle="round,pad=0.3", fc=fc, ec=ec, lw=0.8)
+
+
+def _top_down(tree, stats, cluster_names, title, col) -> Figure:
     pos = layout(tree)
     depth = max(d for _, d in pos.values())
-    n_leaves = tree.n_leaves
-    lines = [textwrap.fill(str(node_condition(tree, n)), _WRAP) for n in pos if not tree.is_leaf(n)]
-    tallest = max((s.count("\n") + 1 for s in lines), default=1)
-    fig = Figure(figsize=(max(4.0, 2.3 * n_leaves), max(2.5, (1.1 + 0.25 * tallest) * (depth + 1))))
-    ax = fig.add_subplot()
+    wrap = max(12, int(2 * col / _CHAR) - 4)  # a test may span about two leaf columns
+    tests = {n: textwrap.fill(node_condition(tree, n).format(_MAX_TERMS), wrap, break_long_words=False)
+             for n in pos if not tree.is_leaf(n)}
+    leaves = {n: "\n".join(leaf_lines(tree, n, stats, cluster_names)) for n in pos if tree.is_leaf(n)}
+    tallest = max(s.count("\n") + 1 for s in [*tests.values(), *leaves.values()])
+    level = tallest * _LINE + 0.45  # inches per depth level
+    width, height = col * tree.n_leaves, level * (depth + 1) + (0.3 if title else 0.05)
+    fig = Figure(figsize=(max(width, 2.0), height))
+    ax = fig.add_axes((0, 0, 1, 1 - (0.3 / height if title else 0)))
     ax.set_axis_off()
     for n, (x, d) in pos.items():
+        if n in leaves:
+            label = int(tree.label[n])
+            ax.text(x, -d, leaves[n], ha="center", va="center", fontsize=FONT, zorder=3,
+                    bbox=_box(cluster_colour(label, light=True), cluster_colour(label)))
+            continue
+        for child, yes in ((int(tree.children_left[n]), True), (int(tree.children_right[n]), False)):
+            cx, cd = pos[child]
+            ax.plot([x, cx], [-d, -cd], color="#888888", lw=0.8, zorder=1)
+            ax.text(x + 0.55 * (cx - x), -d - 0.55 * (cd - d), "yes" if yes else "no", fontsize=FONT - 1.5,
+                    color="#444444", ha="center", va="center", bbox=dict(fc="white", ec="none", pad=0.3), zorder=2)
+        ax.text(x, -d, tests[n], ha="center", va="center", fontsize=FONT, zorder=3, bbox=_box("#eef2fa", "#34558b"))
+    ax.set_xlim(-0.5, tree.n_leaves - 0.5)
+    ax.set_ylim(-depth - 0.5 * (1 + 0.2 / level), 0.5 * (1 + 0.2 / level))
+    if title:
+        fig.suptitle(title, fontsize=FONT + 1, y=1 - 0.12 / height, va="top")
+    return fig
+
+
+def _indented(tree, stats, cluster_names, title) -> Figure:
+    """One row per node (depth-first); each row shows the test leading to it, leaves their cluster
+    (second line: size, purity, majority class), so the width follows the depth and the text."""
+    rows: list[tuple[int, int, str, int | None]] = []  # (node, depth, text, parent row)
+
+    def walk(n: int, d: int, text: str, parent: int | None) -> None:
+        me = len(rows)
+        if tree.is_leaf(n):
+            head, *rest = leaf_lines(tree, n, stats, cluster_names)
+            text = f"{text}  →  {head}" + ("\n" + " · ".join(rest) if rest else "")
+        rows.append((n, d, text, parent))
+        if not tree.is_leaf(n):
+            cond = node_condition(tree, n)
+            lhs, thr = cond.lhs(_MAX_TERMS), f"{cond.threshold:.4g}"
+            walk(int(tree.children_left[n]), d + 1, f"{lhs} <= {thr}", me)
+            walk(int(tree.children_right[n]), d + 1, f"{lhs} > {thr}", me)
+
+    n_points = sum(s.size for s in stats.values()) if stats else None
+    walk(0, 0, "all points" + (f" ({n_points})" if n_points is not None else ""), None)
+    heights = [1.0 + 0.95 * t.count("\n") for _, _, t, _ in rows]  # in text rows
+    centres = np.cumsum(heights) - np.asarray(heights) / 2
+    indent = 0.2  # inches per depth level
+    width = max(d * indent + max(len(line) for line in t.split("\n")) * _CHAR for _, d, t, _ in rows) + 0.3
+    row_h = 1.75 * FONT / 72
+    total = float(np.sum(heights))
+    height = row_h * (total + 0.4) + (0.3 if title else 0.05)
+    fig = Figure(figsize=(max(width, 2.0), height))
+    top = 1 - (0.3 / height if title else 0.02)
+    ax = fig.add_axes((0.02, 0, 0.98, top))
+    ax.set_axis_off()
+    ax.set_xlim(0, max(width, 2.0) - 0.04)
+    ax.set_ylim(-total - 0.2, 0.2)
+    for i, (n, d, text, parent) in enumerate(rows):
+        x, yc = d * indent, -centres[i]
+        if parent is not None:
+            px = rows[parent][1] * indent + 0.06
+            ax.plot([px, px, x - 0.02], [-centres[parent] - 0.4, yc, yc], color="#888888", lw=0.7)
         if tree.is_leaf(n):
             label = int(tree.label[n])
-            text = f"cluster {label}"
-            if class_names is not None and 0 <= label < len(class_names):
-                text += f"\n{class_names[label]}"
-            box = dict(boxstyle="round", fc="#e8f4e8", ec="#3a7d3a")
+            ax.text(x, yc, text, fontsize=FONT, va="center", ha="left", linespacing=1.15,
+                    bbox=dict(boxstyle="round,pad=0.2", fc=cluster_colour(label, light=True),
+                              ec=cluster_colour(label), lw=0.6))
         else:
-            text = textwrap.fill(str(node_condition(tree, n)), _WRAP)
-            box = dict(boxstyle="round", fc="#eef2fa", ec="#34558b")
-            for child, yes in ((int(tree.children_left[n]), True), (int(tree.children_right[n]), False)):
-                cx, cd = pos[child]
-                ax.plot([x, cx], [-d, -cd], color="#777777", lw=1, zorder=1)
-                ax.text((x + cx) / 2, -(d + cd) / 2, "yes" if yes else "no", fontsize=7, color="#555555",
-                        ha="center", va="center", bbox=dict(fc="white", ec="none", pad=0.5), zorder=2)
-        ax.text(x, -d, text, ha="center", va="center", fontsize=8, bbox=box, zorder=3)
-    ax.set_xlim(-0.7, n_leaves - 0.3)
-    ax.set_ylim(-depth - 0.6, 0.6)
+            ax.text(x, yc, text, fontsize=FONT, va="center", ha="left", color="#1f3559")
     if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
+        fig.suptitle(title, fontsize=FONT + 1, y=1 - 0.12 / height, va="top")
     return fig
+
+
+def figure_bytes(fig: Figure, fmt: str, dpi: int = 200) -> bytes:
+    """``fig`` encoded as ``fmt`` (png, svg or pdf): SVG keeps text as text, PDF embeds TrueType fonts."""
+    if fmt not in FORMATS:
+        raise ValueError(f"figure format must be one of {FORMATS}, got {fmt!r}.")
+    buf = io.BytesIO()
+    with mpl.rc_context({"svg.fonttype": "none", "pdf.fonttype": 42, "svg.hashsalt": "pipeline"}):
+        fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches="tight", metadata=_metadata(fmt))
+    return buf.getvalue()
+
+
+def _metadata(fmt: str) -> dict | None:
+    # No creation dates: the same figure gives the same bytes (reproducible artifacts).
+    if fmt == "svg":
+        return {"Date": None}
+    if fmt == "pdf":
+        return {"CreationDate": None}
+    if fmt == "png":
+        return {"Software": None}
+    return None

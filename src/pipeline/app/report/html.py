@@ -1,0 +1,246 @@
+"""A run's ``report.html``: one self-contained page (no scripts, external styles or fonts).
+
+Pure functions: :func:`tree_view` turns a fitted tree and its data into a :class:`TreeView`
+(inline SVG figure, simplified annotated rules, per-leaf galleries) and
+:func:`render_report` turns the run's pieces into the HTML string. The app's writer saves it.
+
+Sections: configuration summary, results table, each tree (SVG + rules + per-leaf gallery:
+image thumbnails as inline base64 PNG, text snippets, or feature summaries for tables), the
+CAV table with confidence intervals and significance, the concept scatter, and the
+counterfactual table and charts when the run has them.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import yaml
+from matplotlib.figure import Figure
+
+from pipeline.app.report.concept_plots import leaf_examples
+from pipeline.app.report.figures import figure_bytes, plot_tree, tree_title
+from pipeline.trees.tree import ExplanationTree
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:0 auto;max-width:72em;
+padding:1em 2em;color:#1d2330;line-height:1.45}
+h1{font-size:1.5em;margin-bottom:.2em}h2{border-bottom:1px solid #ccd3e0;padding-bottom:.2em;margin-top:1.8em}
+h3{margin-bottom:.3em}.sub{color:#5a6375;margin-top:0}
+table{border-collapse:collapse;font-size:.88em;margin:.5em 0}
+th,td{border:1px solid #d7dce6;padding:.25em .55em;text-align:right}th{background:#eef2fa}
+td:first-child,th:first-child{text-align:left}tr:nth-child(even) td{background:#fafbfd}
+.fig svg{max-width:100%;height:auto}.fig{overflow-x:auto;margin:.5em 0}
+ol.rules{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85em}ol.rules li{margin:.15em 0}
+details{margin:.5em 0}summary{cursor:pointer;color:#34558b}
+.leaf{border:1px solid #e1e5ee;border-radius:6px;padding:.4em .7em;margin:.5em 0}
+.leaf .rule{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.82em}
+.thumbs img{width:56px;height:56px;image-rendering:pixelated;margin:2px;border:1px solid #ddd}
+.snip{font-size:.85em;color:#333;margin:.2em 0}.yes{color:#1a7f37;font-weight:600}.no{color:#8a8f99}
+pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:.8em}
+"""
+
+
+@dataclass
+class LeafView:
+    """One leaf of a tree in the report: its rule and example inputs."""
+
+    leaf: int
+    rule: str
+    thumbnails: list[bytes] = field(default_factory=list)  # PNG bytes
+    snippets: list[str] = field(default_factory=list)
+    features: pd.DataFrame | None = None  # feature summary (tabular data)
+
+
+@dataclass
+class TreeView:
+    """One explainer's tree in the report."""
+
+    row: str
+    title: str
+    svg: str
+    rules: list[str]
+    raw_rules: list[str]
+    leaves: list[LeafView] = field(default_factory=list)
+
+
+def svg_of(fig: Figure) -> str:
+    """The ``<svg>`` element of ``fig`` (text kept as text), ready to inline in HTML."""
+    text = figure_bytes(fig, "svg").decode("utf-8")
+    return text[text.index("<svg"):]
+
+
+def png_data_uri(data: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+
+
+def thumbnail_png(image) -> bytes:
+    """A small PNG of one image (H x W, H x W x 1 or H x W x 3; uint8 or float in [0, 1])."""
+    import matplotlib.image
+
+    img = np.asarray(image)
+    if img.ndim == 3 and img.shape[-1] == 1:
+        img = img[..., 0]
+    if img.ndim == 3 and img.shape[0] in (1, 3) and img.shape[-1] not in (1, 3):  # channels first
+        img = np.moveaxis(img, 0, -1)
+        img = img[..., 0] if img.shape[-1] == 1 else img
+    buf = io.BytesIO()
+    matplotlib.image.imsave(buf, img, format="png", cmap="gray_r" if img.ndim == 2 else None,
+                            metadata={"Software": None})
+    return buf.getvalue()
+
+
+def feature_summary(data, rows: np.ndarray, names, top: int = 5) -> pd.DataFrame:
+    """The ``top`` features whose leaf mean differs most from the overall mean (in overall SDs)."""
+    data = np.asarray(data, dtype=float)
+    names = list(names) if names is not None else [f"x[{j}]" for j in range(data.shape[1])]
+    mean, sd = data.mean(axis=0), data.std(axis=0)
+    leaf_mean = data[rows].mean(axis=0) if len(rows) else np.full(data.shape[1], np.nan)
+    z = np.where(sd > 0, (leaf_mean - mean) / np.where(sd > 0, sd, 1), 0.0)
+    order = np.argsort(-np.abs(np.nan_to_num(z)), kind="stable")[:top]
+    return pd.DataFrame({"feature": [names[j] for j in order], "leaf mean": leaf_mean[order],
+                         "overall mean": mean[order], "difference (SD)": z[order]})
+
+
+def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y=None, class_names=None, *,
+              kind: str | None = None, data=None, data_feature_names=None, dataset: str | None = None,
+              ari: float | None = None, n_examples: int = 8, random_state: int = 0) -> TreeView:
+    """Everything the report shows for one tree.
+
+    Parameters
+    ----------
+    row, method : str
+        The explainer row name and its method (for the title).
+    tree : ExplanationTree
+    X : array-like of shape (n_samples, tree.n_features)
+        The coordinates the tree was fitted on (features, latents or concept scores).
+    reference, y : array-like of shape (n_samples,), optional
+        Reference clustering and ground truth (leaf purity and majority class).
+    kind : {"image", "text", "tabular"}, optional
+        What ``data`` holds; decides the per-leaf gallery.
+    data : array-like or list of str, optional
+        The inputs in the same row order (images, texts or a feature table).
+    """
+    title = tree_title(row, method, tree, dataset, ari)
+    fig = plot_tree(tree, X, reference, y, class_names, title=title)
+    rules = tree.rules(X, reference, y, class_names)
+    picks = leaf_examples(tree, X, n_examples, random_state) if data is not None else {}
+    leaves = []
+    for rule in rules:
+        view = LeafView(rule.leaf, str(rule))
+        rows = picks.get(rule.leaf, np.array([], dtype=int))
+        if kind == "image":
+            view.thumbnails = [thumbnail_png(data[i]) for i in rows]
+        elif kind == "text":
+            view.snippets = [" ".join(str(data[i]).split())[:160] for i in rows[:3]]
+        elif kind is not None and data is not None:
+            members = np.flatnonzero(tree.apply(X) == rule.leaf)
+            view.features = feature_summary(data, members, data_feature_names)
+        leaves.append(view)
+    return TreeView(row, title, svg_of(fig), [str(r) for r in rules], [r.raw() for r in rules], leaves)
+
+
+# ----------------------------------------------------------------------------- rendering
+def _e(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _num(v) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return '<span class="yes">yes</span>' if v else '<span class="no">no</span>'
+    if isinstance(v, (float, np.floating)):
+        if np.isnan(v):
+            return ""
+        return f"{v:.4g}" if 0 < abs(v) < 1e-2 else f"{v:.3f}"
+    return _e(v)
+
+
+def table_html(df: pd.DataFrame) -> str:
+    """A plain HTML table (floats to 3 decimals, NaN empty, booleans as yes/no)."""
+    head = "".join(f"<th>{_e(c)}</th>" for c in df.columns)
+    body = "".join("<tr>" + "".join(f"<td>{_num(v)}</td>" for v in row) + "</tr>"
+                   for row in df.itertuples(index=False))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def cav_table_html(cav_summary: list[dict]) -> str:
+    """The CAV table: accuracy with its 95% CI, random-split accuracy, p-value, significance."""
+    rows = []
+    for c in cav_summary:
+        ci = f"{c.get('score', float('nan')):.3f} [{c.get('ci_low', float('nan')):.3f}, {c.get('ci_high', float('nan')):.3f}]"
+        rows.append({"concept": c.get("concept"), "held-out accuracy [95% CI]": ci,
+                     "random-split accuracy": c.get("random_score"), "p-value": c.get("p_value"),
+                     "significant": bool(c.get("significant")), "positives": c.get("n_positives"),
+                     "negatives": c.get("n_negatives")})
+    return table_html(pd.DataFrame(rows))
+
+
+def _config_summary(config: dict) -> str:
+    def name(key):
+        v = config.get(key)
+        return v.get("name", "") if isinstance(v, dict) else ("" if v is None else v)
+
+    items = [("dataset", name("dataset")), ("encoder", name("encoder")), ("clustering", name("clustering")),
+             ("concepts", name("concepts")), ("explainers", ", ".join(config.get("explainer") or {})),
+             ("counterfactuals", name("counterfactuals")), ("seed", config.get("seed", ""))]
+    dl = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in items if v not in ("", None, "none"))
+    full = yaml.safe_dump(config, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return f"<table>{dl}</table><details><summary>full configuration</summary><pre>{_e(full)}</pre></details>"
+
+
+def _leaf_html(view: LeafView) -> str:
+    parts = [f'<div class="leaf"><div class="rule">leaf {view.leaf}: {_e(view.rule)}</div>']
+    if view.thumbnails:
+        imgs = "".join(f'<img alt="example of leaf {view.leaf}" src="{png_data_uri(t)}">' for t in view.thumbnails)
+        parts.append(f'<div class="thumbs">{imgs}</div>')
+    parts += [f'<p class="snip">“{_e(s)}”</p>' for s in view.snippets]
+    if view.features is not None:
+        parts.append(table_html(view.features))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _tree_html(view: TreeView) -> str:
+    rules = "".join(f"<li>{_e(r)}</li>" for r in view.rules)
+    raw = "".join(f"<li>{_e(r)}</li>" for r in view.raw_rules)
+    out = [f'<section class="tree" id="tree-{_e(view.row)}"><h3>{_e(view.title)}</h3>',
+           f'<div class="fig">{view.svg}</div>', f'<ol class="rules">{rules}</ol>',
+           f'<details><summary>rules as the raw path conditions</summary><ol class="rules">{raw}</ol></details>']
+    if any(v.thumbnails or v.snippets or v.features is not None for v in view.leaves):
+        out.append("<details open><summary>examples per leaf</summary>"
+                   + "".join(_leaf_html(v) for v in view.leaves) + "</details>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[TreeView], *,
+                  subtitle: str = "", cav_summary: list[dict] | None = None, scatter_svg: str | None = None,
+                  counterfactuals: pd.DataFrame | None = None,
+                  counterfactual_svgs: list[str] = (), notes: list[str] = ()) -> str:
+    """The whole page as one HTML string (UTF-8, no external resources)."""
+    body = [f"<h1>{_e(title)}</h1>"]
+    if subtitle:
+        body.append(f'<p class="sub">{_e(subtitle)}</p>')
+    body += [f"<p>{_e(n)}</p>" for n in notes]
+    body += ["<h2>Configuration</h2>", _config_summary(config), "<h2>Results</h2>", table_html(results),
+             '<p class="sub">ari/ami: agreement of each explanation with the ground truth; ref_ari/ref_ami: with the '
+             "reference clustering; misassignment: share of points the tree puts outside their reference cluster.</p>",
+             "<h2>Trees</h2>"]
+    body += [_tree_html(v) for v in trees] or ["<p>no tree was fitted.</p>"]
+    if cav_summary:
+        body += ["<h2>Concept activation vectors</h2>",
+                 '<p class="sub">held-out accuracy of one cut along each CAV, with its 95% confidence interval, '
+                 "beside CAVs fitted to random splits; significant = better than random.</p>",
+                 cav_table_html(cav_summary)]
+    if scatter_svg:
+        body += ["<h2>Clusters in concept space</h2>", f'<div class="fig">{scatter_svg}</div>']
+    if counterfactuals is not None and len(counterfactuals):
+        body += ["<h2>Counterfactual explanations</h2>", table_html(counterfactuals)]
+        body += [f'<div class="fig">{s}</div>' for s in counterfactual_svgs]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{_e(title)}</title>"
+            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
