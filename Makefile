@@ -5,15 +5,21 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-all install clean-venv
+.PHONY: run test test-all install browser clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip >/dev/null
 	$(PY) -m pip install -e ".[all]"
+	-sh scripts/install_browser.sh
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Headless Chromium for the report's browser test (Debian's package; a no-op where it exists
+# or cannot be installed, so the set-up never fails on it).
+browser:
+	-sh scripts/install_browser.sh
 
 run: $(STAMP)
 	$(PY) -m pipeline $(ARGS)

@@ -118,3 +118,11 @@ def test_leaf_table_with_classes():
     assert df["purity"].eq(1.0).all() and set(df["class"]) <= {"zero", "one", "two"}
     assert df.loc[0, "rule"] == "loop <= 0"
     assert isinstance(pd.DataFrame(df), pd.DataFrame) and isinstance(plot_tree(t), Figure)
+
+
+def test_oblique_tests_wrap_between_terms_never_inside_names():
+    from pipeline.app.report.figures import wrap_terms
+
+    text = "1·pixel 21 - 0.5·pixel 42 + 0.25·pixel 10 + 2 more <= 4"
+    lines = wrap_terms(text, 25).split("\n")
+    assert lines == ["1·pixel 21 - 0.5·pixel 42", "+ 0.25·pixel 10", "+ 2 more <= 4"]

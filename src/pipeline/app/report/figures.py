@@ -16,7 +16,7 @@ colours of :func:`cluster_colour`, shared with the concept scatter.
 from __future__ import annotations
 
 import io
-import textwrap
+import re
 
 import matplotlib as mpl
 import numpy as np
@@ -102,6 +102,19 @@ def leaf_lines(tree: ExplanationTree, leaf: int, stats: dict[int, LeafStats] | N
     return lines
 
 
+def wrap_terms(text: str, width: int) -> str:
+    """Wrap a test over lines of about ``width`` characters, breaking only between the terms of
+    a weighted sum (before "+ " / "- "), never inside a feature name."""
+    terms = re.split(r" (?=[+-] )", text)
+    lines = [terms[0]]
+    for term in terms[1:]:
+        if len(lines[-1]) + 1 + len(term) <= width:
+            lines[-1] += " " + term
+        else:
+            lines.append(term)
+    return "\n".join(lines)
+
+
 def _stats(tree, X, reference, y, class_names):
     return tree.leaf_stats(X, reference, y, class_names) if X is not None else None
 
@@ -152,8 +165,7 @@ def _top_down(tree, stats, cluster_names, title, col) -> Figure:
     pos = layout(tree)
     depth = max(d for _, d in pos.values())
     wrap = max(12, int(2 * col / _CHAR) - 4)  # a test may span about two leaf columns
-    tests = {n: textwrap.fill(node_condition(tree, n).format(_MAX_TERMS), wrap, break_long_words=False)
-             for n in pos if not tree.is_leaf(n)}
+    tests = {n: wrap_terms(node_condition(tree, n).format(_MAX_TERMS), wrap) for n in pos if not tree.is_leaf(n)}
     leaves = {n: "\n".join(leaf_lines(tree, n, stats, cluster_names)) for n in pos if tree.is_leaf(n)}
     tallest = max(s.count("\n") + 1 for s in [*tests.values(), *leaves.values()])
     level = tallest * _LINE + 0.45  # inches per depth level

@@ -126,7 +126,7 @@ def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y
         The inputs in the same row order (images, texts or a feature table).
     """
     title = tree_title(row, method, tree, dataset, ari)
-    fig = plot_tree(tree, X, reference, y, class_names, title=title)
+    fig = plot_tree(tree, X, reference, y, class_names)  # the section heading carries the title
     rules = tree.rules(X, reference, y, class_names)
     picks = leaf_examples(tree, X, n_examples, random_state) if data is not None else {}
     leaves = []
