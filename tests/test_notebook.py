@@ -13,13 +13,20 @@ from pipeline.app.runner import run  # noqa: E402
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "inspect_concept_tree.ipynb"
 
 
+def test_first_code_cell_holds_the_parameters():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    assert "parameters" in first.metadata.get("tags", []) and "RUN_DIR = None" in first.source
+
+
 def test_inspect_concept_tree_notebook_executes(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     run(compose_config([f"paths.output_dir={run_dir}", f"paths.cache_dir={tmp_path / 'cache'}",
                         f"paths.models_dir={tmp_path / 'models'}", "encoder=identity", "clustering=gmm",
                         "concepts=mnist_geometric", "explainer=[concept_mmdt,concept_cart]",
                         "dataset.n_samples=300", "cav.params.n_repeats=2", "cav.params.cv=2", "report.figures=false"]))
-    monkeypatch.setenv("CONCEPT_RUN_DIR", str(run_dir))
+    monkeypatch.delenv("CONCEPT_RUN_DIR", raising=False)
+    monkeypatch.setenv("PIPELINE_LOG_DIR", str(tmp_path))  # the notebook finds the newest run there
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
@@ -28,4 +35,4 @@ def test_inspect_concept_tree_notebook_executes(tmp_path, monkeypatch):
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) >= 4  # tree, thumbnails, CAV accuracy, scatter
     text = "".join(o.get("text", "") for o in outputs)
-    assert str(run_dir) in text and "→ cluster" in text
+    assert str(run_dir) in text and "→ cluster" in text and "% pure" in text
