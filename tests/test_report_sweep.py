@@ -1,0 +1,52 @@
+"""Sweep summaries over seeds: mean, sample SD and run counts checked by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipeline.app.report.figures import figure_bytes
+from pipeline.app.report.sweep import plot_metric_per_explainer, summarize_sweep
+
+
+def two_seed_results() -> pd.DataFrame:
+    """Jobs of `seed=0,1 dataset=iris,wine` with two explainers each (wine has one seed only)."""
+    rows = []
+    for job, (seed, ds) in enumerate([(0, "iris"), (1, "iris"), (0, "wine")]):
+        for explainer, ari in (("mmdt", [0.8, 0.6, 0.5][job]), ("cart", [0.9, 0.9, 0.4][job])):
+            rows.append({"job": str(job), "seed": str(seed), "dataset_override": ds, "dataset": ds,
+                         "explainer": explainer, "method": explainer, "ari": ari, "n_leaves": 3 + job,
+                         "fit_seconds": 0.1 * (job + 1)})
+    return pd.DataFrame(rows)
+
+
+def test_summary_by_hand():
+    s = summarize_sweep(two_seed_results(), ["seed", "dataset"])
+    assert list(s.columns[:5]) == ["dataset_override", "dataset", "explainer", "method", "n_runs"]
+    assert "seed" not in s.columns
+    iris_mmdt = s[(s.dataset_override == "iris") & (s.explainer == "mmdt")].iloc[0]
+    assert iris_mmdt.n_runs == 2
+    assert iris_mmdt.ari_mean == pytest.approx(0.7)  # (0.8 + 0.6) / 2
+    assert iris_mmdt.ari_std == pytest.approx(math.sqrt(((0.8 - 0.7) ** 2 + (0.6 - 0.7) ** 2) / 1))  # ddof=1
+    assert iris_mmdt.n_leaves_mean == 3.5 and iris_mmdt.n_leaves_std == pytest.approx(math.sqrt(0.5))
+    iris_cart = s[(s.dataset_override == "iris") & (s.explainer == "cart")].iloc[0]
+    assert iris_cart.ari_std == 0.0
+    wine = s[s.dataset_override == "wine"]
+    assert wine.n_runs.tolist() == [1, 1] and wine.ari_std.isna().all()  # one run: no SD
+    assert len(s) == 4
+
+
+def test_failed_rows_are_left_out_and_plot_has_error_bars():
+    df = two_seed_results().assign(error=None)  # results.csv reads empty errors as NaN
+    df.loc[len(df)] = {"job": "3", "seed": "1", "dataset_override": "wine", "dataset": "wine", "explainer": "mmdt",
+                       "method": "mmdt", "ari": np.nan, "error": "boom"}
+    s = summarize_sweep(df, ["seed", "dataset"])
+    assert s[(s.dataset_override == "wine") & (s.explainer == "mmdt")].n_runs.item() == 1
+    fig = plot_metric_per_explainer(s)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()][::-1][0] == "mmdt (dataset=iris)"
+    assert "mean ± SD over 1-2 seeds" in ax.get_xlabel()
+    assert figure_bytes(fig, "svg").startswith(b"<?xml")
