@@ -34,7 +34,7 @@ h3{margin-bottom:.3em}.sub{color:#5a6375;margin-top:0}
 table{border-collapse:collapse;font-size:.88em;margin:.5em 0}
 th,td{border:1px solid #d7dce6;padding:.25em .55em;text-align:right}th{background:#eef2fa}
 td:first-child,th:first-child{text-align:left}tr:nth-child(even) td{background:#fafbfd}
-.fig svg{max-width:100%;height:auto}.fig{overflow-x:auto;margin:.5em 0}
+.fig svg{max-width:100%;height:auto}.tbl{overflow-x:auto;max-width:100%}.fig{overflow-x:auto;margin:.5em 0}
 ol.rules{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85em}ol.rules li{margin:.15em 0}
 details{margin:.5em 0}summary{cursor:pointer;color:#34558b}
 .leaf{border:1px solid #e1e5ee;border-radius:6px;padding:.4em .7em;margin:.5em 0}
@@ -159,12 +159,24 @@ def _num(v) -> str:
     return _e(v)
 
 
+_COUNTS = {"n_leaves", "depth", "n_noise", "n_runs", "k", "from", "to", "samples", "K", "CAVs", "positives",
+           "negatives", "size", "leaf", "cluster"}  # count columns: shown as integers even when read as floats
+
+
 def table_html(df: pd.DataFrame) -> str:
-    """A plain HTML table (floats to 3 decimals, NaN empty, booleans as yes/no)."""
+    """A plain HTML table in a scrolling box (floats to 3 decimals, counts as integers, NaN empty,
+    booleans as yes/no)."""
     head = "".join(f"<th>{_e(c)}</th>" for c in df.columns)
-    body = "".join("<tr>" + "".join(f"<td>{_num(v)}</td>" for v in row) + "</tr>"
+    counts = [c in _COUNTS for c in df.columns]
+
+    def cell(v, count):
+        if count and isinstance(v, (float, np.floating)) and np.isfinite(v) and float(v).is_integer():
+            return str(int(v))
+        return _num(v)
+
+    body = "".join("<tr>" + "".join(f"<td>{cell(v, c)}</td>" for v, c in zip(row, counts)) + "</tr>"
                    for row in df.itertuples(index=False))
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="tbl"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def cav_table_html(cav_summary: list[dict]) -> str:
@@ -208,8 +220,10 @@ def _tree_html(view: TreeView) -> str:
     rules = "".join(f"<li>{_e(r)}</li>" for r in view.rules)
     raw = "".join(f"<li>{_e(r)}</li>" for r in view.raw_rules)
     out = [f'<section class="tree" id="tree-{_e(view.row)}"><h3>{_e(view.title)}</h3>',
-           f'<div class="fig">{view.svg}</div>', f'<ol class="rules">{rules}</ol>',
-           f'<details><summary>rules as the raw path conditions</summary><ol class="rules">{raw}</ol></details>']
+           f'<div class="fig">{view.svg}</div>', f'<ol class="rules">{rules}</ol>']
+    if view.raw_rules != view.rules:  # some path tests a feature more than once
+        out.append(f'<details><summary>rules as the raw path conditions</summary><ol class="rules">{raw}</ol>'
+                   "</details>")
     if any(v.thumbnails or v.snippets or v.features is not None for v in view.leaves):
         out.append("<details open><summary>examples per leaf</summary>"
                    + "".join(_leaf_html(v) for v in view.leaves) + "</details>")
