@@ -41,10 +41,22 @@ def claim_directory(base: str | os.PathLike, max_tries: int = 10_000) -> str:
     raise OSError(f"no free directory name next to {base} after {max_tries} attempts")
 
 
+def _resolve(base: str) -> str:
+    """The resolver: like :func:`claim_directory`, but an unusable location ends the command with
+    one paragraph (Hydra resolves ``hydra.run.dir`` before the pipeline's own error handling)."""
+    try:
+        return claim_directory(base)
+    except OSError as exc:
+        raise SystemExit(
+            f"error: the run directory {base} cannot be created ({type(exc).__name__}: {exc.strerror or exc}). "
+            "Point the outputs at a writable place with paths.log_dir=<dir> (or PIPELINE_LOG_DIR=<dir>)."
+        ) from None
+
+
 def register_resolver() -> None:
     """Register ``${unique_dir:...}`` with OmegaConf (idempotent)."""
     if not OmegaConf.has_resolver(RESOLVER):
-        OmegaConf.register_new_resolver(RESOLVER, claim_directory, use_cache=True)
+        OmegaConf.register_new_resolver(RESOLVER, _resolve, use_cache=True)
 
 
 register_resolver()

@@ -1,0 +1,127 @@
+"""Start-up checks of every command-line value: one clear paragraph, before any stage runs.
+
+:func:`resolve_config` turns OmegaConf's resolution errors (``PIPELINE_THREADS=abc``, a
+value of the wrong type) into :class:`InvalidInputError`; :func:`check_values` checks what the
+schema's types cannot say: ``+force=`` names real stages, ``threads`` >= 1, sizes large
+enough for the stages (``dataset.n_samples`` >= 2 per cluster, ...), directories creatable.
+:func:`check_cluster_sizes` repeats the size check once the data are loaded and the number of
+clusters is known.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pipeline.validation import InvalidInputError
+
+#: where each path comes from, for the error messages
+_PATH_HINTS = {"cache_dir": "PIPELINE_CACHE_DIR", "models_dir": "PIPELINE_MODELS_DIR", "log_dir": "PIPELINE_LOG_DIR",
+               "model_cache_dir": "PIPELINE_MODEL_CACHE", "output_dir": "hydra.run.dir"}
+_ENV_OF = {"threads": "PIPELINE_THREADS", "offline": "PIPELINE_OFFLINE"}
+
+
+def resolve_config(cfg) -> dict:
+    """``OmegaConf.to_container(cfg, resolve=True)`` with one-paragraph errors for bad values."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or "?"
+        env = _ENV_OF.get(str(key))
+        source = f" (it comes from the environment variable {env}={os.environ.get(env)!r})" if env and os.environ.get(env) \
+            else ""
+        message = str(exc).split("\n")[0]
+        raise InvalidInputError(f"config value {key} is invalid{source}: {message}. Give {key} a value of the right "
+                                "type on the command line (python -m pipeline --cfg job shows the config) or fix/unset "
+                                "the environment variable.") from None
+
+
+def parse_force(value) -> frozenset:
+    """``+force=encode``, ``+force=[encode,cluster]``, ``+force=all`` -> set of stage names."""
+    if value is None:
+        return frozenset()
+    items = [value] if isinstance(value, str) else list(value)
+    return frozenset(s.strip() for item in items for s in str(item).split(",") if s.strip())
+
+
+def check_force(force, known) -> frozenset:
+    """The stages named by ``+force=``; an unknown name is an error listing the known ones."""
+    names = parse_force(force)
+    known = list(dict.fromkeys(known))
+    unknown = sorted(names - set(known) - {"all"})
+    if unknown:
+        raise InvalidInputError(
+            f"+force={','.join(unknown)}: no such stage. Stages that can be forced: {', '.join(known)} "
+            "(or all), e.g. +force=encode or +force=[cluster,fit]."
+        )
+    return names
+
+
+def check_threads(value) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        env = os.environ.get("PIPELINE_THREADS")
+        source = f" (from PIPELINE_THREADS={env!r})" if env is not None else ""
+        raise InvalidInputError(f"threads={value!r}{source} is not a thread count: use an integer >= 1, or "
+                                "threads=null for each library's default.")
+
+
+def check_sizes(cfg: dict) -> None:
+    """Sizes the config alone shows to be too small (the data's own size is checked after loading)."""
+    ds = cfg.get("dataset") or {}
+    n = ds.get("n_samples")
+    k = (cfg.get("clustering") or {}).get("n_clusters")
+    if k is not None and (isinstance(k, bool) or int(k) < 1):
+        raise InvalidInputError(f"clustering.n_clusters={k} must be >= 1 (or null: the number of classes).")
+    if n is not None:
+        if isinstance(n, bool) or int(n) < 2:
+            raise InvalidInputError(f"dataset.n_samples={n}: a subsample needs at least 2 samples per cluster "
+                                    "(so at least 4); set a larger dataset.n_samples or null for the whole dataset.")
+        if k is not None and int(n) < 2 * int(k):
+            raise InvalidInputError(f"dataset.n_samples={n} is too small for clustering.n_clusters={k}: at least 2 "
+                                    f"samples per cluster are needed (n_samples >= {2 * int(k)}).")
+    for row, spec in (cfg.get("explainer") or {}).items():
+        leaves = (spec or {}).get("n_leaves")
+        if leaves is not None and (isinstance(leaves, bool) or int(leaves) < 1):
+            raise InvalidInputError(f"explainer.{row}.n_leaves={leaves} must be >= 1 (or null: one per cluster).")
+
+
+def check_cluster_sizes(n_samples: int, n_clusters: int, what: str = "the dataset") -> None:
+    """At least 2 samples per cluster; else ARI/q on a handful of points are meaningless."""
+    if n_clusters < 1 or n_samples < 2 * n_clusters:
+        raise InvalidInputError(
+            f"{what} has {n_samples} samples for {n_clusters} clusters; at least 2 samples per cluster are needed "
+            f"({2 * max(n_clusters, 1)}). Raise dataset.n_samples (or null: all samples) or lower clustering.n_clusters."
+        )
+
+
+def check_directories(paths: dict, keys=("cache_dir", "models_dir", "output_dir", "model_cache_dir")) -> None:
+    """Create the directories the run writes to; a clear error for one that cannot be created or written."""
+    for key in keys:
+        value = paths.get(key)
+        if value is None:
+            continue
+        path = Path(value).expanduser()
+        hint = _PATH_HINTS.get(key, f"paths.{key}")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            writable = os.access(path, os.W_OK | os.X_OK)
+            reason = "it is not writable"
+        except OSError as exc:
+            writable, reason = False, f"{type(exc).__name__}: {exc.strerror or exc}"
+        if not writable:
+            raise InvalidInputError(f"paths.{key}={path} cannot be used: {reason}. Choose a writable directory with "
+                                    f"paths.{key}=<dir> (or the environment variable {hint}).")
+
+
+def check_values(cfg: dict, stages) -> frozenset:
+    """All start-up checks on the resolved config; returns the stage names to force."""
+    force = check_force(cfg.get("force"), stages)
+    check_threads(cfg.get("threads"))
+    check_sizes(cfg)
+    check_directories(cfg.get("paths") or {})
+    return force

@@ -1,0 +1,90 @@
+"""A run's ``status.json``: running / ok / failed, and *interrupted* for runs that died.
+
+A killed run (SIGKILL, power cut, a cluster job past its time limit) cannot write its own
+final status, so "running" used to stay forever. The running status therefore records the
+process id, the host and the process's start time; whenever a status is read
+(:func:`effective_status`) or a new run starts (:func:`mark_interrupted`), a "running" status
+whose process no longer exists on this host is reported, and rewritten, as "interrupted".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+#: where run directories live under ``paths.log_dir`` (hydra.run.dir / hydra.sweep.dir + job)
+_PATTERNS = ("runs/*/*/status.json", "multiruns/*/*/*/status.json")
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (Linux ``/proc``), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def running_status(started: float | None = None) -> dict:
+    """The status a run writes when it starts."""
+    pid = os.getpid()
+    return {"status": "running", "started": time.time() if started is None else started, "pid": pid,
+            "host": socket.gethostname(), "pid_start": _start_ticks(pid)}
+
+
+def process_alive(status: dict) -> bool | None:
+    """Whether the process that wrote ``status`` still runs; None when that cannot be told here."""
+    pid = status.get("pid")
+    if not isinstance(pid, int) or status.get("host") != socket.gethostname():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by someone else
+    recorded, now = status.get("pid_start"), _start_ticks(pid)
+    return not (recorded is not None and now is not None and recorded != now)  # a reused pid is another process
+
+
+def effective_status(status: dict) -> str:
+    """``status["status"]``, except "interrupted" for a "running" run whose process is gone."""
+    state = status.get("status", "unknown")
+    if state == "running" and process_alive(status) is False:
+        return "interrupted"
+    return state
+
+
+def read_status(path: Path) -> dict:
+    """A status file with its effective status (an unreadable file counts as "unknown")."""
+    try:
+        status = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {"status": "unknown"}
+    status["status"] = effective_status(status)
+    return status
+
+
+def mark_interrupted(log_dir: str | os.PathLike) -> list[Path]:
+    """Rewrite every "running" status under ``log_dir`` whose process died as "interrupted"."""
+    from pipeline.app.report.writer import atomic_write
+
+    changed = []
+    root = Path(log_dir)
+    if not root.is_dir():
+        return changed
+    for pattern in _PATTERNS:
+        for path in root.glob(pattern):
+            try:
+                status = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if status.get("status") == "running" and effective_status(status) == "interrupted":
+                status.update(status="interrupted", noticed=time.time(),
+                              error="the process ended without reporting (killed, out of memory or time, power cut)")
+                atomic_write(path, json.dumps(status, indent=1, default=str))
+                changed.append(path)
+    return changed
