@@ -134,3 +134,20 @@ def test_run_with_a_damaged_entry_succeeds_with_a_warning(tmp_path, caplog):
     assert any("'cluster'" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     status = json.loads((tmp_path / "b" / "status.json").read_text())
     assert status["status"] == "ok" and any(e["stage"] == "cluster" and e["recovered"] for e in status["cache"])
+
+
+def test_portable_config_has_no_absolute_paths_under_the_roots(tmp_path):
+    from pipeline.app.cache import make_key, portable
+
+    def roots(base):
+        return {"root_dir": str(base), "models_dir": str(base / "models"), "cache_dir": str(base / "cache"),
+                "output_dir": str(base / "out")}
+
+    cfg = {"params": {"pretrain_cache": str(tmp_path / "a" / "models" / "vade" / "pretrain"), "lr": 0.1},
+           "files": [str(tmp_path / "a" / "data" / "x.csv"), "relative/y.csv"], "other": "/etc/hosts"}
+    moved = {"params": {"pretrain_cache": str(tmp_path / "b" / "models" / "vade" / "pretrain"), "lr": 0.1},
+             "files": [str(tmp_path / "b" / "data" / "x.csv"), "relative/y.csv"], "other": "/etc/hosts"}
+    here, there = portable(cfg, roots(tmp_path / "a")), portable(moved, roots(tmp_path / "b"))
+    assert here == there == {"params": {"pretrain_cache": "${paths.models_dir}/vade/pretrain", "lr": 0.1},
+                             "files": ["${paths.root_dir}/data/x.csv", "relative/y.csv"], "other": "/etc/hosts"}
+    assert make_key("encode", here) == make_key("encode", there)

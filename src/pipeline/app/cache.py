@@ -56,6 +56,37 @@ def make_key(stage: str, config: Any, inputs: Iterable[str] = (), version: int =
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
+def portable(config: Any, roots: dict) -> Any:
+    """``config`` with every absolute path under one of ``roots`` written relative to that root.
+
+    ``roots`` maps names to directories (the run's ``paths`` config); a value such as
+    ``/home/me/project/models/vade/pretrain`` becomes ``${paths.models_dir}/vade/pretrain``
+    (the longest matching root wins). Keys built from the result do not change when a root
+    moves, so moving ``models/`` or the cache, or setting ``PIPELINE_MODELS_DIR``, costs
+    nothing. ``output_dir`` (different for every run) is never used as a root.
+    """
+    def norm(p: str) -> str:
+        return os.path.normpath(os.path.abspath(os.path.expanduser(p)))
+
+    bases = sorted(((name, norm(str(root))) for name, root in (roots or {}).items()
+                    if isinstance(root, str) and root and name != "output_dir"), key=lambda nr: -len(nr[1]))
+
+    def walk(value):
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v) for v in value]
+        if isinstance(value, str) and value.startswith(("/", "~")):
+            path = norm(value)
+            for name, base in bases:
+                if path == base or path.startswith(base.rstrip(os.sep) + os.sep):
+                    rel = os.path.relpath(path, base)
+                    return "${paths." + name + "}" + ("" if rel == "." else "/" + rel)
+        return value
+
+    return walk(config)
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
