@@ -91,7 +91,8 @@ def test_cart_on_wine_has_k_leaves_and_ignores_noise():
     assert cart.tree_.n_leaves == 3
     assert cart.classes_.tolist() == [0, 1, 2]
     keep = y != -1
-    assert np.array_equal(cart.estimator_.predict(X), cart.predict(X))
+    scaled = (X - cart.x_center_) / cart.x_scale_
+    assert np.array_equal(cart.classes_[cart.estimator_.predict(scaled)], cart.predict(X))
     assert cart.estimator_.n_features_in_ == 13 and cart.estimator_.tree_.n_node_samples[0] == keep.sum()
     assert cart.tree_.feature_names[0] == "f0"
     assert -1 not in cart.predict(X)
@@ -100,10 +101,10 @@ def test_cart_on_wine_has_k_leaves_and_ignores_noise():
 def test_cart_n_leaves_and_bad_input():
     X, y = load_iris(return_X_y=True)
     assert CART(n_leaves=5, random_state=0).fit(X, y).tree_.n_leaves == 5
-    with pytest.raises(InvalidInputError, match="at least 2 clusters"):
+    with pytest.raises(InvalidInputError, match="at least 2 classes"):
         CART().fit(X, np.zeros(len(y), int))
-    with pytest.raises(InvalidInputError, match="n_leaves"):
+    with pytest.raises(ValueError, match="n_leaves"):
         CART(n_leaves=1).fit(X, y)
     cart = CART().fit(X, y)
-    with pytest.raises(InvalidInputError, match="fitted with 4"):
+    with pytest.raises(ValueError, match="expecting 4 features"):
         cart.predict(X[:, :2])

@@ -220,7 +220,7 @@ def test_bad_inputs():
         EMN().fit(X, np.where(y == 0, 0, -1))
     Xn = X.copy()
     Xn[0, 0] = np.nan
-    with pytest.raises(InvalidInputError, match="NaN"):
+    with pytest.raises(ValueError, match="NaN"):
         IMM().fit(Xn, y)
     with pytest.raises(InvalidInputError, match="exceeds"):
         ExKMC(n_leaves=61).fit(X, y)

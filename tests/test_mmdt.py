@@ -44,10 +44,12 @@ def test_ties_are_broken_at_random_with_the_seed():
         assert t.n_leaves == 4
 
 
-def test_adjacent_float_means_still_separate():
+def test_near_duplicate_means_are_judged_relative_to_sigma():
     a = 1.0
     b = np.nextafter(a, 2.0)
-    m = MMDT().fit_mixture([[a], [b]], [1.0])
+    with pytest.raises(InvalidInputError, match="duplicates"):  # 2e-16 σ apart: indistinguishable
+        MMDT().fit_mixture([[a], [b]], [1.0])
+    m = MMDT().fit_mixture([[a], [b]], [1e-20])  # the same gap is 2e4 σ when σ is tiny
     assert m.predict([[a], [b]]).tolist() == [0, 1]
 
 
@@ -220,9 +222,9 @@ def test_predict_wrong_width_and_unfitted():
     with pytest.raises(Exception, match="not fitted"):
         m.predict([[0.0, 1.0]])
     m.fit_mixture([[0, 0], [1, 1]], [1, 1])
-    with pytest.raises(InvalidInputError, match="3 features"):
+    with pytest.raises(ValueError, match="3 features"):
         m.predict(np.zeros((2, 3)))
-    with pytest.raises(InvalidInputError, match="NaN"):
+    with pytest.raises(ValueError, match="NaN"):
         m.predict([[np.nan, 0.0]])
 
 
@@ -301,7 +303,7 @@ def test_concept_names_length_and_predict_width():
     with pytest.raises(InvalidInputError, match="one name per CAV"):
         ConceptMMDT(np.eye(2), ["only-one"]).fit_mixture([[0, 0], [1, 1]], np.eye(2))
     cm = ConceptMMDT(np.eye(2)).fit_mixture([[0, 0], [1, 1]], np.eye(2))
-    with pytest.raises(InvalidInputError, match="fitted with 2"):
+    with pytest.raises(ValueError, match="expecting 2 features"):
         cm.predict(np.zeros((1, 3)))
 
 

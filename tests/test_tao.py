@@ -185,8 +185,8 @@ def test_joint_optimisation_ends_with_tree_assignments(oblique):
 
 def test_oblique_tree_recovers_obliquely_separable_clusters():
     X, y = elongated_blobs()  # y is a k-means fixed point: every point is nearest its own center
-    obl = TAO(3, 2, oblique=True, random_state=0).fit(X, y)
-    axis = TAO(3, 2, oblique=False, random_state=0).fit(X, y)
+    obl = TAO(3, 2, oblique=True, random_state=0).fit(X, init_labels=y)
+    axis = TAO(3, 2, oblique=False, random_state=0).fit(X, init_labels=y)
     assert obl.kmeans_cost_ == pytest.approx(obl.free_cost_, rel=1e-9)
     assert axis.kmeans_cost_ > 1.05 * axis.free_cost_
     assert any(len(r.conditions) and r.conditions[0].weights for r in obl.tree_.rules())
@@ -195,7 +195,7 @@ def test_oblique_tree_recovers_obliquely_separable_clusters():
 def test_fit_from_given_clustering_and_names():
     X = load_iris().data
     y = np.repeat([0, 1, 2], 50)
-    model = TAO(3, 2, sparsity=1.0, random_state=0).fit(X, y, feature_names=load_iris().feature_names)
+    model = TAO(3, 2, sparsity=1.0, random_state=0).fit(X, init_labels=y, feature_names=load_iris().feature_names)
     assert np.array_equal(model.free_labels_, y)
     assert model.free_centers_ == pytest.approx(np.stack([X[y == k].mean(axis=0) for k in range(3)]))
     assert model.tree_.feature_names == list(load_iris().feature_names)
@@ -232,14 +232,14 @@ def test_spherical_cost_runs():
 def test_bad_parameters(kwargs, match):
     X = np.random.default_rng(0).normal(size=(30, 3))
     params = dict(n_clusters=3, depth=2) | kwargs
-    with pytest.raises(InvalidInputError, match=match):
+    with pytest.raises(ValueError, match=match):
         TAO(**params).fit(X)
 
 
 def test_bad_inputs():
     X = np.random.default_rng(0).normal(size=(30, 3))
     with pytest.raises(InvalidInputError, match="cluster ids"):
-        TAO(3, 2).fit(X, np.full(30, 3))
+        TAO(3, 2).fit(X, init_labels=np.full(30, 3))
     with pytest.raises(InvalidInputError, match="centers"):
         TAO(3, 2).fit(X, centers=np.zeros((2, 3)))
     with pytest.raises(InvalidInputError, match="non-zero rows"):
@@ -247,7 +247,7 @@ def test_bad_inputs():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = TAO(3, 2, max_rounds=1, random_state=0).fit(X)
-    with pytest.raises(InvalidInputError, match="features"):
+    with pytest.raises(ValueError, match="features"):
         model.predict(X[:, :2])
 
 

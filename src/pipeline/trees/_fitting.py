@@ -1,42 +1,179 @@
-"""Input handling shared by the reference-based tree estimators (SpEx, IMM, EMN, ExKMC)."""
+"""Front-end plumbing shared by the tree estimators: sklearn validation, labels, scale, threads.
+
+* :class:`ReferenceTree` — base of every tree that explains a given labelling (MMDT, CART,
+  SpExClique, IMM, EMN, ExKMC, ConceptMMDT): a scikit-learn classifier whose ``predict``
+  returns the reference labels (any integers or strings), ``score`` is accuracy against them.
+* :func:`validate_X` / :func:`predict_tree` — the same checks for the clustering trees.
+* :func:`power_of_two_scale` / :func:`rescale_tree` — run an algorithm on ``X / 2**e`` and map
+  the thresholds back, bit for bit, so extreme magnitudes neither underflow nor overflow.
+"""
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from pipeline.validation import InvalidInputError, check_labels, check_matrix
+from pipeline.trees._threads import limit_threads
+from pipeline.trees.tree import ExplanationTree
+from pipeline.validation import InvalidInputError
+
+#: ``_parameter_constraints`` entries every tree estimator shares.
+COMMON_CONSTRAINTS = {
+    "random_state": ["random_state"],
+    "n_jobs": [Integral, None],
+}
+NOISE_CONSTRAINT = {"noise_label": [Integral, str, None]}
+N_LEAVES_CONSTRAINT = {"n_leaves": [Interval(Integral, 1, None, closed="left"), None]}
 
 
-def check_data(X) -> np.ndarray:
-    """Finite float64 matrix (n_samples, n_features) with at least 2 rows."""
-    return check_matrix(X, "X", min_rows=2)
+def validate_X(est, X, *, reset: bool, min_samples: int = 1) -> np.ndarray:
+    """``X`` as a finite float64 array through sklearn's ``validate_data``.
 
-
-def encode_reference(y, n_samples: int, *, min_clusters: int = 2):
-    """Validate reference labels and drop noise.
-
-    Returns
-    -------
-    keep : bool ndarray (n_samples,) — rows that are not noise (-1).
-    codes : int ndarray (n_kept,) — cluster code 0..k-1 per kept row.
-    classes : int64 ndarray (k,) — the reference label of each code (sorted).
+    At fit (``reset=True``) this sets ``n_features_in_`` and, for a DataFrame with string
+    column names, ``feature_names_in_``; at predict it checks them (reordered or renamed
+    columns raise). Sparse and complex input is rejected with sklearn's messages.
     """
-    y = check_labels(y, n_samples)
-    if np.any(y < -1):
-        raise InvalidInputError("y holds negative labels other than -1; use -1 for noise and 0, 1, ... for clusters.")
-    keep = y >= 0
-    classes, codes = np.unique(y[keep], return_inverse=True)
-    if classes.size < min_clusters:
+    return validate_data(est, X, reset=reset, dtype=np.float64, ensure_min_samples=min_samples)
+
+
+def predict_tree(est, X) -> np.ndarray:
+    """``est.tree_``'s leaf labels for ``X`` after the fitted-state and feature checks."""
+    check_is_fitted(est, "tree_")
+    X = validate_X(est, X, reset=False)
+    with limit_threads(getattr(est, "n_jobs", None)):
+        return est.tree_.predict(X)
+
+
+def resolve_feature_names(est, feature_names, n_features: int):
+    """Names for the rules: the explicit ``feature_names`` argument, else ``feature_names_in_``."""
+    if feature_names is None:
+        names = getattr(est, "feature_names_in_", None)
+        return None if names is None else [str(n) for n in names]
+    feature_names = [str(n) for n in feature_names]
+    if len(feature_names) != n_features:
+        raise InvalidInputError(f"feature_names has {len(feature_names)} names but X has {n_features} columns.")
+    return feature_names
+
+
+def noise_mask(y: np.ndarray, noise_label) -> np.ndarray:
+    """Boolean mask of the rows whose label equals ``noise_label`` (none if it is None)."""
+    if noise_label is None or y.size == 0:
+        return np.zeros(y.shape[0], dtype=bool)
+    if y.dtype.kind in "iufb" and isinstance(noise_label, str):
+        return np.zeros(y.shape[0], dtype=bool)
+    if y.dtype.kind in "US" and not isinstance(noise_label, str):
+        return np.zeros(y.shape[0], dtype=bool)
+    if y.dtype.kind == "O":
+        return np.fromiter((v == noise_label and type(v) is not bool for v in y), dtype=bool, count=y.size)
+    return np.asarray(y == noise_label, dtype=bool)
+
+
+def check_not_constant(X: np.ndarray, what: str = "X") -> None:
+    """Raise if every row of ``X`` is identical: no cut could separate anything."""
+    if X.shape[0] > 1 and np.all(X == X[0]):
         raise InvalidInputError(
-            f"the reference clustering has {classes.size} cluster(s) after removing noise (-1); "
-            f"at least {min_clusters} are needed to explain a clustering."
+            f"every column of {what} is constant (all {X.shape[0]} rows are identical), so no cut can "
+            "separate the clusters; pass data that varies across rows."
         )
-    dtype = np.int8 if classes.size < 128 else np.int16 if classes.size < 32768 else np.int32
-    return keep, codes.astype(dtype), classes.astype(np.int64)
+
+
+def _labels_are_codes(classes: np.ndarray) -> bool:
+    """Whether tree leaves store class indices (non-integer labels) rather than the labels."""
+    if classes.dtype.kind in "iub":
+        return False
+    if classes.dtype.kind == "f":
+        return not (np.all(classes == np.round(classes)) and np.all(np.abs(classes) < 2.0**62))
+    return True
+
+
+def power_of_two_scale(X: np.ndarray, *, always: bool = False) -> float:
+    """A power of two s with ``max |X| / s`` in [0.5, 1) when ``X`` is extreme in magnitude
+    (or ``always``), else 1.
+
+    Dividing by a power of two is exact in binary floating point, so a tree grown on ``X / s``
+    and rescaled with :func:`rescale_tree` partitions ``X`` exactly as the grown tree does.
+    """
+    top = max(abs(float(X.max())), abs(float(X.min()))) if X.size else 0.0  # no |X| temporary
+    if top == 0.0 or not np.isfinite(top) or (not always and 2.0**-60 <= top <= 2.0**60):
+        return 1.0
+    return float(np.ldexp(1.0, int(np.frexp(top)[1])))
+
+
+def rescale_tree(tree: ExplanationTree, scale: float, center=None) -> ExplanationTree:
+    """The tree on ``x = scale * x' + center`` that makes the same decisions as ``tree`` on ``x'``.
+
+    Axis tests ``x'_f <= t`` become ``x_f <= scale * t + center_f`` (exact for a power-of-two
+    ``scale`` and no ``center``); oblique tests ``w . x' <= t`` become
+    ``(w / scale) . x <= t + (w . center) / scale``.
+    """
+    if scale == 1.0 and center is None:
+        return tree
+    center = np.zeros(tree.n_features) if center is None else np.asarray(center, dtype=float)
+    out = ExplanationTree(tree.n_features, tree.feature_names, root_label=int(tree.label[0]))
+    feature, threshold = tree.feature, tree.threshold
+    left, right, label = tree.children_left, tree.children_right, tree.label
+    stack = [(0, 0)]
+    while stack:
+        old, new = stack.pop()
+        f = int(feature[old])
+        if tree.is_leaf(old):
+            out.set_label(new, int(label[old]))
+            continue
+        if tree.is_oblique(old):
+            w = tree.weights(old)
+            shift = sum(v * center[j] for j, v in w.items()) / scale
+            a, b = out.split_oblique(new, {j: v / scale for j, v in w.items()}, threshold[old] + shift)
+        else:
+            a, b = out.split(new, f, threshold[old] * scale + center[f])
+        stack.append((int(left[old]), a))
+        stack.append((int(right[old]), b))
+    return out
+
+
+class ReferenceTree(ClassifierMixin, BaseEstimator):
+    """Base of the trees that explain a given reference labelling (scikit-learn classifiers).
+
+    Subclasses call :meth:`_validate_reference` at the start of ``fit`` and label the tree's
+    leaves with :meth:`_leaf_label`; ``predict`` then returns labels from ``classes_``.
+    Rows whose label equals ``noise_label`` are left out of fitting.
+    """
+
+    def _validate_reference(self, X, y, feature_names=None, *, min_clusters: int = 2):
+        """Validate ``X``/``y``; return (X without noise rows, codes 0..k-1, keep mask, names)."""
+        self._validate_params()
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        check_classification_targets(y)
+        keep = ~noise_mask(y, self.noise_label)
+        classes, codes = np.unique(y[keep], return_inverse=True)
+        if classes.size < min_clusters:
+            raise InvalidInputError(
+                f"{type(self).__name__} needs at least {min_clusters} classes (reference clusters) besides noise "
+                f"(noise_label={self.noise_label!r}), got {classes.size}; a tree cannot explain fewer."
+            )
+        X = X if keep.all() else X[keep]
+        self.classes_ = classes
+        names = resolve_feature_names(self, feature_names, X.shape[1])
+        return X, codes, keep, names
+
+    def _leaf_label(self, code: int) -> int:
+        """What a leaf stores for class index ``code``: the label itself, or the index."""
+        return int(code) if _labels_are_codes(self.classes_) else int(self.classes_[code])
+
+    def predict(self, X) -> np.ndarray:
+        """Reference label of the leaf each row of ``X`` falls in, shape (n_samples,)."""
+        leaf = predict_tree(self, X)
+        if _labels_are_codes(self.classes_):
+            return self.classes_[leaf]
+        return leaf.astype(self.classes_.dtype, copy=False)
 
 
 def check_n_leaves(n_leaves, default: int | None, n_points: int, *, at_least: int = 1, why: str = "") -> int:
-    """Resolve the requested number of leaves and check it is achievable."""
+    """Resolve the requested number of leaves and check it is achievable (error names the range)."""
     if n_leaves is None:
         if default is None:
             raise InvalidInputError("n_leaves is required when no reference clustering y is given.")
@@ -44,19 +181,15 @@ def check_n_leaves(n_leaves, default: int | None, n_points: int, *, at_least: in
     if isinstance(n_leaves, bool) or not isinstance(n_leaves, (int, np.integer)):
         raise InvalidInputError(f"n_leaves must be an integer, got {n_leaves!r}.")
     n_leaves = int(n_leaves)
-    if n_leaves < at_least:
-        raise InvalidInputError(f"n_leaves={n_leaves} is too small: it must be at least {at_least}{why}.")
-    if n_leaves > n_points:
+    if not at_least <= n_leaves <= n_points:
+        low = f"at least {at_least}{why}"
+        if n_leaves < at_least:
+            raise InvalidInputError(f"n_leaves={n_leaves} is too small: it must be {low}, at most {n_points}.")
         raise InvalidInputError(
-            f"n_leaves={n_leaves} exceeds the {n_points} points being fitted; every leaf needs a distinct point."
+            f"n_leaves={n_leaves} exceeds the {n_points} points being fitted; every leaf needs a distinct point "
+            f"(valid range: {at_least} to {n_points})."
         )
     return n_leaves
-
-
-def check_feature_names(feature_names, n_features: int):
-    if feature_names is not None and len(feature_names) != n_features:
-        raise InvalidInputError(f"feature_names has {len(feature_names)} names but X has {n_features} columns.")
-    return feature_names
 
 
 def unsplittable_error(n_leaves: int, reached: int, X: np.ndarray) -> InvalidInputError:

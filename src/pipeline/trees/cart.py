@@ -9,13 +9,20 @@ predicts exactly as the fitted estimator on float64 input.
 
 from __future__ import annotations
 
+import warnings
+from numbers import Integral
+
 import numpy as np
 from sklearn.tree import DecisionTreeClassifier
-from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval, RealNotInt
 from sklearn.utils.validation import check_is_fitted
 
+from pipeline.trees._fitting import (
+    COMMON_CONSTRAINTS, NOISE_CONSTRAINT, ReferenceTree, check_n_leaves, check_not_constant,
+)
+from pipeline.trees._threads import limit_threads
 from pipeline.trees.tree import ExplanationTree
-from pipeline.validation import InvalidInputError, check_labels, check_matrix, check_n_features
+from pipeline.validation import InvalidInputError
 
 _F32_OVERFLOW = 2.0**128  # the float32 "successor" of the largest finite float32
 
@@ -40,7 +47,7 @@ def float32_exact_threshold(threshold: float) -> float:
     return mid if ties_down else float(np.nextafter(mid, -np.inf))
 
 
-def tree_from_sklearn(estimator: DecisionTreeClassifier, feature_names=None) -> ExplanationTree:
+def tree_from_sklearn(estimator: DecisionTreeClassifier, feature_names=None, threshold_map=None) -> ExplanationTree:
     """Convert a fitted single-output DecisionTreeClassifier into an :class:`ExplanationTree`.
 
     Parameters
@@ -49,6 +56,9 @@ def tree_from_sklearn(estimator: DecisionTreeClassifier, feature_names=None) -> 
         Fitted, single output, integer class labels.
     feature_names : sequence of str, optional
         Defaults to ``estimator.feature_names_in_`` when it was fitted on a DataFrame.
+    threshold_map : callable, optional
+        ``threshold_map(feature, t) -> t'`` applied to each float32-exact threshold (CART uses
+        it to map thresholds on scaled features back to the original ones).
 
     Returns
     -------
@@ -75,69 +85,138 @@ def tree_from_sklearn(estimator: DecisionTreeClassifier, feature_names=None) -> 
         if sk.children_left[s] == -1:
             out.set_label(o, int(leaf_class[s]))
             continue
-        left, right = out.split(o, int(sk.feature[s]), float32_exact_threshold(sk.threshold[s]))
+        f, t = int(sk.feature[s]), float32_exact_threshold(sk.threshold[s])
+        left, right = out.split(o, f, t if threshold_map is None else threshold_map(f, t))
         stack.append((sk.children_left[s], left))
         stack.append((sk.children_right[s], right))
     return out
 
 
-class CART(BaseEstimator):
+def _ordered(x: float) -> int:
+    """Integer key with the same order as the float64 ``x`` (-0.0 and 0.0 share a key)."""
+    i = int(np.float64(x).view(np.int64))
+    return i if i >= 0 else -(i & 0x7FFFFFFFFFFFFFFF)
+
+
+def _from_ordered(k: int) -> float:
+    i = k if k >= 0 else (-k) | -0x8000000000000000
+    return float(np.int64(i).view(np.float64))
+
+
+def pull_back_threshold(t: float, center: float, scale: float) -> float:
+    """The largest float64 x with ``(x - center) / scale <= t`` as numpy computes it.
+
+    ``x -> fl(fl(x - center) / scale)`` is non-decreasing, so ``{x : g(x) <= t}`` is the set of
+    floats up to some x*; bisection over the ordered float64 bit patterns finds x* exactly.
+    """
+    def g(x: float) -> float:
+        with np.errstate(over="ignore"):
+            return float((np.float64(x) - center) / scale)
+
+    lo, hi = _ordered(-np.finfo(float).max), _ordered(np.finfo(float).max)
+    if g(_from_ordered(lo)) > t:
+        return -np.finfo(float).max
+    while lo < hi:  # invariant: g(lo) <= t
+        mid = (lo + hi + 1) // 2
+        if g(_from_ordered(mid)) <= t:
+            lo = mid
+        else:
+            hi = mid - 1
+    return _from_ordered(lo)
+
+
+class CART(ReferenceTree):
     """CART baseline: a DecisionTreeClassifier with K leaves fitted on the reference labels.
+
+    Features are centred and scaled to [-1, 1] before sklearn (which casts to float32) sees
+    them, and every threshold is mapped back exactly (:func:`pull_back_threshold`), so the
+    tree is the same at any scale of the data and ``tree_`` predicts as ``estimator_`` does
+    on ``(X - x_center_) / x_scale_``.
 
     Parameters
     ----------
     n_leaves : int, optional
         ``max_leaf_nodes``; defaults to the number of clusters K in ``y`` (noise excluded).
-        sklearn grows best-first and stops early only if no split lowers the impurity, so the
-        tree has at most (usually exactly) ``n_leaves`` leaves.
+        Must lie between K and the number of fitted rows. sklearn grows best-first and stops
+        early when no split lowers the impurity; a warning says so when the tree ends up
+        with fewer leaves (``n_leaves_``).
+    max_depth : int, optional
+        Passed to DecisionTreeClassifier.
+    min_samples_leaf : int or float, default=1
+        Passed to DecisionTreeClassifier.
+    noise_label : int, str or None, default=-1
+        Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
         Passed to DecisionTreeClassifier (feature permutation for tie-breaking).
+    n_jobs : int or None
+        Threads (scikit-learn convention).
 
     Attributes
     ----------
     estimator_ : DecisionTreeClassifier
+        Fitted on the scaled features.
     tree_ : ExplanationTree
-        Predicts exactly as ``estimator_``.
+        Predicts on the original features exactly as ``estimator_`` on the scaled ones.
     classes_ : ndarray of shape (K,)
+    n_leaves_ : int
+    x_center_, x_scale_ : ndarray of shape (n_features,)
     """
 
-    def __init__(self, n_leaves=None, random_state=None):
+    _parameter_constraints = {
+        "n_leaves": [Interval(Integral, 2, None, closed="left"), None],
+        "max_depth": [Interval(Integral, 1, None, closed="left"), None],
+        "min_samples_leaf": [Interval(Integral, 1, None, closed="left"), Interval(RealNotInt, 0, 1, closed="neither")],
+        **NOISE_CONSTRAINT, **COMMON_CONSTRAINTS,
+    }
+
+    def __init__(self, n_leaves=None, *, max_depth=None, min_samples_leaf=1, noise_label=-1, random_state=None,
+                 n_jobs=None):
         self.n_leaves = n_leaves
+        self.max_depth = max_depth
+        self.min_samples_leaf = min_samples_leaf
+        self.noise_label = noise_label
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     def fit(self, X, y, feature_names=None):
-        """Fit on rows whose label is not -1 (noise).
+        """Fit on the rows whose label is not ``noise_label``.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or DataFrame of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
-            Integer reference cluster labels; -1 marks noise.
+            Reference cluster labels (integers or strings).
         feature_names : sequence of str, optional
+            Names for the rules (default: the DataFrame's columns).
 
         Returns
         -------
         self
         """
-        X = check_matrix(X, "X")
-        y = check_labels(y, X.shape[0])
-        keep = y != -1
-        classes = np.unique(y[keep])
-        if classes.size < 2:
-            raise InvalidInputError(f"CART needs at least 2 clusters besides noise (-1), got {classes.size}.")
-        n_leaves = classes.size if self.n_leaves is None else self.n_leaves
-        if not isinstance(n_leaves, (int, np.integer)) or n_leaves < 2:
-            raise InvalidInputError(f"n_leaves must be an integer >= 2, got {n_leaves!r}.")
-        self.estimator_ = DecisionTreeClassifier(max_leaf_nodes=int(n_leaves), random_state=self.random_state)
-        self.estimator_.fit(X[keep], y[keep])
-        self.tree_ = tree_from_sklearn(self.estimator_, feature_names)
-        self.classes_ = classes
-        self.n_features_in_ = X.shape[1]
+        X, codes, _, names = self._validate_reference(X, y, feature_names)
+        check_not_constant(X)
+        k = self.classes_.size
+        n_leaves = check_n_leaves(self.n_leaves, k, X.shape[0], at_least=k, why=" (the number of clusters)")
+        lo, hi = X.min(axis=0), X.max(axis=0)
+        center = lo / 2 + hi / 2
+        scale = hi / 2 - lo / 2
+        scale[scale == 0] = 1.0
+        with np.errstate(over="ignore"):
+            Xs = (X - center) / scale
+        self.estimator_ = DecisionTreeClassifier(max_leaf_nodes=n_leaves, max_depth=self.max_depth,
+                                                 min_samples_leaf=self.min_samples_leaf,
+                                                 random_state=self.random_state)
+        with limit_threads(self.n_jobs):
+            self.estimator_.fit(Xs, codes)
+        tree = tree_from_sklearn(self.estimator_, names,
+                                 threshold_map=lambda f, t: pull_back_threshold(t, center[f], scale[f]))
+        for leaf in tree.leaves:
+            tree.set_label(leaf, self._leaf_label(int(tree.label[leaf])))
+        self.tree_, self.x_center_, self.x_scale_ = tree, center, scale
+        self.n_leaves_ = tree.n_leaves
+        if self.n_leaves_ < n_leaves:
+            warnings.warn(f"CART stopped at {self.n_leaves_} leaves instead of n_leaves={n_leaves}: "
+                          + ("every leaf is pure or cannot be split further (max_depth / min_samples_leaf)."
+                             if self.n_leaves_ >= k else f"fewer leaves than the {k} clusters, so some cluster "
+                             "is never predicted; relax max_depth / min_samples_leaf."), stacklevel=2)
         return self
-
-    def predict(self, X):
-        """Cluster label of each row's leaf, shape (n_samples,), dtype int64."""
-        check_is_fitted(self, "tree_")
-        X = check_matrix(X, "X", min_rows=0)
-        check_n_features(X, self.n_features_in_)
-        return self.tree_.predict(X)

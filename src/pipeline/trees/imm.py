@@ -24,13 +24,15 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
 from pipeline.trees import _imm_kernels as kern
 from pipeline.trees._column_order import ColumnOrder, feature_priority, pick_best
-from pipeline.trees._fitting import check_data, check_feature_names, check_n_leaves, encode_reference
+from pipeline.trees._fitting import (
+    COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, check_n_leaves, power_of_two_scale,
+    rescale_tree,
+)
+from pipeline.trees._threads import limit_threads
 from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError, check_matrix
 
@@ -103,37 +105,45 @@ def build_imm_tree(X, codes, centers, ratio: bool, priority, feature_names=None,
     return tree, leaf_center
 
 
-class _CentreTree(BaseEstimator):
+class _CentreTree(ReferenceTree):
     _ratio = False
 
-    def __init__(self, n_leaves=None, random_state=None, verbose=False):
+    _parameter_constraints = {**N_LEAVES_CONSTRAINT, **NOISE_CONSTRAINT, **COMMON_CONSTRAINTS, "verbose": ["verbose"]}
+
+    def __init__(self, n_leaves=None, *, noise_label=-1, random_state=None, verbose=False, n_jobs=None):
         self.n_leaves = n_leaves
+        self.noise_label = noise_label
         self.random_state = random_state
         self.verbose = verbose
+        self.n_jobs = n_jobs
 
     def _prepare(self, X, y, centers, feature_names):
-        X = check_data(X)
-        feature_names = check_feature_names(feature_names, X.shape[1])
-        keep, codes, classes = encode_reference(y, X.shape[0])
-        X = X if keep.all() else X[keep]
+        X, codes, _, feature_names = self._validate_reference(X, y, feature_names)
+        classes = self.classes_
+        scale = power_of_two_scale(X)
+        if scale != 1.0:
+            X = X / scale
+            centers = None if centers is None else check_matrix(centers, "centers") / scale
+        codes = codes.astype(np.int8 if classes.size < 128 else np.int16 if classes.size < 32768 else np.int32)
         centers = reference_centers(X, codes, classes.size, centers)
-        self.classes_ = classes
-        self.centers_ = centers
-        self.n_features_in_ = X.shape[1]
+        self.centers_ = centers * scale
+        self._scale = scale
         return X, codes, classes, centers, feature_names
 
     def _label(self, tree, leaf_center):
         for leaf, c in leaf_center.items():
-            tree.set_label(leaf, int(self.classes_[c]))
-        self.tree_ = tree
+            tree.set_label(leaf, self._leaf_label(c))
+        self.tree_ = rescale_tree(tree, self._scale)
+        del self._scale
         self.n_leaves_ = tree.n_leaves
         return self
 
     def fit(self, X, y, feature_names=None, centers=None):
-        """Fit to X (n_samples, n_features) and reference labels y (-1 = noise).
+        """Fit to X (n_samples, n_features) and reference labels y.
 
-        ``centers`` (k, n_features): row i is the centre of the i-th smallest label;
-        default: the means of the reference clusters.
+        Rows labelled ``noise_label`` are left out. ``centers`` (k, n_features): row i is the
+        centre of the i-th class in ``classes_`` (sorted labels); default: the means of the
+        reference clusters.
         """
         X, codes, classes, centers, feature_names = self._prepare(X, y, centers, feature_names)
         k = classes.size
@@ -144,28 +154,30 @@ class _CentreTree(BaseEstimator):
                 f"{type(self).__name__} grows exactly one leaf per centre ({k}); got n_leaves={n_leaves}. "
                 "Use ExKMC for more leaves."
             )
-        tree, leaf_center = build_imm_tree(X, codes, centers, self._ratio,
-                                           feature_priority(X.shape[1], self.random_state),
-                                           feature_names, self.verbose)
+        with limit_threads(self.n_jobs):
+            tree, leaf_center = build_imm_tree(X, codes, centers, self._ratio,
+                                               feature_priority(X.shape[1], self.random_state),
+                                               feature_names, self.verbose)
         return self._label(tree, leaf_center)
-
-    def predict(self, X) -> np.ndarray:
-        """Reference label of the centre of the leaf each row falls in, shape (n_samples,), int64."""
-        check_is_fitted(self, "tree_")
-        return self.tree_.predict(X)
 
 
 class IMM(_CentreTree):
     """Iterative Mistake Minimization tree with one leaf per reference centre.
 
+    A scikit-learn classifier: ``predict`` returns the reference labels, ``score`` accuracy.
+
     Parameters
     ----------
     n_leaves : int, optional
         Must equal the number of reference clusters (the default).
+    noise_label : int, str or None, default=-1
+        Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
         Seeds the feature order used to break exact ties between features.
     verbose : bool
         Show a progress bar.
+    n_jobs : int or None
+        Threads for the compiled sweeps (scikit-learn convention).
 
     Attributes
     ----------
@@ -190,7 +202,7 @@ class ExKMC(_CentreTree):
     ----------
     n_leaves : int, optional
         Total number of leaves (>= number of reference clusters; default: equal to it).
-    random_state, verbose : see :class:`IMM`.
+    noise_label, random_state, verbose, n_jobs : see :class:`IMM`.
 
     Notes
     -----
@@ -206,10 +218,12 @@ class ExKMC(_CentreTree):
         n_leaves = check_n_leaves(self.n_leaves, k, X.shape[0], at_least=k,
                                   why=" (the number of reference clusters)")
         priority = feature_priority(X.shape[1], self.random_state)
-        root = ColumnOrder.from_matrix(X)
-        tree, leaf_center = build_imm_tree(X, codes, centers, False, priority, feature_names, self.verbose, root)
-        if n_leaves > k:
-            self._expand(X, codes, centers, tree, leaf_center, root, n_leaves, priority)
+        with limit_threads(self.n_jobs):
+            root = ColumnOrder.from_matrix(X)
+            tree, leaf_center = build_imm_tree(X, codes, centers, False, priority, feature_names, self.verbose,
+                                               root)
+            if n_leaves > k:
+                self._expand(X, codes, centers, tree, leaf_center, root, n_leaves, priority)
         return self._label(tree, leaf_center)
 
     def _expand(self, X, codes, centers, tree, leaf_center, root, n_leaves, priority):
@@ -217,7 +231,10 @@ class ExKMC(_CentreTree):
         xc = X @ centers.T
         c_norm2 = np.einsum("ij,ij->i", centers, centers)
         leaf_of = tree.apply(X)
-        leaves = {int(leaf): {"order": root.filter(leaf_of == leaf)} for leaf in tree.leaves}
+        leaf_ids = np.asarray(tree.leaves)
+        index = np.zeros(tree.n_nodes, dtype=np.int64)
+        index[leaf_ids] = np.arange(leaf_ids.size)
+        leaves = {int(leaf): {"order": o} for leaf, o in zip(leaf_ids, root.groups(index[leaf_of], leaf_ids.size))}
         for _ in tqdm(range(n_leaves - tree.n_leaves), desc="ExKMC expansion", disable=not self.verbose):
             best_leaf, best = None, None
             for leaf, info in leaves.items():

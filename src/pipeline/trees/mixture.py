@@ -37,6 +37,24 @@ def check_means(means, name: str = "means") -> np.ndarray:
     return arr
 
 
+def check_separated(means: np.ndarray, sigma: np.ndarray, name: str = "means", rtol: float = 1e-9) -> None:
+    """Raise if two means are closer than ``rtol * σ_j`` on every axis j (near-duplicates).
+
+    Means that differ only by rounding noise relative to the spread σ cannot be told apart
+    by any cut; Assumption 3 asks for distinct means, judged on the scale of σ.
+    """
+    for k in range(means.shape[0] - 1):
+        gap = np.max(np.abs(means[k + 1:] - means[k]) / sigma, axis=1)
+        close = np.flatnonzero(gap <= rtol)
+        if close.size:
+            other = k + 1 + int(close[0])
+            raise InvalidInputError(
+                f"{name} rows {k} and {other} differ by at most {gap[close[0]]:.3g} σ on every axis, so they "
+                f"are duplicates for all practical purposes (Assumption 3 needs distinct means, farther apart "
+                f"than {rtol:g} σ). Merge those components or drop one."
+            )
+
+
 def check_sigma(sigma, n_features: int, name: str = "sigma", *, from_data: bool = False, scale=None) -> np.ndarray:
     """Return per-axis σ of shape (n_features,), finite and > 0.
 

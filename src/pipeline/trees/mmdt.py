@@ -24,19 +24,32 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from pipeline.trees._fitting import (
+    COMMON_CONSTRAINTS,
+    N_LEAVES_CONSTRAINT,
+    NOISE_CONSTRAINT,
+    ReferenceTree,
+    _labels_are_codes,
+    power_of_two_scale,
+    rescale_tree,
+    resolve_feature_names,
+    validate_X,
+)
+from pipeline.trees._threads import limit_threads
 from pipeline.trees.mixture import (
     check_means,
+    check_separated,
     check_sigma,
     estimate_mixture,
     gmm_covariances,
     project_covariances,
 )
 from pipeline.trees.tree import ExplanationTree
-from pipeline.validation import InvalidInputError, check_labels, check_matrix, check_n_features
+from pipeline.validation import InvalidInputError, check_matrix
 
 logger = logging.getLogger(__name__)
 
@@ -121,13 +134,25 @@ def grow_means_tree(means: np.ndarray, sigma: np.ndarray, split_rule, labels, rn
     return tree
 
 
-class _MeansTree(BaseEstimator):
+class _MeansTree(ReferenceTree):
     """Shared estimator plumbing for trees grown from K means and per-axis σ."""
 
     _split_rule = None  # set by subclasses: callable(node_means, sigma, rng) -> (axis, threshold)
 
-    def __init__(self, random_state=None):
+    _parameter_constraints = {**COMMON_CONSTRAINTS, **NOISE_CONSTRAINT, **N_LEAVES_CONSTRAINT}
+
+    def __init__(self, n_leaves=None, *, noise_label=-1, random_state=None, n_jobs=None):
+        self.n_leaves = n_leaves
+        self.noise_label = noise_label
         self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _check_n_leaves(self, K: int) -> None:
+        if self.n_leaves is not None and self.n_leaves != K:
+            raise InvalidInputError(
+                f"{type(self).__name__} grows exactly one leaf per mean: n_leaves must be {K} (the number of "
+                f"clusters) or None, got n_leaves={self.n_leaves}."
+            )
 
     def fit_mixture(self, means, sigma, feature_names=None):
         """Grow the tree from the mixture's means and per-axis noise scales.
@@ -135,7 +160,7 @@ class _MeansTree(BaseEstimator):
         Parameters
         ----------
         means : array-like of shape (K, d)
-            K >= 2 distinct component means (Assumption 3).
+            K >= 2 distinct component means (Assumption 3), farther apart than 1e-9 σ.
         sigma : array-like of shape (d,)
             Positive, finite per-axis standard deviation (sub-Gaussian parameter) bound σ_j.
         feature_names : sequence of str of length d, optional
@@ -146,37 +171,50 @@ class _MeansTree(BaseEstimator):
         self
             With ``tree_``, ``means_``, ``sigma_``, ``classes_`` = 0..K-1 (order of ``means``).
         """
+        self._validate_params()
         means = check_means(means)
         sigma = check_sigma(sigma, means.shape[1])
-        return self._grow(means, sigma, np.arange(means.shape[0]), feature_names)
+        check_separated(means, sigma)
+        self.classes_ = np.arange(means.shape[0])
+        self.n_features_in_ = means.shape[1]
+        names = resolve_feature_names(self, feature_names, means.shape[1])
+        return self._grow(means, sigma, names)
 
     def fit(self, X, y, feature_names=None):
         """Estimate means and σ from data and reference labels, then grow the tree.
 
         σ_j is the largest per-component (population) standard deviation on axis j. Rows
-        labelled -1 (noise, e.g. DBSCAN outliers) are ignored. An axis on which every
+        labelled ``noise_label`` (default -1, e.g. DBSCAN outliers) are left out; every other
+        value, negative or not, integer or string, is a cluster. An axis on which every
         component has zero spread gets a tiny positive σ_j (see
-        :func:`pipeline.trees.mixture.check_sigma`), so nothing divides by zero.
+        :func:`pipeline.trees.mixture.check_sigma`), so nothing divides by zero. Data of
+        extreme magnitude is divided by a power of two first and the thresholds mapped back
+        exactly.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, d)
+        X : array-like or DataFrame of shape (n_samples, d)
+            A DataFrame's column names become ``feature_names_in_`` and name the rules.
         y : array-like of shape (n_samples,)
-            Integer cluster labels; -1 marks noise.
+            Reference cluster labels.
         feature_names : sequence of str of length d, optional
+            Names for the rules (default: the DataFrame's columns).
 
         Returns
         -------
         self
             ``predict`` then returns the original label values of ``y``.
         """
-        X = check_matrix(X, "X")
-        y = check_labels(y, X.shape[0])
-        classes, means, variances = estimate_mixture(X, y)
+        X, codes, _, names = self._validate_reference(X, y, feature_names)
+        self._check_n_leaves(self.classes_.size)
+        scale = power_of_two_scale(X)
+        with limit_threads(self.n_jobs):
+            _, means, variances = estimate_mixture(X / scale if scale != 1.0 else X, codes)
         sigma = np.sqrt(variances.max(axis=0))
         means = check_means(means, name="estimated cluster means")
         sigma = check_sigma(sigma, X.shape[1], from_data=True, scale=np.abs(means).max(axis=0))
-        return self._grow(means, sigma, classes, feature_names)
+        check_separated(means, sigma, name="estimated cluster means")
+        return self._grow(means, sigma, names, scale)
 
     def fit_gaussian_mixture(self, gmm, feature_names=None):
         """Grow the tree from a fitted :class:`sklearn.mixture.GaussianMixture`.
@@ -185,56 +223,54 @@ class _MeansTree(BaseEstimator):
         ``predict`` then returns the component index, like ``gmm.predict``.
         """
         check_is_fitted(gmm, "means_")
-        means = check_means(gmm.means_)
         covs = gmm_covariances(gmm)
-        sigma = check_sigma(np.sqrt(np.einsum("kjj->kj", covs).max(axis=0)), means.shape[1])
-        return self._grow(means, sigma, np.arange(means.shape[0]), feature_names)
+        return self.fit_mixture(gmm.means_, np.sqrt(np.einsum("kjj->kj", covs).max(axis=0)), feature_names)
 
-    def _grow(self, means, sigma, classes, feature_names):
+    def _grow(self, means, sigma, feature_names, scale: float = 1.0):
+        self._check_n_leaves(means.shape[0])
         rng = check_random_state(self.random_state)
-        self.tree_ = grow_means_tree(means, sigma, type(self)._split_rule, classes, rng, feature_names)
-        self.means_, self.sigma_, self.classes_ = means, sigma, np.asarray(classes, dtype=np.int64)
-        self.n_features_in_ = means.shape[1]
+        labels = np.array([self._leaf_label(k) for k in range(means.shape[0])], dtype=np.int64)
+        tree = grow_means_tree(means, sigma, type(self)._split_rule, labels, rng, feature_names)
+        self.tree_ = rescale_tree(tree, scale)
+        self.means_, self.sigma_ = means * scale, sigma * scale
         logger.debug("%s: grew %d leaves, depth %d", type(self).__name__, self.tree_.n_leaves, self.tree_.depth)
         return self
 
-    def predict(self, X):
-        """Label of the mean that shares each row's leaf.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, d)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,), dtype int64
-        """
-        check_is_fitted(self, "tree_")
-        X = check_matrix(X, "X", min_rows=0)
-        check_n_features(X, self.n_features_in_)
-        return self.tree_.predict(X)
+_ESTIMATOR_PARAMS_DOC = """
+    n_leaves : int or None, default=None
+        Number of leaves; the tree always has one leaf per mean, so this may only be None or
+        the number of clusters K (accepted so every explainer takes ``n_leaves``).
+    noise_label : int, str or None, default=-1
+        Rows of ``y`` with this label are left out of fitting (None: no noise label).
+    random_state : int, RandomState or None
+        Seed for tie-breaking.
+    n_jobs : int or None
+        Threads for BLAS calls (scikit-learn convention; None = all).
+"""
 
 
 class MMDT(_MeansTree):
-    """Mixture Model Decision Tree (Algorithm 1 of Fleissner et al.).
+    __doc__ = """Mixture Model Decision Tree (Algorithm 1 of Fleissner et al.).
 
     At each node the cut is halfway across the largest gap between neighbouring projected
     means, the gap normalised by σ_j; ties are broken at random with ``random_state``.
-    Construction never touches samples: O(K² d log K) for K means in d dimensions.
+    Construction never touches samples: O(K² d log K) for K means in d dimensions. A
+    scikit-learn classifier: ``predict`` returns the reference labels, ``score`` accuracy.
 
     Parameters
-    ----------
-    random_state : int, RandomState or None
-        Seed for tie-breaking.
-
+    ----------""" + _ESTIMATOR_PARAMS_DOC + """
     Attributes
     ----------
     tree_ : ExplanationTree
-        K leaves, each holding exactly one mean and labelled with its class.
+        K leaves, each holding exactly one mean.
     means_ : ndarray of shape (K, d)
     sigma_ : ndarray of shape (d,)
     classes_ : ndarray of shape (K,)
         Label of each mean (``classes_[k]`` belongs to ``means_[k]``).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when fitted on a DataFrame with string column names.
 
     Examples
     --------
@@ -253,23 +289,32 @@ class RandomizedMMDT(_MeansTree):
 
     At each node: the axis maximising max_{k,l} (μ_k^j − μ_l^j)² / σ_j² over the node's means,
     and a threshold drawn uniformly over the means' range on that axis (so both children
-    receive at least one mean). Same API and attributes as :class:`MMDT`.
+    receive at least one mean). Same parameters, API and attributes as :class:`MMDT`.
     """
 
     _split_rule = staticmethod(_randomized_split)
 
 
-class ConceptMMDT(BaseEstimator):
+class ConceptMMDT(TransformerMixin, ReferenceTree):
     """Concept-MMDT (Algorithm 2): MMDT on means projected onto concept activation vectors.
+
+    A scikit-learn classifier on latents Z (``predict`` returns the reference labels) and a
+    transformer (``transform`` gives the concept coordinates C z).
 
     Parameters
     ----------
-    cavs : array-like of shape (M, d)
-        The CAV matrix C, one concept activation vector per row.
+    cavs : array-like of shape (M, d) or None, default=None
+        The CAV matrix C, one concept activation vector per row. None uses the latent axes
+        themselves as concepts (C = I, i.e. MMDT on Z with σ̄ from the per-cluster spread).
     concept_names : sequence of str of length M, optional
-        Names the tree's rules are written in.
+        Names the tree's rules are written in (default with ``cavs=None``: the DataFrame's
+        column names, if any).
+    noise_label : int, str or None, default=-1
+        Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
         Seed for MMDT's tie-breaking.
+    n_jobs : int or None
+        Threads for BLAS calls.
 
     Attributes
     ----------
@@ -281,17 +326,28 @@ class ConceptMMDT(BaseEstimator):
         μ̄_k = C μ_k.
     concept_sigma_ : ndarray of shape (M,)
         σ̄_m = sqrt(c_mᵀ Σ c_m) (max over components for per-component covariances).
+    cavs_ : ndarray of shape (M, d)
     classes_ : ndarray of shape (K,)
     """
 
-    def __init__(self, cavs, concept_names=None, random_state=None):
+    _parameter_constraints = {
+        "cavs": ["array-like", None], "concept_names": ["array-like", None],
+        **NOISE_CONSTRAINT, **COMMON_CONSTRAINTS,
+    }
+
+    def __init__(self, cavs=None, concept_names=None, *, noise_label=-1, random_state=None, n_jobs=None):
         self.cavs = cavs
         self.concept_names = concept_names
+        self.noise_label = noise_label
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
-    def _cavs(self, d=None) -> np.ndarray:
-        C = check_matrix(self.cavs, "cavs")
-        if d is not None and C.shape[1] != d:
+    def _cavs(self, d) -> np.ndarray:
+        if self.cavs is None:
+            C = np.eye(d)
+        else:
+            C = check_matrix(self.cavs, "cavs")
+        if C.shape[1] != d:
             raise InvalidInputError(
                 f"cavs has shape {C.shape} (M concepts x {C.shape[1]} latent dims) but the latent space has "
                 f"{d} dimensions; each CAV must have one entry per latent dimension."
@@ -303,6 +359,13 @@ class ConceptMMDT(BaseEstimator):
             raise InvalidInputError(f"concept_names has {len(self.concept_names)} names but cavs has "
                                     f"{C.shape[0]} rows; give one name per CAV.")
         return C
+
+    def _names(self):
+        if self.concept_names is not None:
+            return [str(n) for n in self.concept_names]
+        if self.cavs is None and hasattr(self, "feature_names_in_"):
+            return [str(n) for n in self.feature_names_in_]
+        return None
 
     def fit_mixture(self, means, covariance):
         """Grow the concept tree from latent means and covariance(s).
@@ -318,10 +381,13 @@ class ConceptMMDT(BaseEstimator):
         -------
         self
         """
+        self._validate_params()
         means = check_means(means, name="means")
         C = self._cavs(means.shape[1])
         covs = project_covariances(covariance, C, means.shape[0])
-        return self._grow(means, C, np.sqrt(covs.max(axis=0)), np.arange(means.shape[0]))
+        self.classes_ = np.arange(means.shape[0])
+        self.n_features_in_ = C.shape[1]
+        return self._grow(means, C, np.sqrt(covs.max(axis=0)))
 
     def fit(self, Z, y):
         """Estimate latent means and per-component covariances from ``Z`` and labels, then grow.
@@ -331,45 +397,47 @@ class ConceptMMDT(BaseEstimator):
         Z : array-like of shape (n_samples, d)
             Latent representations.
         y : array-like of shape (n_samples,)
-            Integer cluster labels; -1 (noise) rows are ignored.
+            Reference cluster labels; rows labelled ``noise_label`` are left out.
 
         Returns
         -------
         self
             ``predict`` returns the original label values of ``y``.
         """
-        Z = check_matrix(Z, "Z")
-        y = check_labels(y, Z.shape[0], "y")
+        Z, codes, _, _ = self._validate_reference(Z, y)
         C = self._cavs(Z.shape[1])
-        classes, means, _ = estimate_mixture(Z, y)
-        # σ̄_m² = max_k c_mᵀ Σ_k c_m equals the largest per-cluster variance of the projection C z,
-        # so the (d, d) covariances never need to be formed.
-        _, _, proj_var = estimate_mixture(Z @ C.T, y)
-        return self._grow(means, C, np.sqrt(proj_var.max(axis=0)), classes)
+        scale = power_of_two_scale(Z)
+        Zs = Z / scale if scale != 1.0 else Z
+        with limit_threads(self.n_jobs):
+            _, means, _ = estimate_mixture(Zs, codes)
+            # σ̄_m² = max_k c_mᵀ Σ_k c_m equals the largest per-cluster variance of the projection C z,
+            # so the (d, d) covariances never need to be formed.
+            _, _, proj_var = estimate_mixture(Zs @ C.T, codes)
+        return self._grow(means, C, np.sqrt(proj_var.max(axis=0)), scale)
 
-    def _grow(self, means, C, concept_sigma, classes):
+    def _grow(self, means, C, concept_sigma, scale: float = 1.0):
         concept_means = means @ C.T
         try:
             concept_means = check_means(concept_means, name="concept means C·μ_k")
         except InvalidInputError as exc:
             raise InvalidInputError(f"{exc} Add concepts that tell these clusters apart.") from None
         # A concept with zero variance under Σ (singular Σ) gets a tiny σ̄ instead of dividing by 0.
-        scale = np.abs(concept_means).max(axis=0)
-        concept_sigma = check_sigma(concept_sigma, C.shape[0], name="concept sigma", from_data=True, scale=scale)
+        abs_scale = np.abs(concept_means).max(axis=0)
+        concept_sigma = check_sigma(concept_sigma, C.shape[0], name="concept sigma", from_data=True, scale=abs_scale)
+        check_separated(concept_means, concept_sigma, name="concept means C·μ_k")
         rng = check_random_state(self.random_state)
-        names = None if self.concept_names is None else list(self.concept_names)
-        self.tree_ = grow_means_tree(concept_means, concept_sigma, _mmdt_split, classes, rng, names)
-        self.means_, self.concept_means_, self.concept_sigma_ = means, concept_means, concept_sigma
-        self.classes_ = np.asarray(classes, dtype=np.int64)
+        labels = np.array([self._leaf_label(k) for k in range(means.shape[0])], dtype=np.int64)
+        tree = grow_means_tree(concept_means, concept_sigma, _mmdt_split, labels, rng, self._names())
+        self.tree_ = rescale_tree(tree, scale)
+        self.means_, self.concept_means_ = means * scale, concept_means * scale
+        self.concept_sigma_ = concept_sigma * scale
         self.cavs_ = C
-        self.n_features_in_ = C.shape[1]
         return self
 
     def transform(self, Z) -> np.ndarray:
         """Concept coordinates C z of latents ``Z`` (Eq. 4), shape (n_samples, M)."""
         check_is_fitted(self, "tree_")
-        Z = check_matrix(Z, "Z", min_rows=0)
-        check_n_features(Z, self.n_features_in_, "Z")
+        Z = validate_X(self, Z, reset=False)
         return Z @ self.cavs_.T
 
     def predict(self, Z):
@@ -381,6 +449,11 @@ class ConceptMMDT(BaseEstimator):
 
         Returns
         -------
-        ndarray of shape (n_samples,), dtype int64
+        ndarray of shape (n_samples,) of ``classes_``' dtype
         """
-        return self.tree_.predict(self.transform(Z))
+        Z = self.transform(Z)  # checks fitted state and features
+        with limit_threads(self.n_jobs):
+            leaf = self.tree_.predict(Z)
+        if _labels_are_codes(self.classes_):
+            return self.classes_[leaf]
+        return leaf.astype(self.classes_.dtype, copy=False)

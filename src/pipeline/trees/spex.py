@@ -21,19 +21,26 @@ from __future__ import annotations
 
 import heapq
 import logging
+import warnings
+from numbers import Integral
 
 import numpy as np
-from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted
+from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_consistent_length, column_or_1d
 from tqdm.auto import tqdm
 
 from pipeline.trees._column_order import ColumnOrder, feature_priority
 from pipeline.trees._fitting import (
-    check_data, check_feature_names, check_n_leaves, encode_reference, majority_labels, unsplittable_error,
+    COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, _labels_are_codes, check_n_leaves,
+    majority_labels, noise_mask, power_of_two_scale, predict_tree, resolve_feature_names,
+    unsplittable_error, validate_X,
 )
+from pipeline.trees._threads import limit_threads
 from pipeline.trees._spex_sweeps import GraphData, clique_best_cut, clique_split_cuts, graph_best_cut
 from pipeline.trees.graphs import check_graph, knn_graph
 from pipeline.trees.tree import ExplanationTree
+from pipeline.validation import InvalidInputError
 
 logger = logging.getLogger(__name__)
 
@@ -85,40 +92,50 @@ def grow_spex_tree(X: np.ndarray, n_leaves: int, best_cut, feature_names=None, v
 
 
 class _SpExBase(BaseEstimator):
-    def _finish(self, X, tree, codes=None, classes=None):
+    def _finish(self, X, tree, codes=None):
         if codes is not None:
-            labels = majority_labels(tree.apply(X), codes, classes, tree.n_nodes)
+            labels = majority_labels(tree.apply(X), codes, np.arange(self.classes_.size), tree.n_nodes)
             for leaf in tree.leaves:
-                tree.set_label(leaf, int(labels[leaf]))
+                tree.set_label(leaf, self._leaf_label(int(labels[leaf])))
         else:
             for i, leaf in enumerate(tree.leaves):
                 tree.set_label(leaf, i)
         self.tree_ = tree
-        self.n_features_in_ = X.shape[1]
         self.n_leaves_ = tree.n_leaves
         return self
 
     def predict(self, X) -> np.ndarray:
-        """Label of the leaf each row falls in, shape (n_samples,), int64.
+        """Label of the leaf each row falls in, shape (n_samples,).
 
         The majority reference label of the leaf's training points when fitted with a
         reference clustering, otherwise the leaf index 0..n_leaves-1 (left-to-right).
         """
-        check_is_fitted(self, "tree_")
-        return self.tree_.predict(X)
+        leaf = predict_tree(self, X)
+        classes = getattr(self, "classes_", None)
+        if classes is not None and _labels_are_codes(classes):
+            return classes[leaf]
+        return leaf if classes is None else leaf.astype(classes.dtype, copy=False)
 
 
-class SpExClique(_SpExBase):
-    """SpEx with the clique graph of a reference clustering.
+_SPEX_CONSTRAINTS = {**N_LEAVES_CONSTRAINT, **NOISE_CONSTRAINT, **COMMON_CONSTRAINTS, "verbose": ["verbose"]}
+
+
+class SpExClique(_SpExBase, ReferenceTree):
+    """SpEx with the clique graph of a reference clustering (a scikit-learn classifier).
 
     Parameters
     ----------
     n_leaves : int, optional
-        Number of leaves (default: number of reference clusters). Any value >= 1.
+        Number of leaves (default: number of reference clusters); between 1 and the number
+        of fitted rows.
+    noise_label : int, str or None, default=-1
+        Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
         Seeds the feature order used to break exact ties between features.
     verbose : bool
         Show a progress bar.
+    n_jobs : int or None
+        Threads for the compiled sweeps (scikit-learn convention).
 
     Attributes
     ----------
@@ -127,115 +144,190 @@ class SpExClique(_SpExBase):
     n_leaves_ : int
     """
 
-    def __init__(self, n_leaves=None, random_state=None, verbose=False):
+    _parameter_constraints = _SPEX_CONSTRAINTS
+
+    def __init__(self, n_leaves=None, *, noise_label=-1, random_state=None, verbose=False, n_jobs=None):
         self.n_leaves = n_leaves
+        self.noise_label = noise_label
         self.random_state = random_state
         self.verbose = verbose
+        self.n_jobs = n_jobs
 
     def fit(self, X, y, feature_names=None):
-        """Fit to X (n_samples, n_features) and reference labels y (n_samples,); -1 = noise."""
-        X = check_data(X)
-        feature_names = check_feature_names(feature_names, X.shape[1])
-        keep, codes, classes = encode_reference(y, X.shape[0])
-        X = X if keep.all() else X[keep]
+        """Fit to X (n_samples, n_features) and reference labels y (n_samples,).
+
+        A DataFrame's column names name the rules; rows labelled ``noise_label`` are left out.
+        """
+        X, codes, _, feature_names = self._validate_reference(X, y, feature_names)
+        classes = self.classes_
         n_leaves = check_n_leaves(self.n_leaves, classes.size, X.shape[0])
+        codes = codes.astype(np.int8 if classes.size < 128 else np.int16 if classes.size < 32768 else np.int32)
         counts = np.bincount(codes, minlength=classes.size)
         priority = feature_priority(X.shape[1], self.random_state)
-        tree = grow_spex_tree(
-            X, n_leaves, lambda o: clique_best_cut(o, codes, counts, priority), feature_names, self.verbose,
-            split_cuts=lambda o, j, p: clique_split_cuts(o, j, p, codes, counts, priority),
-        )
-        self.classes_ = classes
-        return self._finish(X, tree, codes, classes)
+        with limit_threads(self.n_jobs):
+            tree = grow_spex_tree(
+                X, n_leaves, lambda o: clique_best_cut(o, codes, counts, priority), feature_names, self.verbose,
+                split_cuts=lambda o, j, p: clique_split_cuts(o, j, p, codes, counts, priority),
+            )
+        return self._finish(X, tree, codes)
+
+    predict = _SpExBase.predict
 
 
 def _fit_graph(est, X, A, y, feature_names):
-    """Shared body of SpExGraph/SpExKNN fitting once the graph is known."""
-    codes = classes = None
+    """Shared body of SpExGraph/SpExKNN fitting once the graph is known (noise rows dropped)."""
+    codes = None
     if y is not None:
-        keep, codes, classes = encode_reference(y, X.shape[0])
-        X, A = X[keep], A[keep][:, keep]
-        est.classes_ = classes
-    n_leaves = check_n_leaves(est.n_leaves, None if classes is None else classes.size, X.shape[0])
+        est.classes_, codes = np.unique(y, return_inverse=True)
+    n_leaves = check_n_leaves(est.n_leaves, None if codes is None else est.classes_.size, X.shape[0])
     graph = GraphData(A)
     priority = feature_priority(X.shape[1], est.random_state)
     tree = grow_spex_tree(X, n_leaves, lambda o: graph_best_cut(o, graph, priority), feature_names, est.verbose)
-    return est._finish(X, tree, codes, classes)
+    return est._finish(X, tree, codes)
 
 
-class SpExGraph(_SpExBase):
-    """SpEx on a user-supplied graph over the points (Algorithm 1).
+class _ClusterSpEx(ClusterMixin, _SpExBase):
+    """Reference-free SpEx (a scikit-learn clusterer); optional ``y`` names the leaves."""
+
+    _parameter_constraints = _SPEX_CONSTRAINTS
+
+    def _leaf_label(self, code: int) -> int:
+        return ReferenceTree._leaf_label(self, code)
+
+    def _prepare(self, X, y, feature_names):
+        """Validated X (all rows), labels without noise or None, kept-row mask, names."""
+        self._validate_params()
+        if hasattr(self, "classes_"):
+            del self.classes_
+        X = validate_X(self, X, reset=True, min_samples=2)
+        keep = np.ones(X.shape[0], dtype=bool)
+        if y is not None:
+            y = column_or_1d(y, warn=True)
+            check_consistent_length(X, y)
+            keep = ~noise_mask(y, self.noise_label)
+            y = y[keep]
+            if np.unique(y).size < 1:
+                raise InvalidInputError("every label of y is noise_label; pass reference labels or y=None.")
+        return X, y, keep, resolve_feature_names(self, feature_names, X.shape[1])
+
+    def _set_labels(self, X):
+        self.labels_ = self.predict(X)
+        return self
+
+
+class SpExGraph(_ClusterSpEx):
+    """SpEx on a user-supplied graph over the points (Algorithm 1); a scikit-learn clusterer.
 
     Parameters
     ----------
     n_leaves : int, optional
         Number of leaves; required unless ``y`` is passed to ``fit`` (then: number of clusters).
+    noise_label : int, str or None, default=-1
+        Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
         Seeds the feature order used to break exact ties between features.
     verbose : bool
         Show a progress bar.
+    n_jobs : int or None
+        Threads for the compiled sweeps.
+
+    Attributes
+    ----------
+    tree_ : ExplanationTree
+    labels_ : ndarray of shape (n_samples,) — ``predict`` on the training rows.
+    n_leaves_ : int
     """
 
-    def __init__(self, n_leaves=None, random_state=None, verbose=False):
+    def __init__(self, n_leaves=None, *, noise_label=-1, random_state=None, verbose=False, n_jobs=None):
         self.n_leaves = n_leaves
+        self.noise_label = noise_label
         self.random_state = random_state
         self.verbose = verbose
+        self.n_jobs = n_jobs
 
     def fit(self, X, graph, feature_names=None, y=None):
         """Fit to X (n_samples, n_features) and a graph (n_samples, n_samples).
 
         ``graph`` is a scipy.sparse (or dense) symmetric matrix of finite non-negative
         weights; self-loops count in degrees but are never cut. Optional reference labels
-        ``y`` only name the leaves (majority label) and drop noise rows (-1) from fitting.
+        ``y`` only name the leaves (majority label) and drop ``noise_label`` rows from fitting.
         """
-        X = check_data(X)
-        feature_names = check_feature_names(feature_names, X.shape[1])
+        X, y, keep, feature_names = self._prepare(X, y, feature_names)
         A = check_graph(graph, X.shape[0])
-        return _fit_graph(self, X, A, y, feature_names)
+        if not keep.all():
+            A = A[keep][:, keep]
+        with limit_threads(self.n_jobs):
+            _fit_graph(self, X[keep], A, y, feature_names)
+        return self._set_labels(X)
 
 
-class SpExKNN(_SpExBase):
-    """Reference-free SpEx on the symmetrised k-nearest-neighbour graph.
+class SpExKNN(_ClusterSpEx):
+    """Reference-free SpEx on the symmetrised k-nearest-neighbour graph; a scikit-learn clusterer.
 
     Parameters
     ----------
     n_leaves : int, optional
         Number of leaves; required unless ``y`` is passed to ``fit``.
     n_neighbors : int, default=20
-        Neighbours per point in the kNN graph (mutual neighbours get edge weight 2).
+        Neighbours per point in the kNN graph (mutual neighbours get edge weight 2); at most
+        n_samples - 1 are used (with a warning).
     knn_method : {"auto", "exact", "nndescent"}, default="auto"
         Graph construction (see :func:`pipeline.trees.graphs.knn_graph`): exact up to 20,000
-        points, pynndescent (approximate, seeded by ``random_state``) above.
+        points, pynndescent (approximate, seeded by ``random_state``) above. The graph is
+        built on the centred data divided by a power of two, so any scale of X works.
+    noise_label : int, str or None, default=-1
+        Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
         Seeds the feature order used to break exact ties between features.
     verbose : bool
         Show a progress bar.
+    n_jobs : int or None
+        Threads for the graph construction and the sweeps.
 
     Attributes
     ----------
     graph_ : scipy.sparse.csr_matrix — the kNN graph the tree was fitted on.
+    labels_ : ndarray of shape (n_samples,) — ``predict`` on the training rows.
     """
 
-    def __init__(self, n_leaves=None, n_neighbors=20, knn_method="auto", random_state=None, verbose=False):
+    _parameter_constraints = {
+        **_SPEX_CONSTRAINTS, "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "knn_method": [StrOptions({"auto", "exact", "nndescent"})],
+    }
+
+    def __init__(self, n_leaves=None, n_neighbors=20, knn_method="auto", *, noise_label=-1, random_state=None,
+                 verbose=False, n_jobs=None):
         self.n_leaves = n_leaves
         self.n_neighbors = n_neighbors
         self.knn_method = knn_method
+        self.noise_label = noise_label
         self.random_state = random_state
         self.verbose = verbose
+        self.n_jobs = n_jobs
 
     def fit(self, X, y=None, feature_names=None, graph=None):
         """Fit to X (n_samples, n_features); the kNN graph is built unless ``graph`` is given.
 
-        ``y`` (optional) names the leaves by majority reference label; noise rows (-1) are
-        dropped before the graph is built.
+        ``y`` (optional) names the leaves by majority reference label; ``noise_label`` rows
+        are dropped before the graph is built.
         """
-        X = check_data(X)
-        feature_names = check_feature_names(feature_names, X.shape[1])
-        if graph is None:
-            if y is not None:
-                keep, _, _ = encode_reference(y, X.shape[0])
-                X, y = X[keep], np.asarray(y)[keep]
-            graph = knn_graph(X, self.n_neighbors, method=self.knn_method, random_state=self.random_state)
-        A = check_graph(graph, X.shape[0])
-        self.graph_ = A
-        return _fit_graph(self, X, A, y, feature_names)
+        X, y, keep, feature_names = self._prepare(X, y, feature_names)
+        Xk = X[keep]
+        with limit_threads(self.n_jobs):
+            if graph is None:
+                k = int(self.n_neighbors)
+                if k >= Xk.shape[0]:
+                    warnings.warn(f"n_neighbors={k} is not smaller than the {Xk.shape[0]} points; using "
+                                  f"{Xk.shape[0] - 1}.", UserWarning, stacklevel=2)
+                    k = Xk.shape[0] - 1
+                lo, hi = Xk.min(axis=0), Xk.max(axis=0)
+                centred = Xk - (lo / 2 + hi / 2)
+                centred /= power_of_two_scale(centred)
+                graph = knn_graph(centred, k, method=self.knn_method, random_state=self.random_state,
+                                  n_jobs=self.n_jobs)
+            elif not keep.all():
+                graph = check_graph(graph, X.shape[0])[keep][:, keep]
+            A = check_graph(graph, Xk.shape[0])
+            self.graph_ = A
+            _fit_graph(self, Xk, A, y, feature_names)
+        return self._set_labels(X)

@@ -16,19 +16,25 @@ until the assignments equal the tree's predictions and nothing changes.
 from __future__ import annotations
 
 import logging
-import numbers
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_consistent_length, column_or_1d
 from tqdm.auto import tqdm
 
 from pipeline.trees._tao_cost import ClusteringCost, KMeansCost, SphericalKMeansCost, penalised_clustering_step
 from pipeline.trees._tao_tree import HeapTree, tao_fit
+from pipeline.trees._fitting import (
+    COMMON_CONSTRAINTS, NOISE_CONSTRAINT, check_not_constant, noise_mask, power_of_two_scale, predict_tree,
+    rescale_tree, resolve_feature_names, validate_X,
+)
+from pipeline.trees._threads import limit_threads
 from pipeline.trees.tree import ExplanationTree
-from pipeline.validation import InvalidInputError, check_labels, check_matrix, check_n_features
+from pipeline.validation import InvalidInputError, check_labels, check_matrix
 
 __all__ = ["TAO", "ClusteringCost", "KMeansCost", "SphericalKMeansCost"]
 
@@ -77,6 +83,18 @@ class TAO(ClusterMixin, BaseEstimator):
         Seeds the free clustering, the random initial tree and liblinear.
     verbose : bool, default=False
         Show a tqdm progress bar over the μ rounds.
+    noise_label : int, str or None, default=-1
+        Rows of a given ``init_labels`` with this label are left out of the optimisation (they still get
+        a cluster in ``labels_`` from the tree).
+    n_jobs : int or None
+        Threads for BLAS calls and liblinear (scikit-learn convention; None = all).
+
+    Notes
+    -----
+    TAO works on X centred (k-means cost only) and divided by a power of two near its largest
+    magnitude, and maps the tree, centres and costs back, so the result does not depend on
+    the scale (or, for k-means, the offset) of the data. ``phi`` (the l1 norm of oblique
+    weights) is measured in those internal units; ``history_`` costs are in the data's units.
 
     Attributes
     ----------
@@ -102,11 +120,30 @@ class TAO(ClusterMixin, BaseEstimator):
         Whether the assignments reached the tree's predictions with nothing changing
         (always False when ``max_rounds=0``).
     n_rounds_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when fitted on a DataFrame; these names are used in the rules.
     """
+
+    _parameter_constraints = {
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "depth": [Interval(Integral, 1, None, closed="left")],
+        "oblique": ["boolean"],
+        "sparsity": [Interval(Real, 0, None, closed="left")],
+        "mu0": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        "mu_growth": [Interval(Real, 1, None, closed="neither")],
+        "max_rounds": [Interval(Integral, 0, None, closed="left")],
+        "max_tao_iter": [Interval(Integral, 1, None, closed="left")],
+        "cost": [StrOptions(set(_COSTS)), ClusteringCost],
+        "init": [StrOptions({"cart", "random"}), ExplanationTree],
+        "max_C": [Interval(Real, 0, None, closed="neither")],
+        "verbose": ["verbose"],
+        **NOISE_CONSTRAINT, **COMMON_CONSTRAINTS,
+    }
 
     def __init__(self, n_clusters=8, depth=4, *, oblique=True, sparsity=0.0, mu0="auto", mu_growth=1.5,
                  max_rounds=60, max_tao_iter=20, cost="kmeans", init="cart", max_C=1e3, random_state=None,
-                 verbose=False):
+                 verbose=False, noise_label=-1, n_jobs=None):
         self.n_clusters = n_clusters
         self.depth = depth
         self.oblique = oblique
@@ -120,36 +157,20 @@ class TAO(ClusterMixin, BaseEstimator):
         self.max_C = max_C
         self.random_state = random_state
         self.verbose = verbose
+        self.noise_label = noise_label
+        self.n_jobs = n_jobs
 
     # ------------------------------------------------------------- validation
     def _check_params(self, n_samples: int) -> ClusteringCost:
-        def positive_int(name, value, low):
-            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
-                raise InvalidInputError(f"{name} must be an integer >= {low}, got {value!r}.")
-
-        positive_int("n_clusters", self.n_clusters, 2)
-        positive_int("depth", self.depth, 1)
-        positive_int("max_rounds", self.max_rounds, 0)
-        positive_int("max_tao_iter", self.max_tao_iter, 1)
+        """Checks across parameters and data (single parameters: ``_parameter_constraints``)."""
         if self.n_clusters > n_samples:
             raise InvalidInputError(f"n_clusters={self.n_clusters} exceeds the {n_samples} samples; lower it.")
         if 2 ** self.depth < self.n_clusters:
             need = int(np.ceil(np.log2(self.n_clusters)))
             raise InvalidInputError(f"a tree of depth {self.depth} has {2 ** self.depth} leaves and cannot cover "
                                     f"n_clusters={self.n_clusters}; use depth >= {need}.")
-        if not isinstance(self.sparsity, numbers.Real) or not np.isfinite(self.sparsity) or self.sparsity < 0:
-            raise InvalidInputError(f"sparsity (lambda) must be a finite number >= 0, got {self.sparsity!r}.")
-        if not (isinstance(self.mu0, str) and self.mu0 == "auto") and not (
-                isinstance(self.mu0, numbers.Real) and np.isfinite(self.mu0) and self.mu0 > 0):
-            raise InvalidInputError(f"mu0 must be 'auto' or a finite number > 0, got {self.mu0!r}.")
-        if not isinstance(self.mu_growth, numbers.Real) or not np.isfinite(self.mu_growth) or self.mu_growth <= 1:
-            raise InvalidInputError(f"mu_growth (a) must be a finite number > 1, got {self.mu_growth!r}.")
-        if not isinstance(self.max_C, numbers.Real) or not self.max_C > 0:
-            raise InvalidInputError(f"max_C must be > 0, got {self.max_C!r}.")
         if isinstance(self.cost, ClusteringCost):
             return self.cost
-        if self.cost not in _COSTS:
-            raise InvalidInputError(f"cost must be one of {sorted(_COSTS)} or a ClusteringCost, got {self.cost!r}.")
         return _COSTS[self.cost]()
 
     def _start(self, cost, X, y, centers, seed):
@@ -162,58 +183,104 @@ class TAO(ClusterMixin, BaseEstimator):
             if centers is None:
                 return cost.fit_free(X, K, seed)
             return np.argmin(cost.point_costs(X, centers), axis=1).astype(np.int64), centers
-        y = check_labels(y, X.shape[0])
+        y = check_labels(y, X.shape[0], "init_labels")
         if y.min() < 0 or y.max() >= K:
-            raise InvalidInputError(f"y must hold cluster ids in [0, {K}) (no noise label -1), got range "
-                                    f"[{y.min()}, {y.max()}]; relabel or set n_clusters.")
+            raise InvalidInputError(f"init_labels must hold cluster ids in [0, {K}) besides noise_label={self.noise_label!r}, "
+                                    f"got range [{y.min()}, {y.max()}]; relabel or set n_clusters.")
         if centers is None:
             centers = cost.update_centers(X, y, np.tile(X.mean(axis=0), (K, 1)))
         return y, centers
 
     # -------------------------------------------------------------------- fit
-    def fit(self, X, y=None, *, centers=None, feature_names=None):
+    def fit(self, X, y=None, *, init_labels=None, centers=None, feature_names=None):
         """Run the joint optimisation.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of int, shape (n_samples,), optional
-            A given clustering (ids in [0, n_clusters)) to start from instead of the free one.
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : None
+            Ignored (scikit-learn's clusterer convention); pass a starting clustering as
+            ``init_labels``.
+        init_labels : array-like of int, shape (n_samples,), optional
+            A given clustering (ids in [0, n_clusters)) to start from instead of the free one;
+            rows labelled ``noise_label`` are left out of the optimisation.
         centers : array-like of shape (n_clusters, n_features), optional
-            Centers of the given clustering (computed from ``y`` if omitted; if given without
-            ``y``, the start assigns each point to its nearest center).
+            Centers of the given clustering (computed from ``init_labels`` if omitted; if given
+            without ``init_labels``, the start assigns each point to its nearest center).
         feature_names : sequence of str, optional
-            Names used in ``tree_.rules()``.
+            Names used in ``tree_.rules()`` (default: the DataFrame's columns).
 
         Returns
         -------
         self
         """
-        X = check_matrix(X, "X")
-        cost = self._check_params(X.shape[0])
-        cost.validate(X)
+        self._validate_params()
+        X_all = validate_X(self, X, reset=True, min_samples=2)
+        keep = np.ones(X_all.shape[0], dtype=bool)
+        y = init_labels
+        if y is not None:
+            y = column_or_1d(y, warn=True)
+            check_consistent_length(X_all, y)
+            keep = ~noise_mask(y, self.noise_label)
+            y = y[keep]
+        X_orig = X_all if keep.all() else X_all[keep]
+        if self.n_clusters > 1:
+            check_not_constant(X_orig)
+        names = resolve_feature_names(self, feature_names, X_all.shape[1])
+        cost = self._check_params(X_orig.shape[0])
+        cost.validate(X_orig)
+        # Work on (X - c) / s: k-means is invariant to the shift, both costs to the scale.
+        shift = (type(cost) is KMeansCost)
+        c = X_orig.min(axis=0) / 2 + X_orig.max(axis=0) / 2 if shift else np.zeros(X_orig.shape[1])
+        scaled = type(cost) in (KMeansCost, SphericalKMeansCost)
+        s = power_of_two_scale(X_orig - c, always=True) if scaled else 1.0
+        cf = s * s if shift else 1.0  # cost units per internal cost unit
+        X = (X_orig - c) / s
+        if centers is not None:
+            centers = (check_matrix(centers, "centers") - c) / s
         rng = np.random.default_rng(self.random_state if not isinstance(self.random_state, np.random.RandomState)
                                     else self.random_state.randint(2 ** 31 - 1))
         seed = int(rng.integers(2 ** 31 - 1))
+        with limit_threads(self.n_jobs):
+            tree, z, psi = self._optimise(cost, X, y, centers, seed, rng, cf, c, s)
+        self.tree_ = rescale_tree(tree.to_explanation_tree(X, names), s, c)
+        self.labels_ = self.tree_.predict(X_all)
+        labels_kept = self.labels_[keep]
+        self.assignments_ = self._full(z, keep)
+        self.free_labels_ = self._full(self.free_labels_, keep)
+        self.cluster_centers_ = cost.update_centers(X_orig, labels_kept, psi * s + c)
+        self.kmeans_cost_ = cost.total(X_orig, labels_kept, self.cluster_centers_)
+        return self
+
+    @staticmethod
+    def _full(z, keep):
+        if keep.all():
+            return z
+        out = np.full(keep.shape[0], -1, dtype=np.int64)
+        out[keep] = z
+        return out
+
+    def _optimise(self, cost, X, y, centers, seed, rng, cf, c, s):
+        """The μ homotopy on the internal (centred, scaled) data; returns (tree, Z, Ψ)."""
         z, psi = self._start(cost, X, y, centers, seed)
-        self.free_labels_, self.free_centers_ = z.copy(), psi.copy()
-        self.free_cost_ = cost.total(X, z, psi)
-        mu = float(self.mu0) if self.mu0 != "auto" else 0.05 * max(self.free_cost_, 1e-300) / X.shape[0]
-        lam = float(self.sparsity)
+        self.free_labels_, self.free_centers_ = z.copy(), psi * s + c
+        free_cost = cost.total(X, z, psi)
+        self.free_cost_ = free_cost * cf
+        mu = float(self.mu0) / cf if self.mu0 != "auto" else 0.05 * max(free_cost, 1e-300) / X.shape[0]
+        lam = float(self.sparsity) / cf
         if isinstance(self.init, ExplanationTree):
             if self.init.n_features != X.shape[1]:
                 raise InvalidInputError(f"init tree has {self.init.n_features} features but X has {X.shape[1]}.")
-            tree = HeapTree.from_explanation_tree(self.init, self.depth, bool(self.oblique))
-        elif isinstance(self.init, str) and self.init == "cart":
+            init = rescale_tree(self.init, 1.0 / s, -c / s)
+            tree = HeapTree.from_explanation_tree(init, self.depth, bool(self.oblique))
+        elif self.init == "cart":
             tree = HeapTree.from_cart(self.depth, X, z, bool(self.oblique), seed)
-        elif isinstance(self.init, str) and self.init == "random":
-            tree = HeapTree.random(self.depth, X, z, bool(self.oblique), rng)
         else:
-            raise InvalidInputError(f"init must be 'cart', 'random' or an ExplanationTree, got {self.init!r}.")
+            tree = HeapTree.random(self.depth, X, z, bool(self.oblique), rng)
         tao_kw = dict(max_iter=self.max_tao_iter, max_C=float(self.max_C), random_state=seed)
 
         trace = tao_fit(tree, X, z, lam / mu, **tao_kw)  # direct fit to the free clustering
-        self.history_ = [self._record("direct", cost, X, z, psi, tree, mu, lam, trace)]
+        self.history_ = [self._record("direct", cost, X, z, psi, tree, mu, lam, trace, cf)]
         self.converged_ = False
         bar = tqdm(range(self.max_rounds), desc="TAO μ rounds", disable=not self.verbose, leave=False)
         for r in bar:
@@ -221,10 +288,10 @@ class TAO(ClusterMixin, BaseEstimator):
             z_prev = z
             z, psi = penalised_clustering_step(cost, X, z, psi, mu, target=tree.predict(X))
             trace = tao_fit(tree, X, z, lam / mu, **tao_kw)
-            rec = self._record(r + 1, cost, X, z, psi, tree, mu, lam, trace)
+            rec = self._record(r + 1, cost, X, z, psi, tree, mu, lam, trace, cf)
             self.history_.append(rec)
-            bar.set_postfix(mu=f"{mu:.3g}", cost=f"{rec['tree_cost']:.5g}", mismatches=rec["mismatches"])
-            logger.info("TAO round %d: mu=%.4g tree cost=%.6g mismatches=%d phi=%.4g", r + 1, mu,
+            bar.set_postfix(mu=f"{rec['mu']:.3g}", cost=f"{rec['tree_cost']:.5g}", mismatches=rec["mismatches"])
+            logger.info("TAO round %d: mu=%.4g tree cost=%.6g mismatches=%d phi=%.4g", r + 1, rec["mu"],
                         rec["tree_cost"], rec["mismatches"], rec["phi"])
             if rec["mismatches"] == 0 and np.array_equal(z, z_prev) and tree.same_as(before):
                 self.converged_ = True
@@ -235,29 +302,20 @@ class TAO(ClusterMixin, BaseEstimator):
         if not self.converged_ and self.max_rounds > 0:
             warnings.warn(f"TAO did not converge in max_rounds={self.max_rounds} μ rounds ({rec['mismatches']} "
                           "assignments still differ from the tree); labels_ are the tree's. Increase max_rounds "
-                          "or mu_growth.", ConvergenceWarning, stacklevel=2)
-
-        self.tree_ = tree.to_explanation_tree(X, feature_names)
-        self.assignments_ = z
-        self.labels_ = self.tree_.predict(X)
-        self.cluster_centers_ = cost.update_centers(X, self.labels_, psi)
-        self.kmeans_cost_ = cost.total(X, self.labels_, self.cluster_centers_)
-        self.n_features_in_ = X.shape[1]
-        return self
+                          "or mu_growth.", ConvergenceWarning, stacklevel=3)
+        return tree, z, psi
 
     @staticmethod
-    def _record(stage, cost, X, z, psi, tree, mu, lam, trace) -> dict:
+    def _record(stage, cost, X, z, psi, tree, mu, lam, trace, cf=1.0) -> dict:
+        """One ``history_`` entry; costs, μ and λ converted to the data's units by ``cf``."""
         pred = tree.predict(X)
         E = cost.total(X, z, psi)
         mismatches = int(np.sum(pred != z))
         phi = tree.phi()
-        return {"stage": stage, "mu": mu, "E": E, "mismatches": mismatches, "phi": phi,
-                "objective": E + lam * phi + mu * mismatches,
-                "tree_cost": cost.total(X, pred, cost.update_centers(X, pred, psi)), "tao_trace": trace}
+        return {"stage": stage, "mu": mu * cf, "E": E * cf, "mismatches": mismatches, "phi": phi,
+                "objective": (E + lam * phi + mu * mismatches) * cf,
+                "tree_cost": cost.total(X, pred, cost.update_centers(X, pred, psi)) * cf, "tao_trace": trace}
 
     def predict(self, X) -> np.ndarray:
         """Cluster id of each row of X by the tree, shape (n_samples,), dtype int64."""
-        check_is_fitted(self, "tree_")
-        X = check_matrix(X, "X")
-        check_n_features(X, self.n_features_in_)
-        return self.tree_.predict(X)
+        return predict_tree(self, X)
