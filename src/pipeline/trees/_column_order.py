@@ -22,6 +22,26 @@ import numpy as np
 from pipeline.trees import _kernels
 
 _BLOCK_ELEMENTS = 1 << 20  # work on ~1M-element column blocks (cache + memory friendly)
+_SMALL_ELEMENTS = 1 << 16  # up to this many values a plain argsort beats key packing and threads
+
+
+def _n_threads() -> int:
+    """Threads the compiled kernels may use now (numba's current setting)."""
+    try:
+        import numba
+
+        return int(numba.get_num_threads())
+    except ImportError:  # pragma: no cover
+        return 1
+
+
+def _tie_ids(ties: np.ndarray) -> np.ndarray | None:
+    """Dense value ranks along each sorted row from "equal to the next value" flags, or None."""
+    if not ties.any():
+        return None
+    tie_ids = np.zeros((ties.shape[0], ties.shape[1] + 1), dtype=np.int32)
+    np.cumsum(~ties, axis=1, out=tie_ids[:, 1:])
+    return tie_ids
 
 
 def column_block_size(n_rows: int) -> int:
@@ -92,36 +112,55 @@ class ColumnOrder:
 
     @classmethod
     def from_matrix(cls, X: np.ndarray) -> "ColumnOrder":
-        """Sort every column of ``X`` (n_samples, n_features); rows are the global point ids."""
+        """Sort every column of ``X`` (n_samples, n_features); rows are the global point ids.
+
+        Uses as many threads as the current numba setting (see
+        :func:`pipeline.trees._threads.limit_threads`); small matrices are sorted in one
+        ``argsort`` call without any thread pool.
+        """
         n, d = X.shape
-        bits = max(1, int(n - 1).bit_length())
         # uint16 row ids when they fit: halves the memory traffic of every later pass
-        order = np.empty((d, n), dtype=np.uint16 if n <= 1 << 16 else np.int32)
+        id_dtype = np.uint16 if n <= 1 << 16 else np.int32
+        if n * d <= _SMALL_ELEMENTS:
+            return cls._from_small_matrix(X, id_dtype)
+        bits = max(1, int(n - 1).bit_length())
+        order = np.empty((d, n), dtype=id_dtype)
         ties = np.zeros((d, max(n - 1, 0)), dtype=bool)
         step = column_block_size(n)
 
         X = np.ascontiguousarray(X, dtype=np.float64)
         starts = list(range(0, d, step))
-        with ThreadPoolExecutor(max_workers=2) as pool:  # numpy's sort releases the GIL
+        n_threads = min(2, _n_threads(), len(starts))
+        pool = ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 else None
+        run = pool.map if pool is not None else map  # numpy's sort releases the GIL
+        try:
             if not _kernels.AVAILABLE:
                 def work(s: int) -> None:
                     block = np.ascontiguousarray(X[:, s:s + step].T)
                     block += 0.0  # turns -0.0 into 0.0
                     order[s:s + step], ties[s:s + step] = _sort_block(block, bits)
 
-                list(pool.map(work, starts))
+                list(run(work, starts))
             else:  # compiled kernels run from this thread only (numba's workqueue layer is not thread-safe)
                 for i in range(0, len(starts), 2):  # two cache-sized blocks at a time, one per thread
                     group = starts[i:i + 2]
                     keys = [_kernels.pack_keys(X.view(np.int64), s, min(s + step, d), bits) for s in group]
-                    list(pool.map(lambda k: k.sort(axis=1), keys))
+                    list(run(lambda k: k.sort(axis=1), keys))
                     for s, k in zip(group, keys):
                         _finish_keys(X, s, k, bits, order, ties)
-        tie_ids = None
-        if ties.any():
-            tie_ids = np.zeros((d, n), dtype=np.int32)
-            np.cumsum(~ties, axis=1, out=tie_ids[:, 1:])
-        return cls(order, tie_ids)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+        return cls(order, _tie_ids(ties))
+
+    @classmethod
+    def _from_small_matrix(cls, X: np.ndarray, id_dtype) -> "ColumnOrder":
+        """``from_matrix`` for small inputs: one stable argsort, no packing, no threads."""
+        XT = np.array(X.T, dtype=np.float64)
+        XT += 0.0  # -0.0 sorts with 0.0 (as in the packed keys)
+        order = np.argsort(XT, axis=1, kind="stable")
+        v = np.take_along_axis(XT, order, axis=1)
+        return cls(order.astype(id_dtype), _tie_ids(v[:, 1:] == v[:, :-1]))
 
     @property
     def n_features(self) -> int:
@@ -153,6 +192,20 @@ class ColumnOrder:
         order = self.order[mask].reshape(m, -1)
         tie_ids = None if self.tie_ids is None else self.tie_ids[mask].reshape(m, -1)
         return ColumnOrder(order, tie_ids)
+
+    def groups(self, group: np.ndarray, n_groups: int) -> list["ColumnOrder"]:
+        """Orders of every group at once (``group``: int over all global rows, 0..n_groups-1
+        for the node's points), one pass over the node instead of one filter per group."""
+        sizes = np.bincount(group[self.order[0]], minlength=n_groups)
+        if not _kernels.AVAILABLE:
+            return [self.filter(group == g) for g in range(n_groups)]
+        offsets = np.zeros(n_groups + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        has_ties = self.tie_ids is not None
+        ties = self.tie_ids if has_ties else np.empty((0, 0), np.int32)
+        out, t_out = _kernels.group_rows(self.order, ties, has_ties, group.astype(np.int64, copy=False), offsets)
+        return [ColumnOrder(np.ascontiguousarray(out[:, a:b]), np.ascontiguousarray(t_out[:, a:b]) if has_ties else None)
+                for a, b in zip(offsets[:-1], offsets[1:])]
 
     def split(self, feature: int, position: int, n_total: int) -> tuple["ColumnOrder", "ColumnOrder"]:
         """Children for the cut after sorted ``position`` of ``feature``: (left, right)."""

@@ -34,59 +34,100 @@ def _count_le(X, order_row, j, value, strict):
     return lo
 
 
+@numba.njit(cache=True, nogil=True)
+def _mistakes_row(X, order_row, tie_row, has_ties, j, codes, centers, node_centers, local, ratio):
+    """Best (score, threshold) of one feature; see :func:`mistakes_sweep`.
+
+    Only the stretch between the lowest and the highest centre is scanned point by point:
+    before the lowest centre no cut is valid and every point is a mistake (only the
+    per-cluster counts matter, one branch-free pass), after the highest none is valid.
+    """
+    m = order_row.size
+    mc = node_centers.size
+    k = centers.shape[0]
+    cv = np.empty(mc)
+    for i in range(mc):
+        cv[i] = centers[node_centers[i], j]
+    srt = np.argsort(cv, kind="mergesort")
+    enter = np.empty(mc, np.int64)  # data points strictly below each sorted centre
+    equal = np.zeros(mc, np.bool_)  # some data point equals the centre value
+    for i in range(mc):
+        c = cv[srt[i]]
+        enter[i] = _count_le(X, order_row, j, c, True)
+        equal[i] = _count_le(X, order_row, j, c, False) > enter[i]
+    step = np.ones(k, np.int64)  # +1: a point moving left is a mistake (its centre is right)
+    s = np.zeros(k, np.int64)
+    for p in range(enter[0]):
+        s[codes[order_row[p]]] += 1
+    mis = enter[0]
+    best = np.inf
+    best_mis = np.iinfo(np.int64).max
+    best_t = np.nan
+    denom = 1.0
+    r = 0
+    i = 0
+    p = enter[0]
+    while i < mc:
+        e = enter[i]
+        while p < e:  # data points strictly between the previous centre and this one
+            x = order_row[p]
+            c = codes[x]
+            mis += step[c]
+            s[c] += 1
+            p += 1
+            if has_ties and p < m and tie_row[p - 1] == tie_row[p]:
+                continue
+            if ratio:
+                score = mis / denom
+                if score < best:
+                    best = score
+                    best_t = X[x, j]
+            elif mis < best_mis:
+                best_mis = mis
+                best_t = X[x, j]
+        c0 = cv[srt[i]]
+        while i < mc and enter[i] == e and cv[srt[i]] == c0:  # centres entering together
+            c = node_centers[srt[i]]
+            mis += local[c] - 2 * s[c]
+            step[c] = -1
+            r += 1
+            i += 1
+        if r == mc:
+            break
+        denom = float(min(r, mc - r))
+        if not equal[i - 1]:  # threshold strictly between two data values
+            if ratio:
+                score = mis / denom
+                if score < best:
+                    best = score
+                    best_t = c0
+            elif mis < best_mis:
+                best_mis = mis
+                best_t = c0
+    if not ratio and best_mis < np.iinfo(np.int64).max:
+        best = float(best_mis)
+    return best, best_t
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
 def mistakes_sweep(X, order, tie_ids, has_ties, codes, centers, node_centers, local, ratio,
                    out_score, out_thr):
     """Best IMM (ratio=False) or EMN (ratio=True) cut per feature of one node."""
-    d, m = order.shape
-    mc = node_centers.size
-    k = centers.shape[0]
+    d = order.shape[0]
+    empty = np.empty(0, tie_ids.dtype)
     for j in prange(d):
-        cv = np.empty(mc)
-        for i in range(mc):
-            cv[i] = centers[node_centers[i], j]
-        srt = np.argsort(cv, kind="mergesort")
-        enter = np.empty(mc, np.int64)  # data points strictly below each sorted centre
-        equal = np.zeros(mc, np.bool_)  # some data point equals the centre value
-        for i in range(mc):
-            c = cv[srt[i]]
-            enter[i] = _count_le(X, order[j], j, c, True)
-            equal[i] = _count_le(X, order[j], j, c, False) > enter[i]
-        is_left = np.zeros(k, np.bool_)
-        s = np.zeros(k, np.int64)
-        mis = 0
-        r = 0
-        i = 0
-        best = np.inf
-        best_t = np.nan
-        for p in range(m + 1):
-            while i < mc and enter[i] == p:  # centres below data point p (or equal to it)
-                c0 = cv[srt[i]]
-                while i < mc and enter[i] == p and cv[srt[i]] == c0:
-                    c = node_centers[srt[i]]
-                    mis += local[c] - 2 * s[c]
-                    is_left[c] = True
-                    r += 1
-                    i += 1
-                if not equal[i - 1] and 0 < r < mc:  # threshold strictly between two data values
-                    score = mis / min(r, mc - r) if ratio else float(mis)
-                    if score < best:
-                        best = score
-                        best_t = c0
-            if p == m:
-                break
-            c = codes[order[j, p]]
-            mis += -1 if is_left[c] else 1
-            s[c] += 1
-            if p < m - 1 and has_ties and tie_ids[j, p] == tie_ids[j, p + 1]:
-                continue
-            if 0 < r < mc:
-                score = mis / min(r, mc - r) if ratio else float(mis)
-                if score < best:
-                    best = score
-                    best_t = X[order[j, p], j]
-        out_score[j] = best
-        out_thr[j] = best_t
+        out_score[j], out_thr[j] = _mistakes_row(X, order[j], tie_ids[j] if has_ties else empty, has_ties, j,
+                                                 codes, centers, node_centers, local, ratio)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _first_min(left, c_norm2, n_left, value, total, m, right):
+    """Lowest centre index whose left (right) surrogate cost equals ``value``."""
+    for c in range(left.size):
+        v = ((m - n_left) * c_norm2[c] - 2.0 * (total[c] - left[c])) if right else (n_left * c_norm2[c] - 2.0 * left[c])
+        if v == value:
+            return c
+    return -1
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -111,24 +152,16 @@ def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, out_cost, out_pos, ou
             if has_ties and tie_ids[j, p] == tie_ids[j, p + 1]:
                 continue
             n_left = p + 1
-            lc = np.inf
-            li = -1
+            lc = np.inf  # minima only (a loop without index bookkeeping); argmins on improvement
             rc = np.inf
-            ri = -1
             for c in range(k):
-                v = n_left * c_norm2[c] - 2.0 * left[c]
-                if v < lc:
-                    lc = v
-                    li = c
-                v = (m - n_left) * c_norm2[c] - 2.0 * (total[c] - left[c])
-                if v < rc:
-                    rc = v
-                    ri = c
+                lc = min(lc, n_left * c_norm2[c] - 2.0 * left[c])
+                rc = min(rc, (m - n_left) * c_norm2[c] - 2.0 * (total[c] - left[c]))
             if lc + rc < best:
                 best = lc + rc
                 best_p = p
-                best_l = li
-                best_r = ri
+                best_l = _first_min(left, c_norm2, n_left, lc, total, m, False)
+                best_r = _first_min(left, c_norm2, n_left, rc, total, m, True)
         out_cost[j] = best
         out_pos[j] = best_p
         out_left[j] = best_l

@@ -146,8 +146,9 @@ if AVAILABLE:
 
     @numba.njit(inline="always")
     def _split_row(row, tie_row, has_ties, side, buf_l, buf_r, tbuf_l, tbuf_r):
-        """Branch-free stable split of one row by ``side`` (1 left, 0 right) into buffers with
-        one slack slot each (every point is written to both; only one cursor advances)."""
+        """Branch-free stable split of one row by ``side`` (1 left, 0 right, -1 dropped) into
+        buffers with one slack slot each (every point is written to both; at most one cursor
+        advances)."""
         a = 0
         b = 0
         for p in range(row.size):
@@ -158,8 +159,8 @@ if AVAILABLE:
             if has_ties:
                 tbuf_l[a] = tie_row[p]
                 tbuf_r[b] = tie_row[p]
-            a += sd
-            b += 1 - sd
+            a += sd == 1
+            b += sd == 0
 
     @numba.njit(parallel=True, cache=True, nogil=True)
     def clique_split_sweep(order, tie_ids, has_ties, side, n_left, n_right, codes, g, local_l, local_r,
@@ -270,25 +271,43 @@ if AVAILABLE:
 
     @numba.njit(parallel=True, cache=True, nogil=True)
     def partition_rows(order, tie_ids, has_ties, side, n_left, n_right):
-        """Stable split of every row of ``order`` by ``side[point]`` (1 = left, 0 = right, else dropped)."""
+        """Stable split of every row of ``order`` by ``side[point]`` (1 = left, 0 = right, else dropped).
+
+        Branch-free (see :func:`_split_row`): the side of consecutive points is unpredictable.
+        """
         d, m = order.shape
         left, right, t_left, t_right = _child_arrays(order, tie_ids, has_ties, n_left, n_right)
+        empty = np.empty(0, tie_ids.dtype)
         for j in prange(d):
-            a = 0
-            b = 0
+            buf_l = np.empty(n_left + 1, order.dtype)
+            buf_r = np.empty(n_right + 1, order.dtype)
+            tbuf_l = np.empty(n_left + 1 if has_ties else 0, tie_ids.dtype)
+            tbuf_r = np.empty(n_right + 1 if has_ties else 0, tie_ids.dtype)
+            _split_row(order[j], tie_ids[j] if has_ties else empty, has_ties, side, buf_l, buf_r, tbuf_l, tbuf_r)
+            left[j] = buf_l[:n_left]
+            right[j] = buf_r[:n_right]
+            if has_ties:
+                t_left[j] = tbuf_l[:n_left]
+                t_right[j] = tbuf_r[:n_right]
+        return left, right, t_left, t_right
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def group_rows(order, tie_ids, has_ties, group, offsets):
+        """Stable split of every row of ``order`` into groups (``group[point]`` in 0..G-1) in one
+        pass: group g occupies columns ``offsets[g]:offsets[g + 1]`` of the (d, n) result."""
+        d, m = order.shape
+        out = np.empty((d, m), order.dtype)
+        t_out = np.empty((d if has_ties else 0, m), tie_ids.dtype)
+        for j in prange(d):
+            cur = offsets[:-1].copy()
             for p in range(m):
                 x = order[j, p]
-                if side[x] == 1:
-                    left[j, a] = x
-                    if has_ties:
-                        t_left[j, a] = tie_ids[j, p]
-                    a += 1
-                elif side[x] == 0:
-                    right[j, b] = x
-                    if has_ties:
-                        t_right[j, b] = tie_ids[j, p]
-                    b += 1
-        return left, right, t_left, t_right
+                g = group[x]
+                out[j, cur[g]] = x
+                if has_ties:
+                    t_out[j, cur[g]] = tie_ids[j, p]
+                cur[g] += 1
+        return out, t_out
 
     @numba.njit(parallel=True, cache=True, nogil=True)
     def pack_keys(bits_view, start, stop, idx_bits):

@@ -1,19 +1,38 @@
 """One thread setting for every compiled kernel, BLAS call and torch op an estimator runs.
 
-``n_jobs`` follows scikit-learn: ``None`` means the library default (all cores the process
-may use), a positive integer that many threads, ``-1`` all cores.
+``n_jobs`` follows scikit-learn: a positive integer means that many threads, ``-1`` all
+cores, ``-2`` all but one, and ``None`` the setting of the enclosing :func:`limit_threads`
+block if there is one (so a pipeline's ``threads`` reaches every estimator it fits), else
+all cores the process may use.
+
+Inside the block numba's thread count, the BLAS/OpenMP pools (threadpoolctl) and torch's
+intra-op threads (when torch is already imported) are all capped at the same number;
+everything is restored on exit. Kernels that choose a serial path for small inputs ask
+:func:`current_threads`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
+import sys
+
+_ACTIVE: contextvars.ContextVar[int | None] = contextvars.ContextVar("pipeline_threads", default=None)
+
+
+def available_cores() -> int:
+    """Cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def resolve_n_jobs(n_jobs) -> int:
     """The number of threads ``n_jobs`` stands for (at least 1)."""
-    n_cpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if n_jobs is None or n_jobs == -1:
+    n_cpu = available_cores()
+    if n_jobs is None:
+        active = _ACTIVE.get()
+        return n_cpu if active is None else active
+    if n_jobs == -1:
         return n_cpu
     n_jobs = int(n_jobs)
     if n_jobs < 0:
@@ -21,12 +40,18 @@ def resolve_n_jobs(n_jobs) -> int:
     return max(1, min(n_jobs, n_cpu))
 
 
+def current_threads() -> int:
+    """Threads the compiled kernels may use right now (the active limit, else all cores)."""
+    return resolve_n_jobs(None)
+
+
 @contextlib.contextmanager
 def limit_threads(n_jobs):
-    """Run the body with numba kernels and BLAS/OpenMP pools capped at ``resolve_n_jobs(n_jobs)``."""
+    """Run the body with numba kernels, BLAS/OpenMP pools and torch capped at ``resolve_n_jobs(n_jobs)``."""
     from threadpoolctl import threadpool_limits
 
     n = resolve_n_jobs(n_jobs)
+    token = _ACTIVE.set(n)
     previous = None
     try:
         import numba
@@ -35,10 +60,17 @@ def limit_threads(n_jobs):
         numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
     except ImportError:  # pragma: no cover - numba is a declared dependency
         pass
+    torch = sys.modules.get("torch")  # only if already imported: importing torch costs seconds
+    torch_previous = torch.get_num_threads() if torch is not None else None
     try:
+        if torch is not None:
+            torch.set_num_threads(n)
         with threadpool_limits(limits=n):
             yield n
     finally:
+        _ACTIVE.reset(token)
+        if torch is not None and torch_previous is not None:
+            torch.set_num_threads(torch_previous)
         if previous is not None:
             import numba
 

@@ -1,0 +1,53 @@
+"""One thread setting (n_jobs / limit_threads) for numba kernels and BLAS pools."""
+
+import numba
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+from threadpoolctl import threadpool_info
+
+from pipeline.trees import IMM, ExKMC, SpExClique
+from pipeline.trees._threads import available_cores, current_threads, limit_threads, resolve_n_jobs
+
+
+def test_resolve_n_jobs():
+    n = available_cores()
+    assert resolve_n_jobs(1) == 1
+    assert resolve_n_jobs(-1) == n
+    assert resolve_n_jobs(None) == n
+    assert resolve_n_jobs(10 ** 6) == n
+    assert resolve_n_jobs(-(10 ** 6)) == 1
+    assert resolve_n_jobs(-2) == max(1, n - 1)
+
+
+def test_limit_threads_caps_numba_and_blas_and_restores():
+    before = numba.get_num_threads()
+    with limit_threads(1) as n:
+        assert n == 1
+        assert numba.get_num_threads() == 1
+        assert current_threads() == 1
+        assert all(pool["num_threads"] == 1 for pool in threadpool_info())
+        with limit_threads(None) as inner:  # None inherits the enclosing setting
+            assert inner == 1
+            assert numba.get_num_threads() == 1
+    assert numba.get_num_threads() == before
+    assert current_threads() == available_cores()
+
+
+def test_limit_threads_restores_after_error():
+    before = numba.get_num_threads()
+    with pytest.raises(RuntimeError):
+        with limit_threads(1):
+            raise RuntimeError("boom")
+    assert numba.get_num_threads() == before
+
+
+@pytest.mark.parametrize("make", [lambda: IMM(), lambda: ExKMC(n_leaves=8), lambda: SpExClique(n_leaves=6)])
+def test_trees_do_not_depend_on_thread_count(make):
+    X, y = make_blobs(n_samples=3000, n_features=40, centers=4, cluster_std=8.0, random_state=1)  # overlapping
+    trees = []
+    for threads in (1, available_cores()):
+        with limit_threads(threads):
+            trees.append(make().fit(X, y).tree_)
+    np.testing.assert_array_equal(trees[0].apply(X), trees[1].apply(X))
+    np.testing.assert_array_equal(trees[0].threshold, trees[1].threshold)
