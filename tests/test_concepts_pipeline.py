@@ -9,6 +9,7 @@ import pytest
 from pipeline.concepts import concept_explainability_to_noise_ratio, concept_mixture
 from pipeline.app.config import compose_config
 from pipeline.app.runner import run
+from pipeline.encoders.base import Encoder
 from pipeline.validation import InvalidInputError
 
 SMALL_VADE = ["experiment=concept_digits", "dataset.n_samples=400", "encoder.params.hidden_dims=[64,64,128]", "encoder.params.pretrain_epochs=3",
@@ -22,7 +23,7 @@ def compose(tmp_path, *overrides):
 
 def test_concept_digits_experiment_is_the_deep_concept_run():
     cfg = compose_config(["experiment=concept_digits", "paths.output_dir=/tmp/unused"])
-    assert cfg.dataset.loader == "digits" and cfg.encoder.name == "vade"
+    assert cfg.dataset.name == "digits" and cfg.encoder.name == "vade"
     assert cfg.clustering.name == "encoder" and cfg.concepts.name == "mnist_geometric"
     assert {e.name for e in cfg.explainer.values()} == {"concept_mmdt", "cart"}
 
@@ -76,26 +77,34 @@ def test_text_prompts_need_a_text_tower(tmp_path):
         run(compose(tmp_path, "dataset=iris", "encoder=identity", "clustering=gmm", "concepts=text_prompts"))
 
 
+class FakeTextTower(Encoder):  # deterministic stand-in for CLIP: one axis per prompt word
+    name = "fake_text_tower"
+
+    def transform(self, X):
+        return np.zeros((len(X), 8), np.float32)
+
+    def encode_text(self, texts):
+        out = np.zeros((len(texts), 8), np.float32)
+        for i, t in enumerate(texts):
+            for word in t.split():
+                out[i, sum(map(ord, word)) % 8] += 1.0
+        return out
+
+
+def build_cavs(cfg: dict, dataset, Z) -> dict:
+    """The concepts stage on a dataset and its latents (an untrained encoder: no checkpoint)."""
+    from pipeline.app.stages.concepts import CONCEPTS
+    from pipeline.app.stages.load import dataset_to_artifact
+
+    return CONCEPTS.compute(cfg, load=dataset_to_artifact(dataset), encode={"Z": Z, "checkpoint": None,
+                                                                            "checkpoint_sha256": None})
+
+
 def test_text_prompts_are_embedded_by_the_encoders_text_tower(tmp_path):
     from pipeline.app.data import Dataset
-    from pipeline.encoders.base import Encoder, register_encoder
-    from pipeline.app.stages.cavs import build_cavs
 
-    class FakeTextTower(Encoder):  # deterministic stand-in for CLIP: one axis per prompt word
-        name = "fake_text_tower"
-
-        def transform(self, X):
-            return np.zeros((len(X), 8), np.float32)
-
-        def encode_text(self, texts):
-            out = np.zeros((len(texts), 8), np.float32)
-            for i, t in enumerate(texts):
-                for word in t.split():
-                    out[i, sum(map(ord, word)) % 8] += 1.0
-            return out
-
-    register_encoder("fake_text_tower", FakeTextTower)
-    cfg = to_plain_cfg(tmp_path, ["concepts=text_prompts", "encoder.name=fake_text_tower", "dataset=iris"])
+    cfg = to_plain_cfg(tmp_path, ["concepts=text_prompts", "encoder._target_=test_concepts_pipeline.FakeTextTower",
+                                  "encoder.name=fake_text_tower", "dataset=iris"])
     ds = Dataset(name="iris", X=np.zeros((5, 4)), y=None, kind="tabular")
     out = build_cavs(cfg, ds, np.zeros((5, 8), np.float32))
     assert out["cavs"].shape[1] == 8 and out["cav_fitter"] == "mean_difference"
@@ -113,7 +122,6 @@ def test_broden_images_go_through_the_data_encoder(tmp_path):
     from test_concepts_sets import write_broden
 
     from pipeline.app.data import Dataset
-    from pipeline.app.stages.cavs import build_cavs
 
     write_broden(tmp_path / "broden", n=24)
     cfg = to_plain_cfg(tmp_path, ["concepts=broden", "encoder=identity", f"+concepts.params.root={tmp_path / 'broden'}",

@@ -9,9 +9,10 @@ import pytest
 from PIL import Image
 from sklearn.datasets import load_digits
 
-from pipeline.concepts import build_examples, detect_concepts, load_concept_spec
+from pipeline.app.concept_sets import build_examples, load_concept_spec
+from pipeline.concepts import detect_concepts
 from pipeline.concepts.detectors import DETECTORS
-from pipeline.concepts.manifest import ensure_files, sha256
+from pipeline.app.concept_sets.manifest import ensure_files, sha256
 from pipeline.app.data import Dataset
 from pipeline.validation import InvalidInputError
 

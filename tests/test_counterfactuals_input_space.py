@@ -19,7 +19,7 @@ from pipeline.encoders.contrastive import ContrastiveClusteringEncoder
 from pipeline.app.runner import run, run_stages, to_plain
 from pipeline.app.stages.base import execute
 from pipeline.app.stages.counterfactuals import counterfactuals_stage
-from pipeline.app.stages.encode import trained_encoder
+from pipeline.app.stages.encode import fitted_encoder
 from pipeline.validation import InvalidInputError
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -102,7 +102,7 @@ def test_pipeline_tgt_in_pixel_space_through_vade(tmp_path, capsys):
     plain = to_plain(cfg)
     cache = StageCache(Path(plain["paths"]["cache_dir"]))
     done, _, _ = run_stages(plain, cache)
-    encoder = trained_encoder(plain, cache, done["load"], done["encode"].artifact["checkpoint_sha256"])
+    encoder = fitted_encoder(plain, done["encode"].artifact)  # the checkpoint the encode artifact names
     assert isinstance(encoder, VaDEEncoder)
     art = execute(counterfactuals_stage(lambda: encoder), plain, cache, done).artifact
     assert [e.hit for e in cache.events if e.stage == "counterfactuals"] == [True]

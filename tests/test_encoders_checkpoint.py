@@ -7,8 +7,9 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
-from pipeline.encoders import IdentityEncoder, VaDEEncoder, load_encoder, save_encoder
-from pipeline.encoders.checkpoint import read_checkpoint, sidecar_path
+from pipeline.app.checkpoint import load_encoder, save_encoder
+from pipeline.encoders import IdentityEncoder, VaDEEncoder
+from pipeline.app.checkpoint import read_checkpoint, sidecar_path
 from pipeline.validation import InvalidInputError
 
 TINY = dict(n_clusters=3, latent_dim=4, hidden_dims=(16, 16), pretrain_epochs=2, epochs=2, batch_size=64,

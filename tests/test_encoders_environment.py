@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.encoders import IdentityEncoder, build_encoder, configure_model_caches, select_device
+from pipeline.app.environment import configure_model_caches
+from pipeline.encoders import IdentityEncoder, build_encoder, select_device
 from pipeline.encoders.device import seed_everything
 from pipeline.encoders.environment import OFFLINE_VARIABLES, is_offline, open_clip_cache_dir
 from pipeline.validation import InvalidInputError

@@ -6,12 +6,12 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from pipeline.clustering import METHODS
 from omegaconf import OmegaConf
 
+from pipeline.app.capabilities import CAPABILITIES
 from pipeline.app.config import CONFIG_DIR, Config, compose_config
-from pipeline.app.data.registry import LOADERS, get_loader
-from pipeline.app.explainers import EXPLAINERS
+from pipeline.app.explainers import protocol
+from pipeline.app.instantiate import factory
 from pipeline.app.runner import parse_force, to_plain
 
 GROUPS = ["dataset", "encoder", "clustering", "concepts", "cav", "explainer", "experiment"]
@@ -24,43 +24,56 @@ def options(group):
 def load_option(group: str, option: str) -> dict:
     """The option merged onto the schema: directly (fast) unless the file has a defaults list."""
     node = OmegaConf.load(CONFIG_DIR / group / f"{option}.yaml")
-    if "defaults" in node or group == "experiment":
+    if "defaults" in node or group == "experiment" or "${" in (CONFIG_DIR / group / f"{option}.yaml").read_text():
         value = f"[{option}]" if group == "explainer" else option
         cfg = to_plain(compose_config([f"{group}={value}", "paths.output_dir=/tmp/unused"]))
-        return cfg["dataset"] if group == "dataset" else cfg
+        return cfg if group in ("experiment", "explainer") else cfg[group]
     merged = OmegaConf.merge(OmegaConf.structured(Config), {group: node})  # validates keys and types
     return OmegaConf.to_container(merged[group] if group != "explainer" else merged, resolve=False)
 
 
+def check_instantiates(node: dict, group: str) -> None:
+    """The node's _target_ imports and hydra builds ``partial(target, **params)`` from it."""
+    built = factory(node, group)
+    assert callable(built) and built.keywords == {k: v for k, v in (node.get("params") or {}).items()}
+
+
 @pytest.mark.parametrize("group", GROUPS)
-def test_every_option_of_every_group_fits_the_schema_and_is_known(group):
+def test_every_option_of_every_group_fits_the_schema_and_instantiates(group):
     assert options(group), f"no options in conf/{group}"
     for option in options(group):
         cfg = load_option(group, option)
-        if group == "dataset":
-            assert cfg["loader"] in LOADERS
-            get_loader(cfg["loader"])  # importable loader function
+        if group in ("dataset", "encoder", "cav"):
+            check_instantiates(cfg, group)
+        elif group == "concepts":
+            if option == "none":
+                assert cfg["_target_"] is None
+            else:
+                check_instantiates({**cfg, "params": {}}, group)  # params go to the source with the dataset
         elif group == "clustering":
-            assert cfg["name"] in METHODS
+            check_instantiates({**cfg, "params": {}}, group)  # best_of: params per candidate
+            assert cfg["provides"] is None or set(cfg["provides"]) <= set(CAPABILITIES)
         elif group == "explainer":
             assert list(cfg["explainer"]) == [option]  # the row name is the option name
-            assert cfg["explainer"][option]["name"] in EXPLAINERS
-        elif group == "encoder":
-            from pipeline.encoders import ENCODERS
-            assert cfg["name"] in ENCODERS
+            check_instantiates(cfg["explainer"][option], group)
+            protocol(cfg["explainer"][option])  # a known fit protocol
         elif group == "experiment":  # a study (several datasets + published values) or a one-run preset
             runs = cfg["study"]["runs"]
-            assert cfg["dataset"]["loader"] in LOADERS and all(e["name"] in EXPLAINERS for e in cfg["explainer"].values())
+            check_instantiates(cfg["dataset"], "dataset")
+            for row in cfg["explainer"].values():
+                check_instantiates(row, "explainer")
             published_runs = {p["run"] for p in cfg["study"]["published"]}
             assert published_runs <= set(runs), "published values name runs the experiment does not have"
             for run in runs.values():
-                assert run["dataset"]["loader"] in LOADERS
+                check_instantiates(run["dataset"], "dataset")
+                if run.get("clustering"):
+                    check_instantiates(run["clustering"], "clustering")
                 assert set(run.get("explainers") or []) <= set(cfg["explainer"])
 
 
 def test_default_config_is_the_deep_digits_concept_run():
     cfg = to_plain(compose_config(["paths.output_dir=/tmp/unused"]))
-    assert cfg["dataset"]["loader"] == "digits" and cfg["encoder"]["name"] == "vade"
+    assert cfg["dataset"]["name"] == "digits" and cfg["encoder"]["name"] == "vade"
     assert cfg["clustering"]["name"] == "encoder" and cfg["concepts"]["name"] == "mnist_geometric"
     assert list(cfg["explainer"]) == ["concept_mmdt", "concept_cart"]
 
@@ -73,7 +86,7 @@ def test_tabular_datasets_default_to_raw_features_and_the_command_line_wins():
     assert cfg["encoder"]["name"] == "identity" and cfg["clustering"]["name"] == "kmeans"
     assert cfg["concepts"]["name"] == "mnist_geometric"
     cfg = to_plain(compose_config(["experiment=raw_features", "paths.output_dir=/tmp/unused"]))
-    assert cfg["dataset"]["loader"] == "digits" and cfg["encoder"]["name"] == "identity"
+    assert cfg["dataset"]["name"] == "digits" and cfg["encoder"]["name"] == "identity"
     assert cfg["concepts"]["name"] == "none" and list(cfg["explainer"]) == ["mmdt", "cart"]
 
 

@@ -9,6 +9,8 @@ import pandas as pd
 
 from pipeline.app.config import compose_config
 from pipeline.app.runner import run
+from pipeline.concepts.sets import ConceptExamples
+from pipeline.encoders.base import Encoder
 
 TINY_VADE = ["encoder=vade", "encoder.device=cpu", "encoder.params.hidden_dims=[16]", "encoder.params.latent_dim=2",
              "encoder.params.n_clusters=3", "encoder.params.pretrain_epochs=1", "encoder.params.epochs=1",
@@ -68,34 +70,64 @@ def test_encoder_is_fitted_on_fit_split(tmp_path):
     assert hits["load"] is False and hits["encode"] is False
 
 
+class Substituting(Encoder):
+    """Loads "another model" like SBERT's offline fallback (encoder._target_=test_pipeline_encode.Substituting)."""
+
+    name = "substituting_test"
+    may_substitute_model = True
+    loaded = "model-a"
+
+    def fit(self, X=None, y=None):
+        self.model_used_ = f"{Substituting.loaded} (/some/dir)"
+        return self
+
+    def transform(self, X):
+        return np.asarray(X, dtype=np.float32) * (1.0 if Substituting.loaded == "model-a" else 2.0)
+
+
 def test_encoder_that_substitutes_a_model_keys_embeddings_on_the_model_it_loaded(tmp_path):
     """SBERT's offline fallback loads another model: its embeddings must not be served under
     the configured model's cache entry."""
-    from pipeline.encoders.base import ENCODERS, Encoder, register_encoder
-
-    class Substituting(Encoder):
-        name = "substituting_test"
-        may_substitute_model = True
-        loaded = "model-a"
-
-        def fit(self, X=None, y=None):
-            self.model_used_ = f"{Substituting.loaded} (/some/dir)"
-            return self
-
-        def transform(self, X):
-            return np.asarray(X, dtype=np.float32) * (1.0 if Substituting.loaded == "model-a" else 2.0)
 
     def config(out):
         return compose_config([f"paths.output_dir={tmp_path / out}", f"paths.cache_dir={tmp_path / 'cache'}",
-                               "dataset=iris", "encoder.name=substituting_test", "explainer=[cart]",
+                               "dataset=iris", "encoder._target_=test_pipeline_encode.Substituting",
+                               "encoder.name=substituting_test", "explainer=[cart]",
                                "report.figures=false", "report.summary=false"])
 
-    register_encoder("substituting_test", Substituting)
     try:
         run(config("a"))
         Substituting.loaded = "model-b"
         run(config("b"))
     finally:
-        ENCODERS.pop("substituting_test")
+        Substituting.loaded = "model-a"
     hits = {out: events(tmp_path, out)[0]["encode"] for out in ("a", "b")}
     assert hits == {"a": False, "b": False}
+
+
+def separate_examples(dataset, n: int = 80) -> ConceptExamples:
+    """A concept source whose examples are separate inputs (so they go through the trained
+    encoder): the first ``n`` rows, concept "bright" = above-median ink, "left" = more ink on the left."""
+    X = np.asarray(dataset.X, dtype=np.float64)[:n]
+    ink = X.sum(axis=1)
+    left = X.reshape(len(X), 8, 8)[:, :, :4].sum(axis=(1, 2)) > X.reshape(len(X), 8, 8)[:, :, 4:].sum(axis=(1, 2))
+    labels = np.column_stack([ink > np.median(ink), left]).astype(float)
+    return ConceptExamples("separate", ["bright", "left"], labels, inputs=X, input_kind="image")
+
+
+def test_concepts_embed_examples_with_the_checkpoint_of_fit_split(tmp_path):
+    """dataset.split != encoder.fit_split: the concept examples are embedded by the checkpoint the
+    encode stage trained (on fit_split), which the encode artifact names (issue 11: the concepts
+    stage used to look it up under the embedded split's key, which was never written)."""
+    config = compose_config([f"paths.output_dir={tmp_path / 'out'}", f"paths.cache_dir={tmp_path / 'cache'}",
+                             f"paths.models_dir={tmp_path / 'models'}", *TINY_VADE, "dataset.n_samples=120",
+                             "dataset.split=test", "encoder.fit_split=train",
+                             "concepts._target_=test_pipeline_encode.separate_examples",
+                             "concepts.name=separate", "cav.params.cv=0", "cav.params.n_repeats=1",
+                             "cav.params.min_positives=2", "explainer=[mmdt,cart]"])
+    df = run(config).set_index("explainer")
+    assert list(df.index) == ["reference", "mmdt", "cart"]
+    meta = json.loads(next((tmp_path / "cache" / "concepts").glob("*/meta.json")).read_text())
+    assert meta["concept_names"] == ["bright", "left"] and meta["n_concept_examples"] == 80
+    encode = json.loads(next((tmp_path / "cache" / "encode").glob("*/meta.json")).read_text())
+    assert encode["checkpoint"].startswith(str(tmp_path / "models" / "vade"))

@@ -12,6 +12,7 @@ import pytest
 from pipeline.app.config import compose_config
 from pipeline.app.runner import run
 from pipeline.trees.tree import ExplanationTree
+from pipeline.encoders.base import Encoder
 from pipeline.validation import InvalidInputError
 
 BENCHMARKS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "clustering-benchmarks"
@@ -79,21 +80,21 @@ def test_force_recomputes_a_stage(tmp_path):
 
 
 def test_resume_after_crash_between_stages(tmp_path, monkeypatch):
-    import pipeline.app.runner as runner
+    import pipeline.app.stages.fit as fit
 
-    real_fit_stage = runner.fit_stage
+    real_fit_row = fit.fit_row
 
-    def crash(row):
+    def crash(*args):
         raise RuntimeError("simulated crash after the cluster stage")
 
-    monkeypatch.setattr(runner, "fit_stage", crash)
+    monkeypatch.setattr(fit, "fit_row", crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         run(make_cfg(tmp_path, "dataset=wine", "report.figures=false", out="a"))
     status = json.loads((tmp_path / "a" / "status.json").read_text())
     assert status["status"] == "failed" and "simulated crash" in status["error"]
     assert not (tmp_path / "a" / "results.csv").exists()
     assert not list((tmp_path / "cache").rglob(".tmp-*"))
-    monkeypatch.setattr(runner, "fit_stage", real_fit_stage)
+    monkeypatch.setattr(fit, "fit_row", real_fit_row)
     run(make_cfg(tmp_path, "dataset=wine", "report.figures=false", out="b"))
     hits = {stage: hit for (stage, _), hit in cache_events(tmp_path, "b").items()}
     assert hits == {"load": True, "encode": True, "cluster": True, "concepts": True, "fit": False}
@@ -120,10 +121,17 @@ def assert_failed_cleanly(tmp_path: Path, out: str = "out"):
     assert not (tmp_path / out / "results.csv").exists() and not (tmp_path / out / "trees").exists()
 
 
-def test_unknown_explainer_name(tmp_path):
-    with pytest.raises(InvalidInputError, match=r"unknown explainer 'nope'.*cart"):
-        run(make_cfg(tmp_path, "dataset=iris", "explainer.cart.name=nope"))
+def test_unknown_explainer_class(tmp_path):
+    with pytest.raises(InvalidInputError, match=r"_target_='pipeline.trees.Nope' cannot be imported"):
+        run(make_cfg(tmp_path, "dataset=iris", "explainer.cart._target_=pipeline.trees.Nope"))
     assert_failed_cleanly(tmp_path)
+    assert not (tmp_path / "cache").exists()  # failed before any stage ran
+
+
+def test_any_importable_estimator_plugs_in_from_the_config(tmp_path):
+    df = run(make_cfg(tmp_path, "dataset=iris", "explainer=[cart]", "explainer.cart._target_=pipeline.trees.cart.CART",
+                      "+explainer.cart.params.n_leaves=5", "report.figures=false")).set_index("explainer")
+    assert df.loc["cart", "n_leaves"] == 5  # a value in params wins over the one the stage offers
 
 
 def test_explainer_needing_centres_with_spectral_reference(tmp_path):
@@ -151,23 +159,20 @@ def test_clustering_with_fewer_than_two_clusters(tmp_path):
     assert_failed_cleanly(tmp_path)
 
 
+class NaNEncoder(Encoder):
+    """Latents with one NaN (plugged in with encoder._target_=test_pipeline_run.NaNEncoder)."""
+
+    name = "nan_test"
+
+    def transform(self, X):
+        Z = np.asarray(X, dtype=np.float32).copy()
+        Z[3, 1] = np.nan
+        return Z
+
+
 def test_nan_embeddings(tmp_path):
-    from pipeline.encoders.base import ENCODERS, Encoder, register_encoder
-
-    class NaNEncoder(Encoder):
-        name = "nan_test"
-
-        def transform(self, X):
-            Z = np.asarray(X, dtype=np.float32).copy()
-            Z[3, 1] = np.nan
-            return Z
-
-    register_encoder("nan_test", NaNEncoder)
-    try:
-        with pytest.raises(InvalidInputError, match=r"produced 1 NaN/inf values in 1 of 150 embeddings"):
-            run(make_cfg(tmp_path, "dataset=iris", "encoder.name=nan_test"))
-    finally:
-        ENCODERS.pop("nan_test")
+    with pytest.raises(InvalidInputError, match=r"produced 1 NaN/inf values in 1 of 150 embeddings"):
+        run(make_cfg(tmp_path, "dataset=iris", "encoder._target_=test_pipeline_run.NaNEncoder", "encoder.name=nan_test"))
     assert_failed_cleanly(tmp_path)
     assert not list((tmp_path / "cache").glob("encode/*/meta.json"))  # nothing cached for the bad stage
 
@@ -176,7 +181,7 @@ def test_nan_embeddings(tmp_path):
     ("spectral", ["spex_graph", "spex_knn", "spex_clique"]),  # spex_graph gets the spectral affinity graph
     ("kmeans", ["imm", "emn", "exkmc", "random_mmdt"]),  # centre-based trees get the k-means centres
 ])
-def test_registry_explainers_run_with_the_clustering_that_provides_their_needs(tmp_path, clustering, explainers):
+def test_explainers_run_with_the_clustering_that_provides_their_needs(tmp_path, clustering, explainers):
     df = run(make_cfg(tmp_path, "dataset=iris", f"clustering={clustering}", f"explainer=[{','.join(explainers)}]",
                       "report.figures=false", "report.summary=false")).set_index("explainer")
     assert list(df.index) == ["reference", *explainers]

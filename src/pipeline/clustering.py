@@ -1,7 +1,10 @@
 """Reference clusterings the trees explain: GMM, k-means, spectral, DBSCAN and "best of".
 
-Pure functions on arrays (scikit-learn estimators underneath). The encoder's own cluster head
-is handled by the cluster stage, which has the encoder's outputs.
+Pure functions on arrays (scikit-learn estimators underneath): :func:`cluster` by method name,
+and one function per method (:func:`fit_gmm`, :func:`fit_kmeans`, :func:`fit_spectral`,
+:func:`fit_dbscan`, :func:`best_of`) that the pipeline's ``clustering`` configs name in their
+``_target_``. The encoder's own cluster head is handled by the cluster stage, which has the
+encoder's outputs.
 """
 
 from __future__ import annotations
@@ -15,11 +18,12 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.mixture import GaussianMixture
 from sklearn.neighbors import NearestNeighbors
 
+from pipeline.trees.mixture import gmm_covariances
 from pipeline.validation import InvalidInputError, check_matrix
 
 log = logging.getLogger(__name__)
 
-METHODS = ("gmm", "kmeans", "spectral", "dbscan", "best_of", "encoder")
+METHODS = ("gmm", "kmeans", "spectral", "dbscan", "best_of")
 
 
 @dataclass
@@ -63,15 +67,7 @@ class Clustering:
 
 def full_covariances(gmm: GaussianMixture) -> np.ndarray:
     """Covariances of a fitted GaussianMixture as (K, d, d) for any covariance_type."""
-    K, d = gmm.means_.shape
-    c = gmm.covariances_
-    if gmm.covariance_type == "full":
-        return np.array(c)
-    if gmm.covariance_type == "tied":
-        return np.repeat(c[None], K, axis=0)
-    if gmm.covariance_type == "diag":
-        return np.stack([np.diag(v) for v in c])
-    return np.stack([np.eye(d) * v for v in c])  # spherical
+    return gmm_covariances(gmm)
 
 
 def _gmm(X, k, params, seed):
@@ -144,6 +140,32 @@ def cluster(X, method: str, n_clusters: int, params: dict | None = None, random_
         raise InvalidInputError(f"clustering={method}: bad clustering.params {params}: {exc}") from None
     check_enough_clusters(out)
     return out
+
+
+def fit_gmm(X, n_clusters: int, random_state: int = 0, **params) -> Clustering:
+    """Gaussian mixture (``params``: :class:`sklearn.mixture.GaussianMixture` arguments); keeps the mixture."""
+    return cluster(X, "gmm", n_clusters, params, random_state)
+
+
+def fit_kmeans(X, n_clusters: int, random_state: int = 0, **params) -> Clustering:
+    """k-means (``params``: :class:`sklearn.cluster.KMeans` arguments); keeps the centres."""
+    return cluster(X, "kmeans", n_clusters, params, random_state)
+
+
+def fit_spectral(X, n_clusters: int, random_state: int = 0, **params) -> Clustering:
+    """Spectral clustering (``params``: :class:`sklearn.cluster.SpectralClustering` arguments); keeps its graph."""
+    return cluster(X, "spectral", n_clusters, params, random_state)
+
+
+def fit_dbscan(X, random_state: int = 0, **params) -> Clustering:
+    """DBSCAN; ``eps=None`` takes the ``eps_quantile`` of the k-distance curve, ``min_samples=None`` 2·d."""
+    return cluster(X, "dbscan", 0, params, random_state)
+
+
+def best_of(X, n_clusters: int, random_state: int = 0, y_true=None, candidates=(), **params) -> Clustering:
+    """The candidate method (by name) with the highest ARI against ``y_true``; ``params`` maps a
+    method name to its parameters."""
+    return cluster(X, "best_of", n_clusters, params, random_state, y_true=y_true, candidates=candidates)
 
 
 def check_enough_clusters(c: Clustering) -> None:

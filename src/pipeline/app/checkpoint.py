@@ -1,9 +1,9 @@
-"""Encoder checkpoints: a torch state file plus a JSON sidecar.
+"""Encoder checkpoints: a torch state file plus a JSON sidecar (application layer: file I/O).
 
 ``<path>.pt`` holds the encoder's full state (module weights, optimizer state, epoch,
 history; loadable with ``torch.load(weights_only=True)``); ``<path>.json`` holds the encoder
-name, its constructor config, the architecture, seed, epoch, metrics, caller metadata
-(data, ...) and the sha256 of the ``.pt`` file, which loading verifies.
+name and class (``target``), its constructor config, the architecture, seed, epoch, metrics,
+caller metadata (data, ...) and the sha256 of the ``.pt`` file, which loading verifies.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline.encoders.base import Encoder, build_encoder
+from pipeline.encoders.base import Encoder
 from pipeline.encoders.device import select_device
 from pipeline.validation import InvalidInputError
 
@@ -35,19 +35,6 @@ def file_sha256(path: str | os.PathLike) -> str:
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
-    return digest.hexdigest()
-
-
-def data_fingerprint(X) -> str:
-    """sha256 of a dataset's ``X`` (array bytes + shape + dtype, or the joined texts)."""
-    digest = hashlib.sha256()
-    if isinstance(X, list):
-        for text in X:
-            digest.update(str(text).encode("utf-8") + b"\0")
-    else:
-        arr = np.ascontiguousarray(X)
-        digest.update(f"{arr.shape}{arr.dtype}".encode())
-        digest.update(arr.tobytes())
     return digest.hexdigest()
 
 
@@ -90,7 +77,8 @@ def save_encoder(encoder: Encoder, path: str | os.PathLike, metadata: dict | Non
     metrics = dict(getattr(encoder, "metrics_", {}) or {})
     metrics.update(metadata.pop("metrics", {}) or {})
     sidecar = {
-        "encoder": encoder.name, "config": encoder.get_params(), "architecture": encoder.architecture(),
+        "encoder": encoder.name, "target": f"{type(encoder).__module__}.{type(encoder).__qualname__}",
+        "config": encoder.get_params(), "architecture": encoder.architecture(),
         "seed": state["seed"], "epoch": state["epoch"], "metrics": metrics,
         "seed_report": getattr(encoder, "seed_report_", None), "data": metadata.pop("data", None),
         "metadata": metadata,
@@ -209,7 +197,12 @@ def load_encoder(path: str | os.PathLike, expected: Encoder | dict | None = None
             select_device(config["device"])
         except InvalidInputError:  # e.g. trained on cuda, loaded on a CPU-only machine
             config["device"] = "auto"
-    encoder = build_encoder(sidecar["encoder"], **config)
+    from pipeline.app.instantiate import locate
+
+    target = sidecar.get("target") or _LEGACY_TARGETS.get(sidecar["encoder"])
+    if target is None:
+        raise InvalidInputError(f"sidecar of {path} names no encoder class ('target'); delete the checkpoint to retrain.")
+    encoder = locate(target, "encoder")(**config)
     try:
         encoder._restore(state)
     except (RuntimeError, KeyError) as exc:
@@ -221,6 +214,11 @@ def load_encoder(path: str | os.PathLike, expected: Encoder | dict | None = None
     logger.info("loaded %s checkpoint %s (epoch %d, sha256 %s)", sidecar["encoder"], path, encoder.epoch_,
                 sidecar["sha256"][:12])
     return encoder
+
+
+# checkpoints written before sidecars named the class
+_LEGACY_TARGETS = {"vade": "pipeline.encoders.vade.VaDEEncoder",
+                   "contrastive": "pipeline.encoders.contrastive.ContrastiveClusteringEncoder"}
 
 
 def _configured_architecture(encoder: Encoder) -> dict:

@@ -5,8 +5,10 @@ onto these dataclasses, so a misspelt key or a value of the wrong type fails at 
 Unknown option names of a config group (``dataset=foo``) fail in Hydra itself, which lists
 the valid choices.
 
-Groups are deliberately generic (a ``name`` or ``loader`` plus a ``params`` dict) so other
-engineers add ``conf/<group>/<option>.yaml`` files without touching this schema.
+Pluggable groups share one shape: ``_target_`` (the dotted path of any importable callable,
+built by :mod:`pipeline.app.instantiate`) plus ``params`` (its keyword arguments), so a new
+dataset, encoder, clustering, concept source, CAV fitter or explainer is one
+``conf/<group>/<option>.yaml`` file and never a change to this schema.
 See ``docs/pipeline.md``.
 """
 
@@ -55,7 +57,7 @@ class PathsConfig:
 
 @dataclass
 class DatasetConfig:
-    loader: str = MISSING  # registry name in pipeline.app.data.registry
+    _target_: str = MISSING  # the loader: fn(spec, paths, random_state, **params) -> Dataset
     name: str = ""  # loader-specific identifier (clustbench: "sipu/r15")
     split: str = "train"
     classes: Optional[List[int]] = None  # keep only these ground-truth classes (relabelled 0..C-1)
@@ -63,13 +65,14 @@ class DatasetConfig:
     standardize: bool = False  # z-score the features (tabular data only)
     download: bool = False  # let torchvision / sklearn download missing data
     root: Optional[str] = None  # local copy of the data; default ${paths.data_dir}/<loader>
-    params: Dict[str, Any] = field(default_factory=dict)  # extra loader parameters
+    params: Dict[str, Any] = field(default_factory=dict)  # keyword arguments of the loader
 
 
 @dataclass
 class EncoderConfig:
-    name: str = "identity"  # pipeline.encoders registry name
-    params: Dict[str, Any] = field(default_factory=dict)  # passed to build_encoder(name, **params)
+    _target_: str = "pipeline.encoders.base.IdentityEncoder"  # the encoder class
+    name: str = "identity"  # short name: checkpoint folder, reports
+    params: Dict[str, Any] = field(default_factory=dict)  # constructor keyword arguments
     device: str = "cpu"
     batch_size: int = 256
     fit_split: Optional[str] = "train"  # dataset split a trainable encoder is fitted on (null: the embedded split)
@@ -78,14 +81,19 @@ class EncoderConfig:
 
 @dataclass
 class ClusteringConfig:
-    name: str = "gmm"  # gmm | kmeans | spectral | dbscan | best_of | encoder
+    _target_: str = MISSING  # fn(X, n_clusters, random_state, ...) -> Clustering
+    name: str = "gmm"  # short name shown in reports
     n_clusters: Optional[int] = None  # None: number of ground-truth classes
-    params: Dict[str, Any] = field(default_factory=dict)  # passed to the sklearn estimator
+    params: Dict[str, Any] = field(default_factory=dict)  # keyword arguments of the target
     candidates: List[str] = field(default_factory=list)  # best_of: methods to choose from
+    # what the clustering hands to explainers (labels, centers, mixture, graph); null: known only
+    # after it ran (best_of). See pipeline.app.capabilities.
+    provides: Optional[List[str]] = field(default_factory=lambda: ["labels"])
 
 
 @dataclass
 class ConceptsConfig:
+    _target_: Optional[str] = None  # the concept source (null with concepts=none)
     name: str = "none"  # "none" disables the concepts/CAV/project stages
     file: Optional[str] = None  # concept-set definition (concepts/<name>.yaml)
     params: Dict[str, Any] = field(default_factory=dict)
@@ -93,13 +101,16 @@ class ConceptsConfig:
 
 @dataclass
 class CavConfig:
-    name: str = "linear"
+    _target_: str = "pipeline.concepts.CAVFitter"
+    name: str = "linear"  # the fitter: linear = the concept set's suggestion (else logistic)
     params: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class ExplainerConfig:
-    name: str = MISSING  # pipeline.app.explainers registry name
+    _target_: str = MISSING  # the estimator class (scikit-learn style)
+    name: str = MISSING  # method name in the results table
+    fit: str = "labels"  # how the fit stage feeds it: a protocol of pipeline.app.explainers.PROTOCOLS
     n_leaves: Optional[int] = None  # None: number of reference clusters
     params: Dict[str, Any] = field(default_factory=dict)
 

@@ -1,17 +1,12 @@
-"""Explainer registry: turns an ``explainer`` config entry into a fitted tree estimator.
+"""Explainers: an ``explainer`` config row -> a fitted tree estimator and its predictions.
 
-Each entry knows which estimator to build (imported lazily, so a module still being written
-does not break the others), what it needs from the earlier stages, and how to fit it.
-Capabilities the stages can provide:
-
-``labels``   reference cluster labels (always; -1 = noise, left out of fitting)
-``centers``  reference centres in feature space (k-means centres, GMM means)
-``mixture``  a Gaussian mixture (means + covariances) in feature space (GMM, encoder prior)
-``graph``    a similarity graph over the points (the spectral clustering's affinity graph)
-``cavs``     concept activation vectors and the latent mixture (concepts != none)
-
-To add an explainer, see ``docs/pipeline.md``: register an :class:`ExplainerSpec` with
-:func:`register_explainer` and add ``conf/explainer/<name>.yaml``.
+A row is ``{_target_: <estimator class>, name: <method name>, fit: <protocol>, n_leaves, params}``.
+The estimator is built through :mod:`pipeline.app.instantiate` with ``params`` plus whichever
+of ``n_leaves``, ``random_state``, ``n_clusters``, ``depth`` (default ceil(log2 K)), ``cavs``
+and ``concept_names`` its constructor names. The ``fit`` protocol says how the fit stage feeds
+it (:data:`PROTOCOLS`) and so what it needs from the clustering
+(:mod:`pipeline.app.capabilities`). Any scikit-learn-style estimator whose ``fit`` matches a
+protocol plugs in with one config file; nothing is registered.
 """
 
 from __future__ import annotations
@@ -21,7 +16,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pipeline.app.registries import Registry, resolve_callable
+from pipeline.app.capabilities import check_provided
+from pipeline.app.instantiate import call, factory
+from pipeline.concepts.projection import mixture_sigma
 from pipeline.validation import InvalidInputError
 
 
@@ -76,45 +73,21 @@ class FitInputs:
         return self.labels >= 0
 
 
-HOW_TO_PROVIDE = {
-    "centers": "choose a clustering with centres: clustering=kmeans or clustering=gmm",
-    "mixture": "choose a clustering that keeps a mixture: clustering=gmm (or clustering=encoder with a mixture prior)",
-    "graph": "choose clustering=spectral, whose affinity graph is passed on",
-    "cavs": "choose a concept set (concepts=<name>) and a clustering with a mixture (clustering=gmm)",
-}
-
-
 @dataclass(frozen=True)
-class ExplainerSpec:
-    """How to build and fit one kind of explainer.
+class Protocol:
+    """How the fit stage feeds one family of estimators.
 
     Attributes
     ----------
-    target : str
-        ``"module:Class"`` of the estimator, imported on first use.
     needs : frozenset of str
-        Capabilities (see module docstring) the explainer cannot run without.
+        Capabilities (see :mod:`pipeline.app.capabilities`) it cannot run without.
     fit : callable (estimator, FitInputs) -> estimator
     predict : callable (estimator, FitInputs) -> ndarray of shape (n_samples,)
     """
 
-    target: str
-    needs: frozenset = frozenset({"labels"})
-    fit: Callable = None
-    predict: Callable = None
-    accepts_n_leaves: bool = True
-
-    def build(self, n_leaves: int | None, random_state: int, params: dict, inputs: FitInputs):
-        try:
-            factory = resolve_callable(self.target)
-        except (ImportError, AttributeError) as exc:
-            raise InvalidInputError(
-                f"explainer class {self.target} is not available ({exc}); it may not be implemented yet."
-            ) from None
-        kwargs = dict(params)
-        if self.accepts_n_leaves:
-            kwargs["n_leaves"] = n_leaves
-        return factory(random_state=random_state, **kwargs)
+    needs: frozenset
+    fit: Callable
+    predict: Callable
 
 
 def _fit_labels(est, d: FitInputs):
@@ -132,15 +105,14 @@ def _fit_graph(est, d: FitInputs):
     return est.fit(d.X, d.graph, feature_names=d.feature_names, y=d.labels)
 
 
-def _fit_mmdt(est, d: FitInputs):
+def _fit_mixture(est, d: FitInputs):
     if d.mixture is not None:  # Algorithm 1 on the reference mixture itself
         _, means, covs = d.mixture
-        sigma = np.sqrt(np.einsum("kjj->kj", covs).max(axis=0))
-        return est.fit_mixture(means, sigma, feature_names=d.feature_names)
+        return est.fit_mixture(means, mixture_sigma(covs), feature_names=d.feature_names)
     return _fit_labels(est, d)  # means and σ estimated per reference cluster
 
 
-def _fit_concept_mmdt(est, d: FitInputs):
+def _fit_concept_mixture(est, d: FitInputs):
     _, means, covs = d.latent_mixture
     return est.fit_mixture(means, covs)
 
@@ -153,62 +125,37 @@ def _predict_latent(est, d: FitInputs) -> np.ndarray:
     return np.asarray(est.predict(d.latent), dtype=np.int64)
 
 
-class _ConceptMMDTSpec(ExplainerSpec):
-    def build(self, n_leaves, random_state, params, inputs):
-        from pipeline.trees import ConceptMMDT
-
-        return ConceptMMDT(inputs.cavs, concept_names=inputs.concept_names, random_state=random_state, **params)
-
-
-EXPLAINERS = Registry("explainer", "Pick one of those (explainer=[mmdt,cart]) or register a new one (docs/pipeline.md).", {
-    "mmdt": ExplainerSpec("pipeline.trees:MMDT", frozenset({"labels"}), _fit_mmdt, _predict_x, False),
-    "random_mmdt": ExplainerSpec("pipeline.trees:RandomizedMMDT", frozenset({"labels"}), _fit_mmdt, _predict_x, False),
-    "concept_mmdt": _ConceptMMDTSpec("pipeline.trees:ConceptMMDT", frozenset({"cavs"}), _fit_concept_mmdt,
-                                     _predict_latent, False),
-    "cart": ExplainerSpec("pipeline.trees:CART", frozenset({"labels"}), _fit_labels, _predict_x),
-    "spex_clique": ExplainerSpec("pipeline.trees:SpExClique", frozenset({"labels"}), _fit_labels, _predict_x),
-    "spex_knn": ExplainerSpec("pipeline.trees:SpExKNN", frozenset({"labels"}), _fit_labels, _predict_x),
-    "spex_graph": ExplainerSpec("pipeline.trees:SpExGraph", frozenset({"graph"}), _fit_graph, _predict_x),
-    "imm": ExplainerSpec("pipeline.trees:IMM", frozenset({"labels", "centers"}), _fit_centers, _predict_x),
-    "emn": ExplainerSpec("pipeline.trees:EMN", frozenset({"labels", "centers"}), _fit_centers, _predict_x),
-    "exkmc": ExplainerSpec("pipeline.trees:ExKMC", frozenset({"labels", "centers"}), _fit_centers, _predict_x),
-})
+PROTOCOLS = {
+    # fit(X, labels, feature_names): CART, SpEx-Clique, SpEx-kNN
+    "labels": Protocol(frozenset({"labels"}), _fit_labels, _predict_x),
+    # fit(X, labels, feature_names, centers): IMM, EMN, ExKMC
+    "centers": Protocol(frozenset({"labels", "centers"}), _fit_centers, _predict_x),
+    # the same with centers=None allowed: TAO
+    "optional_centers": Protocol(frozenset({"labels"}), _fit_centers, _predict_x),
+    # fit(X, graph, feature_names, y): SpExGraph
+    "graph": Protocol(frozenset({"graph"}), _fit_graph, _predict_x),
+    # fit_mixture(means, sigma) on the reference mixture, else fit(X, labels): MMDT, RandomizedMMDT
+    "mixture": Protocol(frozenset({"labels"}), _fit_mixture, _predict_x),
+    # fit_mixture(latent means, covariances), predict on latents: ConceptMMDT
+    "concept_mixture": Protocol(frozenset({"cavs"}), _fit_concept_mixture, _predict_latent),
+}
 
 
-class _TAOSpec(ExplainerSpec):
-    """TAO takes ``n_clusters`` (from the clustering) and ``depth`` (default: ceil(log2 K)) instead of n_leaves."""
-
-    def build(self, n_leaves, random_state, params, inputs):
-        from pipeline.trees import TAO
-
-        params = dict(params)
-        if params.get("depth") is None:
-            params["depth"] = max(1, int(np.ceil(np.log2(inputs.n_clusters))))
-        return TAO(n_clusters=inputs.n_clusters, random_state=random_state, **params)
+def protocol(spec: dict) -> Protocol:
+    """The fit protocol of an explainer row (``fit``, default ``labels``)."""
+    name = spec.get("fit") or "labels"
+    if name not in PROTOCOLS:
+        raise InvalidInputError(f"explainer {spec.get('name')!r}: unknown fit protocol {name!r}; choose one of "
+                                f"{sorted(PROTOCOLS)} (see pipeline.app.explainers).")
+    return PROTOCOLS[name]
 
 
-EXPLAINERS["tao"] = _TAOSpec("pipeline.trees:TAO", frozenset({"labels"}), _fit_centers, _predict_x, False)
-
-
-def register_explainer(name: str, spec: ExplainerSpec) -> None:
-    """Add (or replace) the explainer ``name``."""
-    EXPLAINERS.register(name, spec)
-
-
-def get_spec(name: str) -> ExplainerSpec:
-    return EXPLAINERS.lookup(name)
-
-
-def check_provided(row: str, name: str, inputs: FitInputs, clustering: str) -> None:
-    """Raise a clear error if the stages cannot provide what explainer ``name`` needs."""
-    missing = sorted(get_spec(name).needs - inputs.capabilities())
-    if missing:
-        hints = "; ".join(HOW_TO_PROVIDE.get(m, m) for m in missing)
-        raise InvalidInputError(
-            f"explainer {row!r} ({name}) needs {', '.join(missing)}, which the pipeline cannot provide with "
-            f"clustering={clustering} and the current concepts setting. To fix it: {hints}; or drop {row!r} "
-            "from the explainer list."
-        )
+def build(spec: dict, inputs: FitInputs, random_state: int):
+    """The unfitted estimator of an explainer row."""
+    offered = {"n_leaves": spec.get("n_leaves"), "random_state": random_state, "n_clusters": inputs.n_clusters,
+               "depth": max(1, int(np.ceil(np.log2(inputs.n_clusters)))), "cavs": inputs.cavs,
+               "concept_names": inputs.concept_names}
+    return call(factory(spec, f"explainer {spec.get('name')!r}"), "explainer", offered=offered)
 
 
 def fit_explainer(row: str, config: dict, inputs: FitInputs, random_state: int, clustering: str = "?"):
@@ -219,16 +166,14 @@ def fit_explainer(row: str, config: dict, inputs: FitInputs, random_state: int, 
     row : str
         The explainer's row name (its key in the ``explainer`` config).
     config : dict
-        ``{"name": ..., "n_leaves": ..., "params": {...}}``.
+        ``{"_target_": ..., "name": ..., "fit": ..., "n_leaves": ..., "params": {...}}``.
 
     Returns
     -------
     estimator : fitted estimator with ``tree_``
     predictions : ndarray of shape (n_samples,), int64
     """
-    name = config["name"]
-    spec = get_spec(name)
-    check_provided(row, name, inputs, clustering)
-    est = spec.build(config.get("n_leaves"), random_state, dict(config.get("params") or {}), inputs)
-    est = spec.fit(est, inputs)
-    return est, spec.predict(est, inputs)
+    proto = protocol(config)
+    check_provided(row, config, inputs.capabilities(), clustering, inputs.cavs is None)
+    est = proto.fit(build(config, inputs, random_state), inputs)
+    return est, proto.predict(est, inputs)

@@ -1,52 +1,39 @@
 """``run(cfg)``: the whole pipeline from a composed config (no Hydra decorator; tests and
 notebooks call it with :func:`pipeline.app.config.compose_config`).
 
-load -> encode -> cluster -> concepts -> project -> fit (one per explainer) -> evaluate -> report.
+One run is a loop over :func:`pipeline.app.stages.declared_stages` (load -> train -> encode ->
+cluster -> concepts -> project -> fit.<row> -> evaluate -> [counterfactuals] -> report), after
+one capability check (:func:`pipeline.app.capabilities.check_request`); printing the summary is
+a separate step after the loop (:func:`print_summary`).
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import sys
-import logging
 import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
-import pandas as pd
-from omegaconf import DictConfig, OmegaConf
-from threadpoolctl import threadpool_limits
-
 from pipeline.app.cache import StageCache
-from pipeline.app.explainers import HOW_TO_PROVIDE, get_spec
-from pipeline.app.report.concept_run import report_concepts
-from pipeline.app.report.summary import summary_text
-from pipeline.app.report.tables import results_frame
-from pipeline.app.report.writer import write_status, write_tables, write_trees
-from pipeline.app.stages.base import execute
-from pipeline.app.stages.cluster import CLUSTER
-from pipeline.app.stages.concepts import CONCEPTS
-from pipeline.app.stages.encode import execute_encode
-from pipeline.app.stages.evaluate import evaluate
-from pipeline.app.stages.fit import fit_stage
-from pipeline.app.stages.load import LOAD
-from pipeline.app.stages.project import PROJECT
-from pipeline.study import compare_with_published
+from pipeline.app.capabilities import check_request
+from pipeline.app.report.writer import write_status, write_tables
+from pipeline.app.stages import declared_stages
+from pipeline.app.stages.base import RunContext, StageOutput, execute
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
-# What each clustering can hand to explainers (best_of is checked after it has chosen).
-_PROVIDES = {"gmm": {"labels", "centers", "mixture"}, "kmeans": {"labels", "centers"},
-             "spectral": {"labels", "graph"}, "dbscan": {"labels"}}
 
-
-def to_plain(cfg: DictConfig | dict) -> dict:
+def to_plain(cfg) -> dict:
     """The resolved config as plain dicts/lists; a clear error if ``paths.output_dir`` is unset."""
     if isinstance(cfg, dict):
         return copy.deepcopy(cfg)
+    from omegaconf import OmegaConf
+
     cfg = copy.deepcopy(cfg)
     OmegaConf.set_struct(cfg, False)
     cfg.pop("hydra", None)
@@ -68,77 +55,76 @@ def parse_force(value) -> frozenset:
     return frozenset(s.strip() for item in items for s in str(item).split(",") if s.strip())
 
 
-def check_request(cfg: dict) -> None:
-    """Fail before any expensive stage on what the config alone shows to be impossible."""
-    if not cfg["explainer"]:
-        raise InvalidInputError("no explainer selected; choose at least one, e.g. explainer=[mmdt,cart].")
-    method = cfg["clustering"]["name"]
-    provided = _PROVIDES.get(method)
-    for row, spec in cfg["explainer"].items():
-        needs = get_spec(spec["name"]).needs
-        if cfg["concepts"]["name"] == "none" and "cavs" in needs:
-            raise InvalidInputError(f"explainer {row!r} needs cavs; {HOW_TO_PROVIDE['cavs']}.")
-        missing = sorted(needs - {"cavs"} - provided) if provided is not None else []
-        if missing:
-            hints = "; ".join(HOW_TO_PROVIDE[m] for m in missing)
-            raise InvalidInputError(
-                f"explainer {row!r} ({spec['name']}) needs {', '.join(missing)}, which clustering={method} cannot "
-                f"provide. To fix it: {hints}; or drop {row!r} from the explainer list."
-            )
+def run_pipeline(cfg: dict, ctx: RunContext, stages, until: str | None = None) -> dict[str, StageOutput]:
+    """Execute ``stages`` in order (stopping before the stage named ``until``); returns the finished ones.
+
+    With ``ctx.keep_going`` a failing explainer row (``fit.<row>``) is recorded in ``ctx.errors``
+    and the run goes on without it.
+    """
+    done: dict[str, StageOutput] = {}
+    for stage in stages:
+        if stage.name == until:
+            break
+        try:
+            done[stage.name] = execute(stage, cfg, ctx, done)
+        except InvalidInputError as exc:
+            if not (ctx.keep_going and stage.name.startswith("fit.")):
+                raise
+            row = stage.name[len("fit."):]
+            log.error("explainer %s failed: %s", row, exc)
+            ctx.errors[row] = str(exc)
+            done[stage.name] = StageOutput("failed", None)
+    return done
 
 
 def run_stages(cfg: dict, cache: StageCache, keep_going: bool = False):
-    """All stages up to the fitted trees. Returns (finished stages, fits, explainer errors)."""
-    done = {}
-    done["load"] = execute(LOAD, cfg, cache, done)
-    done["encode"] = execute_encode(cfg, cache, done["load"])
-    for stage in (CLUSTER, CONCEPTS, PROJECT):
-        done[stage.name] = execute(stage, cfg, cache, done)
-    fits, errors = {}, {}
-    for row in cfg["explainer"]:
-        try:
-            fits[row] = execute(fit_stage(row), cfg, cache, done).artifact
-        except InvalidInputError as exc:
-            if not keep_going:
-                raise
-            log.error("explainer %s failed: %s", row, exc)
-            errors[row] = str(exc)
-    return done, fits, errors
+    """All stages up to the fitted trees (for notebooks and tests).
+
+    Returns (finished stages by name, fit artifacts by explainer row, explainer errors by row).
+    """
+    ctx = RunContext(cache, Path(cfg["paths"].get("output_dir") or "."), keep_going)
+    done = run_pipeline(cfg, ctx, declared_stages(cfg), until="evaluate")
+    fits = {name[len("fit."):]: out.artifact for name, out in done.items()
+            if name.startswith("fit.") and out.artifact is not None}
+    return done, fits, dict(ctx.errors)
+
+
+def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) -> None:
+    """The terminal summary of one finished run (the step after the stage loop); ``show=False``
+    prints only where the files went."""
+    report, load, ref = done["report"].artifact, done["load"].artifact, done["cluster"].artifact
+    if show and cfg["report"]["summary"]:
+        from pipeline.app.report.summary import summary_text
+
+        title = (f"{load['name']} ({len(ref['labels'])} samples) | encoder={cfg['encoder']['name']} | "
+                 f"reference={ref['method']}" + (" [chosen using labels]" if ref.get("uses_labels") else ""))
+        print(summary_text(title, report["df"], report["fits"], cfg["report"]["max_rules"]))
+        if report["table2"] is not None:
+            from pipeline.app.report.concept_run import concept_summary_text
+
+            concepts = done["concepts"].artifact
+            print(concept_summary_text(report["table2"], concepts.get("cav_summary", []),
+                                       concepts.get("cav_dropped", {}), done["project"].artifact.get("selection")))
+    if report["counterfactuals_csv"] is not None:
+        print(f"counterfactual explanations ({done['counterfactuals'].artifact['space']} space) written to "
+              f"{report['counterfactuals_csv']}")
+    print(f"results written to {report['csv']}")
 
 
 def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = False, summary: bool = True):
-    """One dataset: stages, evaluation, report files. Returns the results DataFrame."""
+    """One dataset: the stage loop, then the summary. Returns the results DataFrame."""
     check_request(cfg)
-    done, fits, errors = run_stages(cfg, cache, keep_going)
-    load = done["load"].artifact
-    rows = evaluate(load.get("y"), done["cluster"].artifact, fits)
-    rows += [{"explainer": row, "method": cfg["explainer"][row]["name"], "error": err} for row, err in errors.items()]
-    df = results_frame(rows, {"dataset": load["name"], "clustering": cfg["clustering"]["name"]})
-    write_trees(out_dir, fits, cfg["report"]["figures"], None)
-    csv, _ = write_tables(out_dir, df)
-    if summary and cfg["report"]["summary"]:
-        ref = done["cluster"].artifact
-        title = (f"{load['name']} ({len(ref['labels'])} samples) | encoder={cfg['encoder']['name']} | "
-                 f"reference={ref['method']}" + (" [chosen using labels]" if ref.get("uses_labels") else ""))
-        print(summary_text(title, df, fits, cfg["report"]["max_rules"]))
-    if cfg["concepts"]["name"] != "none":  # Table-2 row, CAV table, files for the notebook (issue 6)
-        report_concepts(cfg, done, df, out_dir, summary and cfg["report"]["summary"])
-    if cfg.get("counterfactuals", {}).get("name", "none") != "none":  # issue 8: TGT / DBM between clusters
-        from pipeline.app.report.counterfactual_plots import write_counterfactuals
-        from pipeline.app.stages.counterfactuals import counterfactuals_stage
-        from pipeline.app.stages.encode import trained_encoder
-
-        stage = counterfactuals_stage(lambda: trained_encoder(cfg, cache, done["load"],
-                                                              done["encode"].artifact.get("checkpoint_sha256")))
-        cf = execute(stage, cfg, cache, done).artifact
-        cf_csv = write_counterfactuals(out_dir, cf, cfg["report"]["figures"])[0]
-        print(f"counterfactual explanations ({cf['space']} space) written to {cf_csv}")
-    print(f"results written to {csv}")
-    return df
+    done = run_pipeline(cfg, RunContext(cache, Path(out_dir), keep_going), declared_stages(cfg))
+    print_summary(cfg, done, show=summary)
+    return done["report"].artifact["df"]
 
 
-def run_study(cfg: dict, cache: StageCache, out_dir: Path) -> pd.DataFrame:
+def run_study(cfg: dict, cache: StageCache, out_dir: Path):
     """An experiment over several datasets (``study.runs``); writes results + the published comparison."""
+    import pandas as pd
+
+    from pipeline.study import compare_with_published
+
     frames = []
     for name, spec in cfg["study"]["runs"].items():
         sub = copy.deepcopy(cfg)
@@ -184,6 +170,8 @@ def thread_limit(n: int | None):
         torch.set_num_threads(n)
     else:
         os.environ.setdefault("OMP_NUM_THREADS", str(n))
+    from threadpoolctl import threadpool_limits
+
     try:
         with threadpool_limits(limits=n):
             yield
@@ -192,14 +180,15 @@ def thread_limit(n: int | None):
             torch.set_num_threads(previous)
 
 
-def run(cfg: DictConfig | dict) -> pd.DataFrame:
-    """Run the configured pipeline; returns the results table (also written to ``results.csv``)."""
+def run(cfg):
+    """Run the configured pipeline (a DictConfig or plain dict); returns the results table
+    (a pandas DataFrame, also written to ``results.csv``)."""
     plain = to_plain(cfg)
     force = parse_force(plain.pop("force", None))
     out_dir = Path(plain["paths"]["output_dir"])
     cache = StageCache(Path(plain["paths"]["cache_dir"]), enabled=plain["cache"]["enabled"], force=force)
     if plain["paths"].get("model_cache_dir") is not None or plain.get("offline") is not None:
-        from pipeline.encoders.environment import configure_model_caches
+        from pipeline.app.environment import configure_model_caches
 
         configure_model_caches(plain["paths"].get("model_cache_dir"), offline=plain.get("offline"))
     start = time.time()

@@ -7,7 +7,8 @@ carries a latent mixture into concept space (MMDT paper Eq. 4-6) and :mod:`selec
 picks a small concept subset maximising the explainability-to-noise ratio.
 """
 
-from pipeline.concepts.cav import CAVFitter, project
+from pipeline.concepts.cav import CAVFitter
+from pipeline.concepts.projection import project
 from pipeline.concepts.detectors import binarize_scores, detect_concepts
 from pipeline.concepts.fitters import FITTERS, Fitter, build_fitter, register_fitter
 from pipeline.concepts.projection import (
@@ -18,11 +19,11 @@ from pipeline.concepts.projection import (
     pooled_concept_sigma,
 )
 from pipeline.concepts.selection import SelectionResult, select_concepts
-from pipeline.concepts.sets import ConceptExamples, build_examples, check_dataset, load_concept_spec
+from pipeline.concepts.sets import ConceptExamples, build_examples, check_dataset
 
 __all__ = [
     "CAVFitter", "project", "Fitter", "FITTERS", "build_fitter", "register_fitter",
     "detect_concepts", "binarize_scores", "check_cavs", "check_covariance", "concept_mixture",
     "pooled_concept_sigma", "concept_explainability_to_noise_ratio", "select_concepts",
-    "SelectionResult", "ConceptExamples", "build_examples", "check_dataset", "load_concept_spec",
+    "SelectionResult", "ConceptExamples", "build_examples", "check_dataset",
 ]

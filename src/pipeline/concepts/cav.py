@@ -31,7 +31,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from pipeline.concepts.fitters import build_fitter
-from pipeline.concepts.projection import drop_duplicate_cavs
+from pipeline.concepts.projection import drop_duplicate_cavs, project
 from pipeline.validation import InvalidInputError, check_matrix, check_n_features
 
 log = logging.getLogger(__name__)
@@ -301,14 +301,6 @@ class CAVFitter(BaseEstimator):
                  n_negatives=int(self.n_negatives_[m]))
             for m, n in enumerate(self.concept_names_)
         ]
-
-
-def project(Z, cavs) -> np.ndarray:
-    """Concept coordinates ``Z Cᵀ`` for latents Z (n, d) and CAV rows C (M, d); shape (n, M)."""
-    C = check_matrix(cavs, "cavs")
-    Z = check_matrix(Z, "Z", min_rows=0)
-    check_n_features(Z, C.shape[1], "Z")
-    return Z @ C.T
 
 
 def _same_examples(labels: np.ndarray, m: int, kept: list[int], names) -> str | None:

@@ -11,6 +11,11 @@ When the mixture has one covariance per component, σ̄_m is the largest compone
 standard deviation along c_m (the paper's σ_j bounds every component uniformly);
 ``reduce="mean"`` uses the weighted average instead. A clustering without covariances
 uses the pooled within-cluster covariance of the projected latents.
+
+This module is the one home of the concept maths: ``Z Cᵀ`` (:func:`project`), a mixture in
+concept coordinates ``(w, μ Cᵀ, C Σ Cᵀ)`` (:func:`project_mixture`), σ from covariances
+(:func:`mixture_sigma`) and q (:func:`concept_explainability_to_noise_ratio`); the trees, the
+metrics and the pipeline's stages call these instead of writing the formulas again.
 """
 
 from __future__ import annotations
@@ -20,9 +25,30 @@ from typing import Sequence
 
 import numpy as np
 
-from pipeline.validation import InvalidInputError, check_labels, check_matrix
+from pipeline.validation import InvalidInputError, check_labels, check_matrix, check_n_features
 
 log = logging.getLogger(__name__)
+
+
+def project(Z, cavs) -> np.ndarray:
+    """Concept coordinates ``Z Cᵀ`` (Eq. 4) for latents Z (n, d) and CAV rows C (M, d); shape (n, M)."""
+    C = check_matrix(cavs, "cavs")
+    Z = check_matrix(Z, "Z", min_rows=0)
+    check_n_features(Z, C.shape[1], "Z")
+    return Z @ C.T
+
+
+def project_mixture(cavs, weights, means, covariances) -> tuple:
+    """A latent mixture in concept coordinates: ``(w, μ Cᵀ, C Σ_k Cᵀ)`` (Eq. 5), shapes
+    (K,), (K, M), (K, M, M), for CAV rows C (M, d), means (K, d), covariances (K, d, d)."""
+    C = np.asarray(cavs, dtype=np.float64)
+    return weights, np.asarray(means) @ C.T, np.einsum("ij,kjl,ml->kim", C, np.asarray(covariances), C)
+
+
+def mixture_sigma(covariances) -> np.ndarray:
+    """Per-axis σ_j bounding every component (MMDT Algorithm 1): sqrt of the largest
+    component variance along each axis, from covariances (K, d, d); shape (d,)."""
+    return np.sqrt(np.einsum("kjj->kj", np.asarray(covariances)).max(axis=0))
 
 
 def check_cavs(cavs, names: Sequence[str] | None = None) -> np.ndarray:

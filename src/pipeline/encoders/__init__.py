@@ -1,20 +1,31 @@
 """Encoders turning data into latents (VaDE, contrastive clustering, CLIP, SBERT, identity).
 
-Importing this package registers every encoder with :func:`build_encoder`; open_clip and
+Library layer: torch modules and in-memory training, no file I/O (checkpoint files live in
+:mod:`pipeline.app.checkpoint`). Names are imported lazily on first access, so
+``from pipeline.encoders import IdentityEncoder`` does not import torch; open_clip and
 sentence-transformers are imported only when a CLIP / SBERT model is first loaded.
 """
 
-from pipeline.encoders.base import ENCODERS, Encoder, IdentityEncoder, build_encoder, register_encoder
-from pipeline.encoders.checkpoint import load_encoder, save_encoder
-from pipeline.encoders.clip import CLIPEncoder
-from pipeline.encoders.contrastive import ContrastiveClusteringEncoder
-from pipeline.encoders.device import select_device
-from pipeline.encoders.environment import configure_model_caches
-from pipeline.encoders.sbert import SBERTEncoder
-from pipeline.encoders.vade import VaDEEncoder
+from __future__ import annotations
 
-__all__ = [
-    "Encoder", "IdentityEncoder", "VaDEEncoder", "ContrastiveClusteringEncoder", "CLIPEncoder", "SBERTEncoder",
-    "build_encoder", "register_encoder", "ENCODERS", "save_encoder", "load_encoder", "configure_model_caches",
-    "select_device",
-]
+import importlib
+
+_LAZY = {
+    "Encoder": "pipeline.encoders.base", "IdentityEncoder": "pipeline.encoders.base",
+    "build_encoder": "pipeline.encoders.base", "ENCODERS": "pipeline.encoders.base",
+    "VaDEEncoder": "pipeline.encoders.vade", "ContrastiveClusteringEncoder": "pipeline.encoders.contrastive",
+    "CLIPEncoder": "pipeline.encoders.clip", "SBERTEncoder": "pipeline.encoders.sbert",
+    "TorchModuleEncoder": "pipeline.encoders.torch_module", "select_device": "pipeline.encoders.device",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'pipeline.encoders' has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__

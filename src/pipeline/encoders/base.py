@@ -1,12 +1,15 @@
-"""The encoder interface: data -> float32 latents, plus the registry of encoder choices."""
+"""The encoder interface: data -> float32 latents.
+
+The pipeline builds encoders from ``encoder._target_`` (any importable class);
+:func:`build_encoder` is a by-name shortcut to this package's own encoders for notebooks.
+"""
 
 from __future__ import annotations
 
-from typing import Callable
+import importlib
 
 import numpy as np
 
-from pipeline.app.registries import Registry
 from pipeline.validation import InvalidInputError
 
 
@@ -74,14 +77,20 @@ class IdentityEncoder(Encoder):
         return torch.nn.Identity()
 
 
-ENCODERS = Registry("encoder", "Choose an encoder config (encoder=vade) or register one (docs/encoders.md).",
-                    {"identity": IdentityEncoder})
-
-
-def register_encoder(name: str, factory: Callable[..., Encoder]) -> None:
-    ENCODERS.register(name, factory)
+# Short names of this package's encoders (imported on first use).
+ENCODERS = {
+    "identity": "pipeline.encoders.base:IdentityEncoder",
+    "vade": "pipeline.encoders.vade:VaDEEncoder",
+    "contrastive": "pipeline.encoders.contrastive:ContrastiveClusteringEncoder",
+    "clip": "pipeline.encoders.clip:CLIPEncoder",
+    "sbert": "pipeline.encoders.sbert:SBERTEncoder",
+}
 
 
 def build_encoder(name: str, **params) -> Encoder:
-    """Instantiate the encoder registered under ``name`` with keyword ``params``."""
-    return ENCODERS.lookup(name)(**params)
+    """Instantiate this package's encoder ``name`` (a key of :data:`ENCODERS`) with keyword ``params``."""
+    if name not in ENCODERS:
+        raise InvalidInputError(f"unknown encoder {name!r}; this package has {sorted(ENCODERS)}. Other encoders "
+                                "plug into the pipeline through encoder._target_=<module.Class>.")
+    module, _, cls = ENCODERS[name].partition(":")
+    return getattr(importlib.import_module(module), cls)(**params)

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from pipeline.encoders.base import Encoder, register_encoder
+from pipeline.encoders.base import Encoder
 from pipeline.encoders.device import autocast, select_device
 from pipeline.encoders.environment import open_clip_cache_dir
 from pipeline.validation import InvalidInputError
@@ -130,6 +130,3 @@ class CLIPEncoder(Encoder):
             with autocast(self.device_, self.amp):
                 feats.append(self.model_.encode_text(tokens).cpu())
         return self._finish(feats)
-
-
-register_encoder("clip", CLIPEncoder)

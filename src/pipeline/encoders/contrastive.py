@@ -20,7 +20,6 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from pipeline.encoders.augment import ImageViews, eval_transform, train_transform
-from pipeline.encoders.base import register_encoder
 from pipeline.encoders.device import autocast, worker_init
 from pipeline.encoders.resnet import build_backbone, load_backbone_weights
 from pipeline.encoders.training import TorchEncoder, check_fitted
@@ -313,6 +312,3 @@ class ContrastiveClusteringEncoder(TorchEncoder):
 
     def _load_extra_state(self, extra: dict) -> None:
         self.backbone_source_ = extra.get("backbone_source", "")
-
-
-register_encoder("contrastive", ContrastiveClusteringEncoder)

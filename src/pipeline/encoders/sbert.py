@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.encoders.base import Encoder, register_encoder
+from pipeline.encoders.base import Encoder
 from pipeline.encoders.device import select_device
 from pipeline.encoders.environment import is_offline
 from pipeline.validation import InvalidInputError
@@ -131,6 +131,3 @@ class SBERTEncoder(Encoder):
         return np.asarray(emb, dtype=np.float32)
 
     encode_text = transform
-
-
-register_encoder("sbert", SBERTEncoder)

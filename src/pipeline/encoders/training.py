@@ -103,7 +103,7 @@ class TorchEncoder(Encoder):
             )
         self.device_ = select_device(self.device)
         if self.resume_from:
-            from pipeline.encoders.checkpoint import read_checkpoint
+            from pipeline.app.checkpoint import read_checkpoint
 
             state, sidecar = read_checkpoint(self.resume_from, expected=self._architecture())
             self._restore(state)
@@ -170,7 +170,7 @@ class TorchEncoder(Encoder):
             if phase == self.main_phase:
                 self.epoch_ = epoch + 1
                 if self.checkpoint_path and self.checkpoint_every and self.epoch_ % int(self.checkpoint_every) == 0:
-                    from pipeline.encoders.checkpoint import save_encoder
+                    from pipeline.app.checkpoint import save_encoder
 
                     save_encoder(self, self.checkpoint_path, {"note": "periodic full-state checkpoint"})
 

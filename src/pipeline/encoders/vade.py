@@ -25,7 +25,6 @@ import torch.nn.functional as F
 from sklearn.mixture import GaussianMixture
 from torch import nn
 
-from pipeline.encoders.base import register_encoder
 from pipeline.encoders.device import seed_everything, worker_init
 from pipeline.encoders.training import TorchEncoder, check_fitted
 from pipeline.validation import InvalidInputError, check_matrix, check_n_features
@@ -278,7 +277,7 @@ class VaDEEncoder(TorchEncoder):
 
     def _pretrain(self, data: torch.Tensor, generator: torch.Generator) -> None:
         """Deterministic autoencoder pre-training (x -> mu(x) -> x); cached when ``pretrain_cache`` is set."""
-        from pipeline.encoders.checkpoint import read_checkpoint, save_state
+        from pipeline.app.checkpoint import read_checkpoint, save_state
 
         net = self.module_
         ae_params = [p for n, p in net.named_parameters() if n.split(".")[0] in ("encoder", "mu", "decoder")]
@@ -356,6 +355,3 @@ class VaDEEncoder(TorchEncoder):
         means = net.mu_c.detach().cpu().numpy().astype(np.float64)
         variances = net.logvar_c.detach().exp().cpu().numpy().astype(np.float64)
         return weights, means, np.stack([np.diag(v) for v in variances])
-
-
-register_encoder("vade", VaDEEncoder)

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from pipeline.concepts.sets import ConceptExamples, resolve_root
+from pipeline.app.concept_sets.files import ConceptExamples, resolve_root
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)

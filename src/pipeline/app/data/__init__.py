@@ -1,6 +1,6 @@
-"""Datasets: the Dataset container and the loaders registry."""
+"""Datasets: the Dataset container, the loaders (one function per dataset) and :func:`load_dataset`."""
 
 from pipeline.app.data.dataset import Dataset
-from pipeline.app.data.registry import LOADERS, load_dataset, register_loader
+from pipeline.app.data.loading import load_dataset
 
-__all__ = ["Dataset", "LOADERS", "load_dataset", "register_loader"]
+__all__ = ["Dataset", "load_dataset"]

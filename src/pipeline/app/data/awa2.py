@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.app.data.dataset import Dataset
-from pipeline.app.data.registry import data_root, missing_data_error
+from pipeline.app.data.loading import data_root, missing_data_error
 from pipeline.app.data.vision import resize_rgb
 
 LAYOUT = ("<root>/Animals_with_Attributes2/{classes.txt, predicates.txt, predicate-matrix-binary.txt, "
@@ -31,14 +31,14 @@ def read_class_names(base: Path) -> list[str]:
     return [line.split()[-1] for line in (base / "classes.txt").read_text().splitlines() if line.strip()]
 
 
-def load_awa2(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
+def load_awa2(spec: dict, paths: dict, random_state: int = 0, image_size: int = 64) -> Dataset:
     """AwA2 images (uint8 (n, S, S, 3), S = params.image_size); y = original class index."""
     from PIL import Image
 
     base = find_awa2_dir(data_root(spec, paths, "awa2"))
     names = read_class_names(base)
     classes = list(spec.get("classes") or range(len(names)))
-    size = int((spec.get("params") or {}).get("image_size", 64))
+    size = int(image_size)
     images, labels = [], []
     for c in classes:
         files = sorted((base / "JPEGImages" / names[c]).glob("*.jpg"))

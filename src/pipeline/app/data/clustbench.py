@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.app.data.dataset import Dataset
-from pipeline.app.data.registry import missing_data_error
+from pipeline.app.data.loading import missing_data_error
 from pipeline.validation import InvalidInputError
 
 LAYOUT = "<benchmark_dir>/<battery>/<name>.data.gz and <battery>/<name>.labels0.gz (e.g. sipu/r15.data.gz)"
@@ -40,9 +40,11 @@ def read_clustbench(root: Path, name: str, labels: int = 0) -> tuple[np.ndarray,
     return X, y - 1  # 1-based -> 0-based; noise 0 -> -1
 
 
-def load_clustbench(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
+def load_clustbench(spec: dict, paths: dict, random_state: int = 0, labels: int = 0) -> Dataset:
+    """``<battery>/<name>`` (``dataset.name``) of the benchmark collection; ``labels``: which
+    ``labels<k>`` file is the ground truth."""
     root = Path(spec.get("root") or paths["benchmark_dir"]).expanduser()
-    labels = int((spec.get("params") or {}).get("labels", 0))
+    labels = int(labels)
     X, y = read_clustbench(root, spec["name"], labels)
     return Dataset(
         name=f"clustbench/{spec['name']}", X=X, y=y, kind="tabular",

@@ -1,9 +1,11 @@
-"""The dataset registry: ``dataset.loader`` names a loader function registered here.
+"""Loading a dataset from its config: the loader named by ``dataset._target_`` + the generic options.
 
-A loader is ``fn(spec: dict, paths: dict, random_state: int) -> Dataset`` where ``spec`` is the
-``dataset`` config as a plain dict and ``paths`` the ``paths`` config. :func:`load_dataset`
-then applies the generic options (class subset, subsample, standardisation) the same way for
-every loader. Loader modules are imported lazily so optional dependencies stay optional.
+A loader is any callable ``fn(spec: dict, paths: dict, random_state: int, **params) -> Dataset``
+where ``spec`` is the ``dataset`` config as a plain dict, ``paths`` the ``paths`` config and
+``params`` the ``dataset.params`` (bound through :func:`pipeline.app.instantiate.factory`).
+:func:`load_dataset` then applies the generic options (class subset, subsample,
+standardisation) the same way for every loader. A new dataset is one loader function plus one
+``conf/dataset/<name>.yaml`` naming it in ``_target_``; nothing is registered.
 """
 
 from __future__ import annotations
@@ -15,37 +17,12 @@ from typing import Callable
 import numpy as np
 
 from pipeline.app.data.dataset import Dataset
-from pipeline.app.registries import Registry, resolve_callable
+from pipeline.app.instantiate import call, factory
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
 Loader = Callable[[dict, dict, int], Dataset]
-
-# name -> "module:function" (lazy) or a callable registered at run time.
-LOADERS = Registry("dataset loader", "Choose a dataset config (dataset=iris) or register a loader (docs/pipeline.md).", {
-    "digits": "pipeline.app.data.sklearn_sets:load_digits",
-    "iris": "pipeline.app.data.sklearn_sets:load_iris",
-    "wine": "pipeline.app.data.sklearn_sets:load_wine",
-    "breast_cancer": "pipeline.app.data.sklearn_sets:load_breast_cancer",
-    "newsgroups20": "pipeline.app.data.sklearn_sets:load_newsgroups20",
-    "clustbench": "pipeline.app.data.clustbench:load_clustbench",
-    "synthetic_gmm": "pipeline.app.data.synthetic:load_synthetic_gmm",
-    "mnist": "pipeline.app.data.vision:load_mnist",
-    "cifar10": "pipeline.app.data.vision:load_cifar10",
-    "caltech101": "pipeline.app.data.vision:load_caltech101",
-    "awa2": "pipeline.app.data.awa2:load_awa2",
-})
-
-
-def register_loader(name: str, loader: str | Loader) -> None:
-    """Register ``loader`` (a callable or ``"module:function"``) under ``name``."""
-    LOADERS.register(name, loader)
-
-
-def get_loader(name: str) -> Loader:
-    return resolve_callable(LOADERS.lookup(name))
-
 
 def data_root(spec: dict, paths: dict, default_subdir: str) -> Path:
     """``dataset.root`` if set, else ``<paths.data_dir>/<default_subdir>``."""
@@ -69,7 +46,10 @@ def missing_data_error(what: str, root: Path, layout: str, exc: Exception | None
 
 def load_dataset(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
     """Load the dataset described by ``spec`` and apply classes / n_samples / standardize."""
-    ds = get_loader(spec["loader"])(spec, paths, random_state)
+    ds = call(factory(spec, "dataset"), "dataset", spec, paths, random_state)
+    if not isinstance(ds, Dataset):
+        raise InvalidInputError(f"dataset._target_={spec.get('_target_')} returned {type(ds).__name__}, not a "
+                                "pipeline.app.data.Dataset.")
     if spec.get("classes"):
         ds = select_classes(ds, list(spec["classes"]))
     n = spec.get("n_samples")

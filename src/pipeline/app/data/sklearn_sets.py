@@ -6,7 +6,8 @@ import numpy as np
 from sklearn import datasets
 
 from pipeline.app.data.dataset import Dataset
-from pipeline.app.data.registry import data_root, missing_data_error
+from pipeline.app.data.loading import data_root
+from pipeline.validation import InvalidInputError
 
 
 def _bunch_to_dataset(name: str, bunch, images=None) -> Dataset:
@@ -36,21 +37,24 @@ def load_breast_cancer(spec: dict, paths: dict, random_state: int = 0) -> Datase
     return _bunch_to_dataset("breast_cancer", datasets.load_breast_cancer())
 
 
-def load_newsgroups20(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
-    """20 Newsgroups texts (list of str) via :func:`sklearn.datasets.fetch_20newsgroups`."""
+def load_newsgroups20(spec: dict, paths: dict, random_state: int = 0, remove=()) -> Dataset:
+    """20 Newsgroups texts (list of str), read from the original archive after its published sha256
+    is verified (never from scikit-learn's pickle cache; see :mod:`pipeline.app.data.integrity`);
+    ``remove``: parts of the posts to strip (headers, footers, quotes), as in ``fetch_20newsgroups``."""
+    from sklearn.datasets._twenty_newsgroups import (strip_newsgroup_footer, strip_newsgroup_header,
+                                                     strip_newsgroup_quoting)
+
+    from pipeline.app.data.integrity import read_newsgroups
+
     root = data_root(spec, paths, "sklearn")
-    params = dict(spec.get("params") or {})
     subset = {"train": "train", "test": "test", "all": "all"}.get(spec.get("split", "train"), "train")
-    try:
-        bunch = datasets.fetch_20newsgroups(
-            data_home=str(root), subset=subset, remove=tuple(params.get("remove", ())),
-            download_if_missing=bool(spec.get("download")), shuffle=False,
-        )
-    except (OSError, ValueError) as exc:  # sklearn raises OSError when missing and download is off
-        raise missing_data_error(
-            "20 Newsgroups", root, "<root>/20news_home/ or <root>/20news-bydate_py3.pkz (sklearn data_home)", exc
-        ) from None
+    texts, target, names = read_newsgroups(root, subset, download=bool(spec.get("download")))
+    strip = {"headers": strip_newsgroup_header, "footers": strip_newsgroup_footer, "quotes": strip_newsgroup_quoting}
+    for part in remove or ():
+        if part not in strip:
+            raise InvalidInputError(f"dataset.params.remove: unknown part {part!r}; choose from {sorted(strip)}.")
+        texts = [strip[part](t) for t in texts]
     return Dataset(
-        name="newsgroups20", X=list(bunch.data), y=np.asarray(bunch.target, dtype=np.int64), kind="text",
-        class_names=list(bunch.target_names), meta={"source": "sklearn.datasets.fetch_20newsgroups", "split": subset},
+        name="newsgroups20", X=texts, y=target, kind="text", class_names=names,
+        meta={"source": "20news-bydate.tar.gz (sha256-verified)", "split": subset},
     )

@@ -57,8 +57,8 @@ def make_synthetic_gmm(n_components=5, n_features=2, radius=50.0, min_distance=2
     return X, y, means, covs
 
 
-def load_synthetic_gmm(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
-    params = dict(spec.get("params") or {})
+def load_synthetic_gmm(spec: dict, paths: dict, random_state: int = 0, **params) -> Dataset:
+    """A sample of :func:`make_synthetic_gmm` (``params`` are its keyword arguments)."""
     X, y, means, covs = make_synthetic_gmm(random_state=random_state, **params)
     return Dataset(
         name="synthetic_gmm", X=X, y=y, kind="tabular", feature_names=[f"x{j}" for j in range(X.shape[1])],

@@ -7,7 +7,8 @@ import logging
 import numpy as np
 
 from pipeline.app.data.dataset import Dataset
-from pipeline.app.data.registry import data_root, missing_data_error
+from pipeline.app.data.integrity import verify_cifar10
+from pipeline.app.data.loading import data_root, missing_data_error
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ def load_cifar10(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
     from torchvision.datasets import CIFAR10
 
     root = data_root(spec, paths, "cifar10")
+    verify_cifar10(root)  # published md5s checked before torchvision unpickles the batches
     train = spec.get("split", "train") == "train"
     ds = _open(CIFAR10, "CIFAR-10", root, "<root>/cifar-10-batches-py/{data_batch_1..5,test_batch,batches.meta}",
                bool(spec.get("download")), train=train)
@@ -50,12 +52,12 @@ def resize_rgb(image, size: int) -> np.ndarray:
     return np.asarray(image.convert("RGB").resize((size, size), Image.BILINEAR), dtype=np.uint8)
 
 
-def load_caltech101(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
+def load_caltech101(spec: dict, paths: dict, random_state: int = 0, image_size: int = 64) -> Dataset:
     from torchvision.datasets import Caltech101
     from tqdm.auto import tqdm
 
     root = data_root(spec, paths, "caltech101")
-    size = int((spec.get("params") or {}).get("image_size", 64))
+    size = int(image_size)
     ds = _open(Caltech101, "Caltech-101", root, "<root>/caltech101/101_ObjectCategories/<category>/*.jpg",
                bool(spec.get("download")), target_type="category")
     X = np.empty((len(ds), size, size, 3), dtype=np.uint8)

@@ -109,20 +109,12 @@ def load_concept_run(run_dir) -> dict:
     return out
 
 
-def report_concepts(cfg: dict, done: dict, df: pd.DataFrame, out_dir: Path, show: bool = True) -> pd.DataFrame:
-    """The runner's hook for concept runs: Table-2 row + CAV table on screen, files for the notebook."""
-    load, cluster = done["load"].artifact, done["cluster"].artifact
-    concepts, project = done["concepts"].artifact, done["project"].artifact
+def table2_for_run(cfg: dict, load: dict, cluster: dict, project: dict, df: pd.DataFrame) -> pd.DataFrame:
+    """The Table-2 row of a concept run from its artifacts and results table."""
     model = cfg["encoder"]["name"] if cfg["clustering"]["name"] == "encoder" else (
         f"{cfg['encoder']['name']}+{cfg['clustering']['name']}")
-    row = table2_row(df, dataset=load["name"], n_samples=len(cluster["labels"]),
-                     n_cavs=len(project["feature_names"]), model=model)
-    write_concept_run(out_dir, load, cluster, concepts, project, row)
-    atomic_write(Path(out_dir) / "concepts" / "table2.csv", row.to_csv(index=False))
-    if show:
-        print(concept_summary_text(row, concepts.get("cav_summary", []), concepts.get("cav_dropped", {}),
-                                   project.get("selection")))
-    return row
+    return table2_row(df, dataset=load["name"], n_samples=len(cluster["labels"]),
+                      n_cavs=len(project["feature_names"]), model=model)
 
 
 def latest_concept_run(log_dir) -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pipeline.app.report.tables import _cell
+from pipeline.app.report.tables import format_cell
 from pipeline.trees.tree import ExplanationTree
 
 _SHOWN = ["explainer", "method", "ari", "ami", "ref_ari", "misassignment", "q", "n_leaves", "depth", "fit_seconds"]
@@ -12,7 +12,7 @@ _SHOWN = ["explainer", "method", "ari", "ami", "ref_ari", "misassignment", "q", 
 
 def summary_text(title: str, df: pd.DataFrame, fits: dict[str, dict], max_rules: int = 12) -> str:
     cols = [c for c in _SHOWN if c in df.columns]
-    table = df[cols].map(_cell) if hasattr(df, "map") else df[cols].applymap(_cell)
+    table = df[cols].map(format_cell) if hasattr(df, "map") else df[cols].applymap(format_cell)
     widths = {c: max(len(c), *(len(v) for v in table[c])) for c in cols}
     lines = [title, "", "  ".join(c.ljust(widths[c]) for c in cols)]
     lines += ["  ".join(str(v).ljust(widths[c]) for c, v in zip(cols, r)) for r in table.itertuples(index=False)]

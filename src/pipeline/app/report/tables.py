@@ -6,11 +6,13 @@ import math
 
 import pandas as pd
 
-from pipeline.app.stages.evaluate import COLUMNS
+COLUMNS = ["explainer", "method", "ari", "ami", "ref_ari", "ref_ami", "misassignment", "q", "q_bound",
+           "n_leaves", "depth", "fit_seconds", "n_noise", "uses_labels"]
+"""The results table's column order (see :mod:`pipeline.app.stages.evaluate` for their meaning)."""
 
 
 def results_frame(rows: list[dict], extra: dict | None = None) -> pd.DataFrame:
-    """Rows from :func:`pipeline.app.stages.evaluate.evaluate` as a DataFrame with the standard column order;
+    """Results rows (the evaluate stage's) as a DataFrame with the standard column order;
     ``extra`` adds constant columns in front (dataset, clustering, ...)."""
     df = pd.DataFrame(rows)
     cols = [c for c in COLUMNS if c in df.columns] + [c for c in df.columns if c not in COLUMNS]
@@ -20,7 +22,8 @@ def results_frame(rows: list[dict], extra: dict | None = None) -> pd.DataFrame:
     return df
 
 
-def _cell(v) -> str:
+def format_cell(v) -> str:
+    """A table cell: NaN empty, floats to 3 decimals (4 significant digits below 0.01)."""
     if isinstance(v, float):
         if math.isnan(v):
             return ""
@@ -32,5 +35,5 @@ def format_markdown(df: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table (NaN shown empty, floats to 3 decimals)."""
     head = "| " + " | ".join(str(c) for c in df.columns) + " |"
     sep = "|" + "|".join("---" for _ in df.columns) + "|"
-    body = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    body = ["| " + " | ".join(format_cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join([head, sep, *body]) + "\n"

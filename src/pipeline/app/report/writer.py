@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.app.report.figures import plot_tree
 from pipeline.app.report.tables import format_markdown
 from pipeline.trees.tree import ExplanationTree
 
@@ -38,8 +37,10 @@ def write_tables(out_dir: Path, df: pd.DataFrame, stem: str = "results") -> tupl
     return csv, md
 
 
-def write_trees(out_dir: Path, fits: dict[str, dict], figures: bool = True, class_names=None) -> list[Path]:
+def write_trees(out_dir: Path, fits: dict[str, dict], figures: bool = True) -> list[Path]:
     """Each tree as ``trees/<row>.json`` and ``trees/<row>.rules.txt``, and ``figures/<row>.png``."""
+    if figures and fits:
+        from pipeline.app.report.figures import plot_tree  # matplotlib only when figures are drawn
     written = []
     for row, fit in fits.items():
         tree = ExplanationTree.from_dict(fit["tree"])
@@ -48,7 +49,7 @@ def write_trees(out_dir: Path, fits: dict[str, dict], figures: bool = True, clas
         written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.rules.txt", rules_text(row, tree)))
         if figures:
             buf = io.BytesIO()
-            plot_tree(tree, class_names=class_names, title=f"{row} ({fit['name']})").savefig(buf, format="png", dpi=110)
+            plot_tree(tree, title=f"{row} ({fit['name']})").savefig(buf, format="png", dpi=110)
             written.append(atomic_write(Path(out_dir) / "figures" / f"{row}.png", buf.getvalue()))
     return written
 

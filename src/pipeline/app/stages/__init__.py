@@ -1,5 +1,30 @@
-"""Pipeline stages: load -> encode -> cluster -> concepts -> project -> fit -> evaluate.
+"""Pipeline stages, each a :class:`pipeline.app.stages.base.Stage`; see docs/ARCHITECTURE.md.
 
-Each module defines one stage (a :class:`pipeline.app.stages.base.Stage` or, for ``encode``, an
-``execute_encode`` function); :mod:`pipeline.app.runner` runs them in order. See docs/pipeline.md.
+load -> train -> encode -> cluster -> concepts -> project -> fit.<row> (one per explainer)
+-> evaluate -> [counterfactuals] -> report. :func:`declared_stages` is the list the runner
+loops over; a new stage is one module here plus one line in that list.
 """
+
+from __future__ import annotations
+
+
+def declared_stages(cfg: dict) -> list:
+    """The stages of one run of ``cfg``, in execution order (each one's inputs come before it)."""
+    from pipeline.app.stages.cluster import CLUSTER
+    from pipeline.app.stages.concepts import CONCEPTS
+    from pipeline.app.stages.encode import ENCODE, TRAIN
+    from pipeline.app.stages.evaluate import evaluate_stage
+    from pipeline.app.stages.fit import fit_stage
+    from pipeline.app.stages.load import LOAD
+    from pipeline.app.stages.project import PROJECT
+    from pipeline.app.stages.report import report_stage
+
+    rows = list(cfg["explainer"])
+    stages = [LOAD, TRAIN, ENCODE, CLUSTER, CONCEPTS, PROJECT, *(fit_stage(row) for row in rows), evaluate_stage(rows)]
+    counterfactuals = cfg.get("counterfactuals", {}).get("name", "none") != "none"
+    if counterfactuals:  # imports torch: only when asked for
+        from pipeline.app.stages.counterfactuals import COUNTERFACTUALS
+
+        stages.append(COUNTERFACTUALS)
+    stages.append(report_stage(rows, counterfactuals))
+    return stages

@@ -3,11 +3,14 @@
 A :class:`Stage` declares its name, the stages it reads, the part of the config that
 determines its output, and ``compute``. :func:`execute` derives the cache key from that
 config part and the inputs' keys, and returns the cached artifact or computes and stores it.
+The runner (:mod:`pipeline.app.runner`) is a loop of :func:`execute` over the list that
+:func:`pipeline.app.stages.declared_stages` returns.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from pipeline.app.cache import Artifact, StageCache, make_key
@@ -21,6 +24,27 @@ class StageOutput:
     artifact: Artifact
 
 
+@dataclass
+class RunContext:
+    """What a run shares with the stages that ask for it (``Stage.context=True``).
+
+    Attributes
+    ----------
+    cache : StageCache
+    out_dir : Path
+        The run's output directory (reports are written there).
+    keep_going : bool
+        Record a failing explainer row as an error row instead of stopping (studies).
+    errors : dict
+        Explainer row -> error message of the rows that failed with ``keep_going``.
+    """
+
+    cache: StageCache
+    out_dir: Path
+    keep_going: bool = False
+    errors: dict = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Stage:
     """One step of the pipeline.
@@ -28,16 +52,25 @@ class Stage:
     Attributes
     ----------
     name : str
-        Also the cache sub-directory and the name used by ``+force=<name>``.
+        The name later stages use for its artifact, and the name used by ``+force=<name>``.
     inputs : tuple of str
         Names of the stages whose artifacts ``compute`` receives as keyword arguments.
     config : callable (cfg: dict) -> JSON-able
         The part of the (resolved, plain-dict) config that determines the output.
     compute : callable (cfg: dict, **inputs: Artifact) -> Artifact
+        With ``context=True`` it also receives ``ctx=RunContext``.
     version : int
         Bump when ``compute`` changes meaning, to invalidate old cache entries.
     cached : bool
-        False for stages cheaper to recompute than to read back (e.g. a matrix product).
+        False for stages cheaper to recompute than to read back (a matrix product, metrics,
+        report files); their artifacts may hold any Python object.
+    store : str or None
+        Cache sub-directory (default ``name``); stages producing the same kind of artifact share it.
+    context : bool
+        Pass the :class:`RunContext` as ``ctx``.
+    output_key : callable (key: str, artifact) -> str, optional
+        For uncached stages whose identity is their product (a checkpoint's sha256): the key
+        later stages see.
     """
 
     name: str
@@ -46,15 +79,23 @@ class Stage:
     compute: Callable[..., Artifact]
     version: int = 1
     cached: bool = True
+    store: str | None = None
+    context: bool = False
+    output_key: Callable[[str, Artifact], str] | None = None
 
     def key(self, cfg: dict, done: dict[str, StageOutput]) -> str:
-        return make_key(self.name, self.config(cfg), [done[i].key for i in self.inputs], self.version)
+        return make_key(self.store or self.name, self.config(cfg), [done[i].key for i in self.inputs], self.version)
 
 
-def execute(stage: Stage, cfg: dict, cache: StageCache, done: dict[str, StageOutput]) -> StageOutput:
-    """Run ``stage`` (or fetch it from ``cache``) given the finished stages ``done``."""
+def execute(stage: Stage, cfg: dict, cache: StageCache | RunContext, done: dict[str, StageOutput]) -> StageOutput:
+    """Run ``stage`` (or fetch it from the cache) given the finished stages ``done``."""
+    ctx = cache if isinstance(cache, RunContext) else RunContext(cache, Path("."))
     key = stage.key(cfg, done)
     inputs = {i: done[i].artifact for i in stage.inputs}
+    if stage.context:
+        inputs["ctx"] = ctx
     if not stage.cached:
-        return StageOutput(key, stage.compute(cfg, **inputs))
-    return StageOutput(key, cache.get_or_compute(stage.name, key, lambda: stage.compute(cfg, **inputs)))
+        out = stage.compute(cfg, **inputs)
+        return StageOutput(stage.output_key(key, out) if stage.output_key else key, out)
+    return StageOutput(key, ctx.cache.get_or_compute(stage.store or stage.name, key,
+                                                     lambda: stage.compute(cfg, **inputs)))

@@ -1,52 +1,33 @@
-"""Pipeline glue for concept sets: config -> concept examples -> latents -> fitted CAVs.
+"""Concept glue: concept examples -> their latents -> fitted CAVs, and concept selection.
 
-Registered with the ``concepts`` stage (:mod:`pipeline.app.stages.concepts`) for every YAML
-file in ``concepts/``; the stage caches the result under a key made of the concept and
-CAV configs, the seed and the dataset + encoder keys, so CAVs are cached per encoder,
-concept set and fitter. Optional concept selection (``concepts.params.select=<max>``)
+Used by the ``concepts`` stage (:mod:`pipeline.app.stages.concepts`), whose cache key is made
+of the concept and CAV configs, the seed and the dataset + encoder keys, so CAVs are cached
+per encoder, concept set and fitter. Optional concept selection (``concepts.params.select=<max>``)
 runs in the ``project`` stage through :func:`select_for_reference`, since it needs the
 reference mixture.
 
 Config (``conf/concepts/<name>.yaml``, ``conf/cav/<name>.yaml``)::
 
-    concepts: {name: mnist_geometric, file: null, params: {source: classes, select: null, ...}}
-    cav: {name: logistic, params: {n_repeats: 5, max_per_class: 1000, cv: 3, ...}}
+    concepts: {_target_: pipeline.app.concept_sets.concept_set, name: mnist_geometric, file: null,
+               params: {source: classes, select: null, ...}}
+    cav: {_target_: pipeline.concepts.CAVFitter, name: logistic, params: {n_repeats: 5, cv: 3, ...}}
 
-``concepts.params`` keys other than ``select`` / ``select_tol`` override the concept
-file (``source``, ``subset``, ``root``, ``download``, ``min_positives``...).
+``concepts.params`` keys other than ``select`` / ``select_tol`` go to the concept source.
 """
 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
-
 import numpy as np
 
-from pipeline.concepts import (
-    CAVFitter,
-    build_examples,
-    concept_mixture,
-    load_concept_spec,
-    pooled_concept_sigma,
-    select_concepts,
-)
-from pipeline.concepts.sets import CONCEPTS_DIR
+from pipeline.app.instantiate import call, factory
+from pipeline.concepts.projection import concept_mixture, pooled_concept_sigma, project
+from pipeline.concepts.selection import select_concepts
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
-_STAGE_ONLY = ("select", "select_tol")  # concepts.params used here, not by the concept file
-CAV_PARAMS = ("fitter_params", "n_repeats", "max_per_class", "subsample", "cv", "min_positives", "alpha",
-              "duplicate_tol")
-
-
-def register_concept_files(concepts_dir: Path = CONCEPTS_DIR) -> None:
-    """Make every ``concepts/<name>.yaml`` a ``concepts=<name>`` choice of the concepts stage."""
-    from pipeline.app.stages.concepts import register_concepts
-
-    for path in sorted(Path(concepts_dir).glob("*.yaml")):
-        register_concepts(path.stem, build_cavs)
+STAGE_ONLY = ("select", "select_tol")  # concepts.params used by the project stage, not by the concept source
 
 
 def fitter_name(cfg: dict, suggested: str | None) -> str:
@@ -55,15 +36,24 @@ def fitter_name(cfg: dict, suggested: str | None) -> str:
     return (suggested or "logistic") if name == "linear" else name
 
 
-def example_latents(cfg: dict, dataset, Z: np.ndarray, examples) -> np.ndarray:
-    """Latents of the concept examples: the data's own latents, or the examples embedded by
-    the data's encoder (text prompts go through its text tower when it has one)."""
+def example_latents(cfg: dict, dataset, Z: np.ndarray, examples, encode: dict | None = None) -> np.ndarray:
+    """Latents of the concept examples: the data's own latents, the examples' own latents
+    (``input_kind="latents"``), or the examples embedded by the data's encoder, the one the
+    encode artifact ``encode`` names (text prompts go through its text tower when it has one)."""
+    if examples.input_kind == "latents":
+        out = np.asarray(examples.inputs, dtype=np.float32)
+        if out.ndim != 2 or out.shape[1] != Z.shape[1]:
+            raise InvalidInputError(
+                f"the concept embeddings of {examples.set_name!r} have shape {out.shape} but the data's latents have "
+                f"{Z.shape[1]} dimensions (encoder={cfg['encoder']['name']}); the concept embeddings must come "
+                "from the same model and layer as the data.")
+        return out
     if examples.inputs is None:
         if examples.labels.shape[0] != Z.shape[0]:
             raise InvalidInputError(f"concept labels cover {examples.labels.shape[0]} examples but the data has "
                                     f"{Z.shape[0]} latents.")
         return Z
-    encoder = _data_encoder(cfg)
+    encoder = _data_encoder(cfg, encode)
     if examples.input_kind == "text":
         embed = getattr(encoder, "encode_text", None)
         if embed is None and getattr(encoder, "modality", None) not in ("text", None):
@@ -85,44 +75,28 @@ def example_latents(cfg: dict, dataset, Z: np.ndarray, examples) -> np.ndarray:
     return out
 
 
-def _data_encoder(cfg: dict):
-    """The configured encoder, loaded from its checkpoint when it is trainable."""
-    from pipeline.app.stages.encode import build, checkpoint_path
-    from pipeline.app.stages.load import LOAD
+def _data_encoder(cfg: dict, encode: dict | None):
+    """The encoder that made the latents (from the checkpoint the encode artifact names)."""
+    from pipeline.app.stages.encode import build, fitted_encoder
 
-    encoder = build(cfg)
-    if not encoder.trainable:
+    if encode is None:
+        encoder = build(cfg)
+        if encoder.trainable:
+            raise InvalidInputError("concept examples need the trained encoder: pass the encode artifact "
+                                    "(example_latents(..., encode=...)).")
         return encoder
-    from pipeline.encoders.checkpoint import load_encoder
-
-    path = checkpoint_path(cfg, LOAD.key(cfg, {}))
-    if not path.exists():
-        raise InvalidInputError(f"no checkpoint of encoder={cfg['encoder']['name']} at {path} to embed the concept "
-                                "examples; run the pipeline once so the encoder is trained.")
-    return load_encoder(path)
-
-
-def build_cavs(cfg: dict, dataset, Z: np.ndarray) -> dict:
-    """Concepts-stage builder: concept examples of ``dataset``, their latents, fitted CAVs."""
-    ccfg = cfg["concepts"]
-    params = {k: v for k, v in (ccfg.get("params") or {}).items() if k not in _STAGE_ONLY}
-    spec = load_concept_spec(ccfg.get("file") or ccfg["name"])
-    params.setdefault("data_dir", cfg["paths"].get("data_dir"))
-    examples = build_examples(spec, dataset, **params)
-    return fit_cavs(cfg, examples, example_latents(cfg, dataset, Z, examples))
+    return fitted_encoder(cfg, encode)
 
 
 def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> dict:
     """CAVs of ``examples`` (a :class:`ConceptExamples`) fitted on their latents ``Zex``
     with the ``cav`` config: the concepts-stage artifact."""
     cav_params = dict(cfg["cav"].get("params") or {})
-    unknown = sorted(set(cav_params) - set(CAV_PARAMS))
-    if unknown:
-        raise InvalidInputError(f"unknown cav.params {unknown}; valid keys: {list(CAV_PARAMS)}.")
     if "n_prompts" in examples.meta:  # text prompts, a handful per concept: no CV / test, no minimum count
         log.info("text prompts: CAVs without held-out accuracy or significance test (too few examples)")
         cav_params.update(min_positives=1, cv=0)
-    fitter = CAVFitter(fitter=fitter_name(cfg, examples.fitter), random_state=cfg["seed"], progress=True, **cav_params)
+    fitter = call(factory({**cfg["cav"], "params": cav_params}, "cav"), "cav",
+                  offered={"fitter": fitter_name(cfg, examples.fitter), "random_state": cfg["seed"], "progress": True})
     fitter.fit(Zex, examples.labels, examples.names)
     summary = fitter.summary()
     log.info("CAVs: %s", ", ".join(f"{r['concept']}={r['score']:.3f}" for r in summary))
@@ -147,7 +121,7 @@ def select_for_reference(cfg: dict, concepts: dict, cluster: dict, Z: np.ndarray
     if cluster.get("means") is not None and cluster.get("covariances") is not None:
         mu, sigma = concept_mixture(C, cluster["means"], cluster["covariances"], concept_names=names)
     else:
-        mu, sigma = pooled_concept_sigma(np.asarray(Z, dtype=np.float64) @ C.T, cluster["labels"])
+        mu, sigma = pooled_concept_sigma(project(np.asarray(Z, dtype=np.float64), C), cluster["labels"])
     res = select_concepts(mu, sigma, int(params["select"]), names=names, tol=float(params.get("select_tol", 0.0)))
     log.info("concept selection: %s (q %.3f of %.3f with all %d concepts)", res.names, res.q_selected, res.q_all,
              len(names))

@@ -1,12 +1,19 @@
-"""Stage ``cluster``: latents -> the reference clustering (labels, centres, mixture, graph)."""
+"""Stage ``cluster``: latents -> the reference clustering (labels, centres, mixture, graph).
+
+``clustering._target_`` names any callable ``fn(X, ...) -> Clustering``; the stage offers it
+``n_clusters`` (``clustering.n_clusters`` or the number of classes), ``random_state``,
+``y_true``, ``candidates`` and ``encode`` (the encode artifact, for :func:`encoder_head`)
+and passes those its signature names.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy import sparse
 
-from pipeline.clustering import Clustering, check_enough_clusters, cluster
+from pipeline.app.instantiate import accepts, call, factory
 from pipeline.app.stages.base import Stage
+from pipeline.clustering import Clustering, check_enough_clusters
 from pipeline.validation import InvalidInputError
 
 
@@ -39,7 +46,20 @@ def graph_from_artifact(a: dict):
     return sparse.csr_matrix((a["graph_data"], (a["graph_row"], a["graph_col"])), shape=(n, n))
 
 
-def _from_encoder_head(encode: dict) -> Clustering:
+def provided(artifact: dict) -> set[str]:
+    """What a finished clustering hands to explainers (see :mod:`pipeline.app.capabilities`)."""
+    have = {"labels"}
+    if artifact.get("centers") is not None:
+        have.add("centers")
+    if artifact.get("means") is not None and artifact.get("covariances") is not None:
+        have.add("mixture")
+    if "graph_row" in artifact:
+        have.add("graph")
+    return have
+
+
+def encoder_head(X, encode: dict) -> Clustering:
+    """``clustering=encoder``: the encoder's own cluster head (and its mixture prior, if any)."""
     if "head_labels" not in encode:
         raise InvalidInputError("clustering=encoder needs an encoder with its own cluster head (e.g. encoder=vade); "
                                 "the configured encoder has none. Choose clustering=gmm or another encoder.")
@@ -58,11 +78,14 @@ def _config(cfg: dict) -> dict:
 
 def _compute(cfg: dict, load: dict, encode: dict) -> dict:
     spec = cfg["clustering"]
-    if spec["name"] == "encoder":
-        return clustering_to_artifact(_from_encoder_head(encode))
     y = load.get("y")
-    c = cluster(encode["Z"], spec["name"], resolve_n_clusters(cfg, y), spec.get("params"), cfg["seed"],
-                y_true=y, candidates=spec.get("candidates") or ())
+    offered = {"random_state": cfg["seed"], "y_true": y, "candidates": spec.get("candidates") or (), "encode": encode}
+    if accepts(spec, "n_clusters", "clustering"):
+        offered["n_clusters"] = resolve_n_clusters(cfg, y)
+    c = call(factory(spec, "clustering"), "clustering", encode["Z"], offered=offered)
+    if not isinstance(c, Clustering):
+        raise InvalidInputError(f"clustering._target_={spec['_target_']} returned {type(c).__name__}, not a "
+                                "pipeline.clustering.Clustering.")
     return clustering_to_artifact(c)
 
 

@@ -1,53 +1,63 @@
 """Stage ``concepts``: dataset + latents -> concept names and CAVs (C, shape (n_concepts, m)).
 
-A no-op (empty artifact) with ``concepts=none``. Concept sets plug in through
-:func:`register_concepts`: a builder ``fn(cfg, dataset: Dataset, Z: ndarray (n, m)) -> dict``
-returning at least ``{"concept_names": [...], "cavs": ndarray (n_concepts, m)}`` (more arrays /
-JSON values are kept in the artifact, e.g. CAV accuracies). ``cfg`` is the whole plain config
-(``cfg["concepts"]``, ``cfg["cav"]``, ``cfg["paths"]``, ``cfg["seed"]``).
+A no-op (empty artifact) with ``concepts=none`` (``concepts._target_: null``). Otherwise
+``concepts._target_`` names a concept source, any callable returning either
+
+* :class:`~pipeline.concepts.sets.ConceptExamples` (the usual case): the stage embeds the
+  examples with the data's encoder (the checkpoint the encode artifact names) and fits CAVs
+  with ``cav._target_`` (:func:`pipeline.app.stages.cavs.fit_cavs`); or
+* a finished artifact ``{"concept_names": [...], "cavs": ndarray (n_concepts, m), ...}``.
+
+The source gets ``concepts.params`` (minus ``select`` / ``select_tol``, which the project
+stage uses) and may name any of the offered ``dataset`` (a :class:`pipeline.app.data.Dataset`),
+``name``, ``file``, ``data_dir``, ``Z``, ``encode`` and ``cfg``.
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
-from pipeline.app.registries import Registry, resolve_callable
+from pipeline.app.instantiate import call, factory
 from pipeline.app.stages.base import Stage
+from pipeline.app.stages.cavs import STAGE_ONLY, example_latents, fit_cavs
 from pipeline.app.stages.load import artifact_to_dataset
+from pipeline.concepts.sets import ConceptExamples
 from pipeline.validation import InvalidInputError
 
-CONCEPT_BUILDERS = Registry(
-    "concept set", "Use concepts=none, a concept set for this data, or register a builder (docs/pipeline.md).")
 
-
-def register_concepts(name: str, builder: str | Callable) -> None:
-    """Register a concept builder (callable or ``"module:function"``) for ``concepts.name``."""
-    CONCEPT_BUILDERS.register(name, builder)
-
-
-def _builder(name: str) -> Callable:
-    return resolve_callable(CONCEPT_BUILDERS.lookup(name))
+def enabled(cfg: dict) -> bool:
+    return bool(cfg["concepts"].get("_target_")) and cfg["concepts"]["name"] != "none"
 
 
 def _config(cfg: dict) -> dict:
-    if cfg["concepts"]["name"] == "none":
+    if not enabled(cfg):
         return {"concepts": "none"}
     # Concept selection runs in the project stage (pipeline.app.stages.cavs), so it is not part of this key.
-    params = {k: v for k, v in (cfg["concepts"].get("params") or {}).items() if k not in ("select", "select_tol")}
+    params = {k: v for k, v in (cfg["concepts"].get("params") or {}).items() if k not in STAGE_ONLY}
     return {"concepts": {**cfg["concepts"], "params": params}, "cav": cfg["cav"], "seed": cfg["seed"]}
 
 
 def _compute(cfg: dict, load: dict, encode: dict) -> dict:
-    if cfg["concepts"]["name"] == "none":
+    if not enabled(cfg):
         return {}
-    out = dict(_builder(cfg["concepts"]["name"])(cfg, artifact_to_dataset(load), encode["Z"]))
+    ccfg = cfg["concepts"]
+    node = {**ccfg, "params": {k: v for k, v in (ccfg.get("params") or {}).items() if k not in STAGE_ONLY}}
+    dataset = artifact_to_dataset(load)
+    offered = {"dataset": dataset, "name": ccfg["name"], "file": ccfg.get("file"),
+               "data_dir": cfg["paths"].get("data_dir"), "Z": encode["Z"], "encode": encode, "cfg": cfg}
+    got = call(factory(node, "concepts"), "concepts", offered=offered)
+    if isinstance(got, ConceptExamples):
+        out = fit_cavs(cfg, got, example_latents(cfg, dataset, encode["Z"], got, encode))
+    elif isinstance(got, dict):
+        out = dict(got)
+    else:
+        raise InvalidInputError(f"concepts._target_={ccfg['_target_']} returned {type(got).__name__}; a concept "
+                                "source returns ConceptExamples or a dict with 'cavs' and 'concept_names'.")
     cavs = np.asarray(out.get("cavs"), dtype=np.float64)
     names = out.get("concept_names")
     if cavs.ndim != 2 or cavs.shape[1] != encode["Z"].shape[1] or names is None or len(names) != len(cavs):
         raise InvalidInputError(
-            f"concept builder {cfg['concepts']['name']!r} returned cavs of shape {cavs.shape} and "
+            f"concept source {ccfg['name']!r} gave cavs of shape {cavs.shape} and "
             f"{None if names is None else len(names)} names; expected (n_concepts, {encode['Z'].shape[1]}) and one "
             "name per CAV."
         )
@@ -55,10 +65,4 @@ def _compute(cfg: dict, load: dict, encode: dict) -> dict:
     return out
 
 
-CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute)
-
-
-# Every concepts/<name>.yaml is a concepts=<name> choice (pipeline.app.stages.cavs, docs/concepts.md).
-from pipeline.app.stages.cavs import register_concept_files  # noqa: E402
-
-register_concept_files()
+CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=2)

@@ -36,8 +36,8 @@ from pipeline.counterfactuals import (
     top_k,
     tune_l1,
 )
-from pipeline.encoders.base import Encoder
 from pipeline.app.stages.base import Stage
+from pipeline.encoders.base import Encoder
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -96,9 +96,19 @@ def _fit_tgt(spec: dict, encoder, X, labels, k, seed: int) -> TGT:
     return tune_l1(encoder, X, labels, k, l1_grid=l1_grid, progress=False, **params)
 
 
+def enabled(cfg: dict) -> bool:
+    return cfg.get("counterfactuals", {}).get("name", "none") != "none"
+
+
 def _compute(cfg: dict, load: dict, encode: dict, cluster: dict, project: dict, *,
-             encoder_loader: Callable[[], Encoder]) -> dict:
+             encoder_loader: Callable[[], Encoder] | None = None) -> dict:
     spec = cfg["counterfactuals"]
+    if encoder_loader is None:  # the encoder the encode artifact names (its checkpoint, sha256-checked)
+        from pipeline.app.stages.encode import fitted_encoder
+
+        def encoder_loader():
+            return fitted_encoder(cfg, encode)
+
     methods = list(spec.get("methods") or METHODS)
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
@@ -150,9 +160,12 @@ def _compute(cfg: dict, load: dict, encode: dict, cluster: dict, project: dict, 
             "eps": eps, "l1": l1, "self_similarity": evaluator.self_similarity}
 
 
-def counterfactuals_stage(encoder_loader: Callable[[], Encoder]) -> Stage:
+def counterfactuals_stage(encoder_loader: Callable[[], Encoder] | None = None) -> Stage:
     """The stage; ``encoder_loader()`` returns the fitted encoder behind the latents (called only
-    on a cache miss, when input space is asked for or possible; see
-    :func:`pipeline.app.stages.encode.trained_encoder`)."""
+    on a cache miss, when input space is asked for or possible). Default: the encoder whose
+    checkpoint the encode artifact names (:func:`pipeline.app.stages.encode.fitted_encoder`)."""
     return Stage("counterfactuals", ("load", "encode", "cluster", "project"), _config,
                  partial(_compute, encoder_loader=encoder_loader), version=2)
+
+
+COUNTERFACTUALS = counterfactuals_stage()

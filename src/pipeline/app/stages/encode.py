@@ -1,30 +1,31 @@
-"""Stage ``encode``: dataset -> float32 latents (n, m), plus the encoder's cluster head if any.
+"""Stages ``train`` and ``encode``: the fitted encoder, then dataset -> float32 latents (n, m).
 
-Trainable encoders are checkpointed at ``<paths.models_dir>/<encoder name>/<key>.pt`` (key of
-the encoder config and the training data): loaded when present, else fitted and saved. The
-embeddings' cache key covers the encoder config, the checkpoint's sha256 and the dataset, so a
-retrained checkpoint invalidates every embedding computed from the old one.
+``train`` builds the encoder from ``encoder._target_``. A trainable one is checkpointed at
+``<paths.models_dir>/<encoder name>/<key>.pt`` (key of the encoder config and the training
+data, split ``encoder.fit_split``): loaded when present, else fitted and saved. Its artifact
+(not cached: the checkpoint file is the product) carries the checkpoint path and sha256, and
+its key is the sha256, so a retrained checkpoint invalidates everything computed from the old
+one. ``encode`` embeds the data; its artifact carries the latents, the encoder's cluster head
+and mixture prior if any, and again the checkpoint path + sha256, which is all later stages
+(concepts, counterfactuals) need to get the same encoder back (:func:`fitted_encoder`).
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 from pathlib import Path
 
 import numpy as np
-from filelock import FileLock
 
-from pipeline.app.cache import StageCache, make_key
-from pipeline.app.stages.base import StageOutput
-from pipeline.app.stages.load import artifact_to_dataset
+from pipeline.app.cache import make_key
+from pipeline.app.instantiate import call, factory
+from pipeline.app.stages.base import RunContext, Stage, execute
+from pipeline.app.stages.load import LOAD, artifact_to_dataset
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
-NAME = "encode"
-VERSION = 1
 _RUNTIME_FIELDS = ("device", "batch_size")  # do not change the result, so not in the key
 
 
@@ -33,21 +34,9 @@ def encoder_key_config(cfg: dict) -> dict:
 
 
 def build(cfg: dict):
-    """The configured encoder (device / batch_size passed when its constructor takes them)."""
-    from pipeline.encoders import ENCODERS, build_encoder
-
+    """The configured encoder, unfitted (``device`` / ``batch_size`` passed when its class takes them)."""
     enc = cfg["encoder"]
-    params = dict(enc.get("params") or {})
-    factory = ENCODERS.get(enc["name"])
-    if factory is not None:
-        accepted = inspect.signature(factory).parameters
-        for k in _RUNTIME_FIELDS:
-            if k in accepted and k not in params:
-                params[k] = enc[k]
-    try:
-        return build_encoder(enc["name"], **params)
-    except TypeError as exc:
-        raise InvalidInputError(f"encoder={enc['name']}: bad encoder.params {params}: {exc}") from None
+    return call(factory(enc, "encoder"), "encoder", offered={k: enc[k] for k in _RUNTIME_FIELDS if k in enc})
 
 
 def checkpoint_path(cfg: dict, training_key: str) -> Path:
@@ -60,7 +49,7 @@ def checkpoint_path(cfg: dict, training_key: str) -> Path:
 
 
 def _checkpoint_sha(path: Path) -> str:
-    from pipeline.encoders.checkpoint import sidecar_path
+    from pipeline.app.checkpoint import sidecar_path
 
     try:
         return json.loads(sidecar_path(path).read_text())["sha256"]
@@ -69,41 +58,78 @@ def _checkpoint_sha(path: Path) -> str:
                                 "delete the checkpoint to retrain.") from None
 
 
-def training_data(cfg: dict, cache: StageCache, load: StageOutput) -> StageOutput:
-    """The dataset a trainable encoder is fitted on: split ``encoder.fit_split`` of the same dataset."""
-    split = cfg["encoder"].get("fit_split") or cfg["dataset"].get("split")
-    if split == cfg["dataset"].get("split"):
-        return load
-    from pipeline.app.stages.base import execute
-    from pipeline.app.stages.load import LOAD
-
-    return execute(LOAD, {**cfg, "dataset": {**cfg["dataset"], "split": split}}, cache, {})
+def fit_split(cfg: dict) -> str | None:
+    return cfg["encoder"].get("fit_split") or cfg["dataset"].get("split")
 
 
-def prepare_encoder(cfg: dict, load: StageOutput, cache: StageCache):
-    """(encoder or None, checkpoint path, checkpoint sha256 or None). Trains and saves a trainable
-    encoder if needed; an existing checkpoint is loaded later, only if the embeddings are not cached."""
+def _train_config(cfg: dict) -> dict:
+    return encoder_key_config(cfg)
+
+
+def _train(cfg: dict, load: dict, ctx: RunContext) -> dict:
+    """The encoder behind the latents: built, or loaded / trained through its checkpoint file."""
+    from filelock import FileLock
+
     encoder = build(cfg)
+    out = {"encoder": encoder, "checkpoint": None, "checkpoint_sha256": None, "model_used": None}
     if not encoder.trainable:
-        return encoder, None, None
-    train = training_data(cfg, cache, load)
+        if encoder.may_substitute_model:
+            # SBERT may fall back to another model offline: key on the model actually loaded, so
+            # embeddings of different models never share a cache entry.
+            encoder.fit(None)
+            out["model_used"] = encoder.model_used_.split(" (")[0]
+        return out
+    split = fit_split(cfg)
+    train_cfg = cfg if split == cfg["dataset"].get("split") else {**cfg, "dataset": {**cfg["dataset"], "split": split}}
+    train = execute(LOAD, train_cfg, ctx, {})  # the same stage, cached under the training split's key
     path = checkpoint_path(cfg, train.key)
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):
-        if path.exists() and not cache.forced(NAME):
-            return None, path, _checkpoint_sha(path)
+        if path.exists() and not (ctx.cache.forced("encode") or ctx.cache.forced("train")):
+            out.update(encoder=None, checkpoint=str(path), checkpoint_sha256=_checkpoint_sha(path))
+            return out  # loaded later, only if the embeddings are not cached
         if cfg["encoder"].get("checkpoint"):
             raise InvalidInputError(f"encoder.checkpoint={path} does not exist; fix the path or set it to null to train.")
-        from pipeline.encoders.checkpoint import save_encoder
+        from pipeline.app.checkpoint import save_encoder
 
         ds = artifact_to_dataset(train.artifact)
-        log.info("training %s encoder on %d samples (split %s)", cfg["encoder"]["name"], len(ds),
-                 ds.meta.get("split", cfg["encoder"].get("fit_split")))
+        log.info("training %s encoder on %d samples (split %s)", cfg["encoder"]["name"], len(ds), split)
         encoder.fit(ds.X, None)
         sha = save_encoder(encoder, path, {"key": path.stem, "config": cfg["encoder"], "data": ds.name,
-                                           "dataset": cfg["dataset"], "seed": cfg["seed"],
-                                           "fit_split": cfg["encoder"].get("fit_split") or cfg["dataset"].get("split")})
-        return encoder, path, sha
+                                           "dataset": cfg["dataset"], "seed": cfg["seed"], "fit_split": split})
+    out.update(checkpoint=str(path), checkpoint_sha256=sha)
+    return out
+
+
+def _train_key(key: str, artifact: dict) -> str:
+    return make_key("train", {"checkpoint_sha256": artifact["checkpoint_sha256"], "model_used": artifact["model_used"]},
+                    [key])
+
+
+TRAIN = Stage("train", ("load",), _train_config, _train, cached=False, context=True, output_key=_train_key)
+
+
+def fitted_encoder(cfg: dict, artifact: dict):
+    """The fitted encoder behind an encode (or train) artifact, never training one.
+
+    Trainable encoders are loaded from the checkpoint the artifact names, which must still have
+    the sha256 the artifact recorded (so it is the encoder that made the latents). Other
+    encoders are built from the config (not fitted: enough for :meth:`Encoder.torch_module`).
+    """
+    if artifact.get("encoder") is not None:
+        return artifact["encoder"]
+    if not artifact.get("checkpoint"):
+        return build(cfg)
+    path = Path(artifact["checkpoint"])
+    if not path.exists():
+        raise InvalidInputError(f"no {cfg['encoder']['name']} checkpoint at {path} any more; rerun with +force=encode "
+                                "to retrain it.")
+    if _checkpoint_sha(path) != artifact["checkpoint_sha256"]:
+        raise InvalidInputError(f"checkpoint {path} changed since the latents were computed; rerun with +force=encode.")
+    from pipeline.app.checkpoint import load_encoder
+
+    # an explicitly named checkpoint must fit the configured architecture / K
+    return load_encoder(path, expected=build(cfg) if cfg["encoder"].get("checkpoint") else None)
 
 
 def embed(encoder, X) -> dict:
@@ -131,60 +157,27 @@ def embed(encoder, X) -> dict:
     return out
 
 
-def execute_encode(cfg: dict, cache: StageCache, load: StageOutput) -> StageOutput:
-    """Run the encode stage (cached), training or loading a checkpoint as needed."""
-    encoder, path, sha = prepare_encoder(cfg, load, cache)
-    key_config = {"encoder": encoder_key_config(cfg), "checkpoint_sha256": sha}
-    if encoder is not None and encoder.may_substitute_model:
-        # SBERT may fall back to another model offline: key on the model actually loaded, so
-        # embeddings of different models never share a cache entry.
-        encoder.fit(None)
-        key_config["model_used"] = encoder.model_used_.split(" (")[0]
-    key = make_key(NAME, key_config, [load.key], VERSION)
-
-    def compute():
-        nonlocal encoder
-        if encoder is None:
-            encoder = _load_checkpoint(cfg, path)
-        ds = artifact_to_dataset(load.artifact)
-        out = embed(encoder, ds.X)
-        out["latent_names"] = latent_names(cfg, load.artifact, out["Z"].shape[1])
-        out["checkpoint_sha256"] = sha
-        return out
-
-    return StageOutput(key, cache.get_or_compute(NAME, key, compute))
-
-
-def _load_checkpoint(cfg: dict, path: Path):
-    from pipeline.encoders.checkpoint import load_encoder
-
-    # an explicitly named checkpoint must fit the configured architecture / K
-    return load_encoder(path, expected=build(cfg) if cfg["encoder"].get("checkpoint") else None)
-
-
-def trained_encoder(cfg: dict, cache: StageCache, load: StageOutput, sha256: str | None = None):
-    """The fitted encoder behind the encode stage's latents, never training one.
-
-    Trainable encoders are loaded from the checkpoint the encode stage wrote (or
-    ``encoder.checkpoint``); when ``sha256`` (the encode artifact's ``checkpoint_sha256``) is
-    given it must match, so the encoder is the one that made the latents. Other encoders are
-    built from the config (not fitted: enough for :meth:`Encoder.torch_module`).
-    """
-    encoder = build(cfg)
-    if not encoder.trainable:
-        return encoder
-    path = checkpoint_path(cfg, training_data(cfg, cache, load).key)
-    if not path.exists():
-        raise InvalidInputError(f"no {cfg['encoder']['name']} checkpoint at {path}; run the encode stage first "
-                                "(it trains and saves the encoder).")
-    if sha256 is not None and _checkpoint_sha(path) != sha256:
-        raise InvalidInputError(f"checkpoint {path} changed since the latents were computed; rerun with +force=encode.")
-    return _load_checkpoint(cfg, path)
-
-
 def latent_names(cfg: dict, dataset: dict, width: int) -> list[str]:
     """Feature names of the identity encoder on tabular data; else z0..z{m-1}."""
     names = dataset.get("feature_names")
     if cfg["encoder"]["name"] == "identity" and names and len(names) == width:
         return list(names)
     return [f"z{j}" for j in range(width)]
+
+
+def _encode_config(cfg: dict) -> dict:
+    return {"encoder": encoder_key_config(cfg)}
+
+
+def _encode(cfg: dict, load: dict, train: dict) -> dict:
+    encoder = fitted_encoder(cfg, train)
+    ds = artifact_to_dataset(load)
+    out = embed(encoder, ds.X)
+    out["latent_names"] = latent_names(cfg, load, out["Z"].shape[1])
+    out["checkpoint"], out["checkpoint_sha256"] = train["checkpoint"], train["checkpoint_sha256"]
+    return out
+
+
+ENCODE = Stage("encode", ("load", "train"), _encode_config, _encode, version=2)
+
+__all__ = ["TRAIN", "ENCODE", "build", "checkpoint_path", "embed", "fitted_encoder", "latent_names"]

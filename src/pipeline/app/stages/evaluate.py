@@ -1,5 +1,8 @@
 """Stage ``evaluate``: one results row per explainer plus the reference clustering itself.
 
+Inputs: ``load`` (ground truth), ``cluster`` (the reference) and every ``fit.<row>``; a row
+that failed under ``keep_going`` (studies) becomes an error row.
+
 Columns: ``explainer, method, ari, ami`` (vs ground truth, over points whose true label is
 known), ``ref_ari, ref_ami`` (agreement with the reference, over non-noise reference points),
 ``misassignment`` (share of non-noise points the tree assigns to another cluster than the
@@ -17,11 +20,9 @@ import numpy as np
 from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score
 
 from pipeline import metrics
+from pipeline.app.stages.base import RunContext, Stage
 
 log = logging.getLogger(__name__)
-
-COLUMNS = ["explainer", "method", "ari", "ami", "ref_ari", "ref_ami", "misassignment", "q", "q_bound",
-           "n_leaves", "depth", "fit_seconds", "n_noise", "uses_labels"]
 
 
 def _agreement(a, b, mask) -> tuple[float, float]:
@@ -67,3 +68,17 @@ def evaluate(y_true, reference: dict, fits: dict[str, dict]) -> list[dict]:
                      "n_leaves": fit["n_leaves"], "depth": fit["depth"], "fit_seconds": float(fit["fit_seconds"]),
                      "n_noise": n_noise, "uses_labels": bool(reference.get("uses_labels", False))})
     return rows
+
+
+def evaluate_stage(rows) -> Stage:
+    """The evaluate stage over the explainer rows ``rows`` (their ``fit.<row>`` stages)."""
+    fit_names = tuple(f"fit.{row}" for row in rows)
+
+    def compute(cfg: dict, load: dict, cluster: dict, ctx: RunContext, **fits) -> dict:
+        done = {name[len("fit."):]: fits[name] for name in fit_names if fits.get(name) is not None}
+        out = evaluate(load.get("y"), cluster, done)
+        out += [{"explainer": row, "method": cfg["explainer"][row]["name"], "error": err}
+                for row, err in ctx.errors.items()]
+        return {"rows": out}
+
+    return Stage("evaluate", ("load", "cluster", *fit_names), lambda cfg: {}, compute, cached=False, context=True)

@@ -1,4 +1,4 @@
-"""Stage ``fit``: one cached artifact per explainer row (tree JSON, predictions, fit time)."""
+"""Stage ``fit.<row>``: one cached artifact per explainer row (tree JSON, predictions, fit time)."""
 
 from __future__ import annotations
 
@@ -32,19 +32,24 @@ def fit_stage(row: str) -> Stage:
         return {"explainer": cfg["explainer"][row], "seed": cfg["seed"]}
 
     def compute(cfg: dict, project: dict, cluster: dict) -> dict:
-        inputs = fit_inputs(project, cluster)
-        spec = cfg["explainer"][row]
-        start = time.perf_counter()
-        est, pred = fit_explainer(row, spec, inputs, cfg["seed"], cfg["clustering"]["name"])
-        seconds = time.perf_counter() - start
-        tree = est.tree_
-        log.info("fitted %s (%s): %d leaves, depth %d, %.4fs", row, spec["name"], tree.n_leaves, tree.depth, seconds)
-        out = {"row": row, "name": spec["name"], "tree": tree.to_dict(), "predictions": pred,
-               "fit_seconds": seconds, "n_leaves": int(tree.n_leaves), "depth": int(tree.depth)}
-        for attr, key in (("means_", "means"), ("sigma_", "sigma"), ("concept_means_", "means"),
-                          ("concept_sigma_", "sigma")):
-            if hasattr(est, attr):
-                out[key] = np.asarray(getattr(est, attr), dtype=np.float64)
-        return out
+        return fit_row(cfg, row, project, cluster)
 
-    return Stage("fit", ("project", "cluster"), config, compute)
+    return Stage(f"fit.{row}", ("project", "cluster"), config, compute, store="fit")
+
+
+def fit_row(cfg: dict, row: str, project: dict, cluster: dict) -> dict:
+    """Fit explainer row ``row`` on the projected data and the reference clustering."""
+    inputs = fit_inputs(project, cluster)
+    spec = cfg["explainer"][row]
+    start = time.perf_counter()
+    est, pred = fit_explainer(row, spec, inputs, cfg["seed"], cfg["clustering"]["name"])
+    seconds = time.perf_counter() - start
+    tree = est.tree_
+    log.info("fitted %s (%s): %d leaves, depth %d, %.4fs", row, spec["name"], tree.n_leaves, tree.depth, seconds)
+    out = {"row": row, "name": spec["name"], "tree": tree.to_dict(), "predictions": pred,
+           "fit_seconds": seconds, "n_leaves": int(tree.n_leaves), "depth": int(tree.depth)}
+    for attr, key in (("means_", "means"), ("sigma_", "sigma"), ("concept_means_", "means"),
+                      ("concept_sigma_", "sigma")):
+        if hasattr(est, attr):
+            out[key] = np.asarray(getattr(est, attr), dtype=np.float64)
+    return out

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.app.data.dataset import Dataset
-from pipeline.app.data.registry import load_dataset
+from pipeline.app.data.loading import load_dataset
 from pipeline.app.stages.base import Stage
 
-# The dataset fields that determine the data (download / root do not, except via `source`).
-_KEY_FIELDS = ("loader", "name", "split", "classes", "n_samples", "standardize", "params")
+# The dataset fields that determine the data (download does not; root does, as the source).
+_KEY_FIELDS = ("_target_", "name", "split", "classes", "n_samples", "standardize", "params")
 
 
 def dataset_to_artifact(ds: Dataset) -> dict:
@@ -34,10 +34,9 @@ def artifact_to_dataset(a: dict) -> Dataset:
 
 def _config(cfg: dict) -> dict:
     key = {k: cfg["dataset"].get(k) for k in _KEY_FIELDS}
-    key["seed"] = cfg["seed"] if cfg["dataset"].get("n_samples") or cfg["dataset"]["loader"] == "synthetic_gmm" else None
+    key["seed"] = cfg["seed"]  # subsamples and generated data depend on it
     # Where the data come from (a different local copy is different data).
-    key["source"] = cfg["dataset"].get("root") or (
-        cfg["paths"]["benchmark_dir"] if cfg["dataset"]["loader"] == "clustbench" else None)
+    key["source"] = cfg["dataset"].get("root") or {k: cfg["paths"].get(k) for k in ("data_dir", "benchmark_dir")}
     return key
 
 

@@ -7,10 +7,9 @@ a matrix product is cheaper than reading its result back.
 
 from __future__ import annotations
 
-import numpy as np
-
 from pipeline.app.stages.base import Stage
 from pipeline.app.stages.cavs import select_for_reference
+from pipeline.concepts.projection import project, project_mixture
 
 
 def _config(cfg: dict) -> dict:
@@ -31,12 +30,11 @@ def _compute(cfg: dict, encode: dict, cluster: dict, concepts: dict) -> dict:
     C = concepts["cavs"]
     if concepts.get("selection"):
         out["selection"] = concepts["selection"]
-    out.update(X=(Z @ C.T), feature_names=concepts["concept_names"], cavs=C, concept_names=concepts["concept_names"])
-    out["centers"] = None if cluster.get("centers") is None else cluster["centers"] @ C.T
+    out.update(X=project(Z, C), feature_names=concepts["concept_names"], cavs=C, concept_names=concepts["concept_names"])
+    out["centers"] = None if cluster.get("centers") is None else project(cluster["centers"], C)
     if mixture[1] is not None:
-        w, mu, cov = mixture
-        out["mixture"] = (w, mu @ C.T, np.einsum("ij,kjl,ml->kim", C, cov, C))
-        out["latent_mixture"] = (w, mu, cov)
+        out["mixture"] = project_mixture(C, *mixture)
+        out["latent_mixture"] = tuple(mixture)
     else:
         out["mixture"] = out["latent_mixture"] = None
     return out

@@ -1,0 +1,108 @@
+"""The one capability model: what a clustering provides, what an explainer needs.
+
+Capabilities:
+
+``labels``   reference cluster labels (every clustering; -1 = noise, left out of fitting)
+``centers``  reference centres in feature space (k-means centres, GMM means)
+``mixture``  a Gaussian mixture (means + covariances) in feature space (GMM, encoder prior)
+``graph``    a similarity graph over the points (the spectral clustering's affinity graph)
+``cavs``     concept activation vectors plus the latent mixture (a concept set and a mixture)
+
+A clustering config declares ``provides`` (null: known only after it ran, e.g. ``best_of``);
+an explainer's needs follow from its ``fit`` protocol (:data:`pipeline.app.explainers.PROTOCOLS`).
+:func:`check_request` runs before any stage on the config alone; :func:`check_provided` runs
+again in the fit stage on what the stages actually produced. Both name the clustering
+options (``conf/clustering/*.yaml``) that would satisfy the request.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pipeline.validation import InvalidInputError
+
+CAPABILITIES = ("labels", "centers", "mixture", "graph", "cavs")
+
+
+@lru_cache(maxsize=1)
+def clustering_options() -> dict[str, frozenset | None]:
+    """``conf/clustering/<name>.yaml`` -> the capabilities it declares (None: known after it ran)."""
+    import yaml
+
+    from pipeline.app.config import CONFIG_DIR
+
+    out = {}
+    for path in sorted((CONFIG_DIR / "clustering").glob("*.yaml")):
+        provides = (yaml.safe_load(path.read_text()) or {}).get("provides", ["labels"])
+        out[path.stem] = None if provides is None else frozenset(provides)
+    return out
+
+
+def satisfying(missing: set[str]) -> list[str]:
+    """Clustering options that declare every capability in ``missing`` (``cavs`` needs a mixture)."""
+    want = {"mixture" if m == "cavs" else m for m in missing}
+    return [name for name, have in clustering_options().items() if have is not None and want <= have]
+
+
+def how_to_provide(missing: set[str], concepts_off: bool) -> str:
+    parts = []
+    if "cavs" in missing and concepts_off:
+        parts.append("choose a concept set (concepts=<name>, e.g. concepts=mnist_geometric)")
+    options = satisfying(missing - {"labels"})
+    if missing - {"cavs"} or not concepts_off:
+        parts.append("choose a clustering that provides it: " + (", ".join(f"clustering={o}" for o in options)
+                                                                 or "none of the shipped ones does"))
+    return "; ".join(parts)
+
+
+def needs_of(explainer: dict) -> frozenset:
+    from pipeline.app.explainers import protocol
+
+    return protocol(explainer).needs
+
+
+def check_targets(cfg: dict) -> None:
+    """Every ``_target_`` the run will build imports (a misspelt class fails before any stage)."""
+    from pipeline.app.instantiate import locate, target_of
+
+    groups = [("dataset", cfg["dataset"]), ("encoder", cfg["encoder"]), ("clustering", cfg["clustering"])]
+    if cfg["concepts"].get("_target_"):
+        groups += [("concepts", cfg["concepts"]), ("cav", cfg["cav"])]
+    groups += [(f"explainer.{row}", spec) for row, spec in cfg["explainer"].items()]
+    for group, node in groups:
+        locate(target_of(node, group), group)
+
+
+def check_request(cfg: dict) -> None:
+    """Fail before any expensive stage on what the config alone shows to be impossible."""
+    if not cfg["explainer"]:
+        raise InvalidInputError("no explainer selected; choose at least one, e.g. explainer=[mmdt,cart].")
+    check_targets(cfg)
+    declared = cfg["clustering"].get("provides")
+    have = None if declared is None else set(declared) | {"labels"}
+    concepts_off = not cfg["concepts"].get("_target_") or cfg["concepts"]["name"] == "none"
+    for row, spec in cfg["explainer"].items():
+        needs = set(needs_of(spec))
+        missing = set()
+        if "cavs" in needs and concepts_off:
+            missing.add("cavs")
+        if have is not None:
+            missing |= {n for n in needs - have if n != "cavs"}
+            if "cavs" in needs and "mixture" not in have:
+                missing.add("cavs")
+        if missing:
+            _fail(row, spec, missing, f"clustering={cfg['clustering']['name']}", concepts_off)
+
+
+def check_provided(row: str, spec: dict, have: set[str], clustering: str, concepts_off: bool) -> None:
+    """Raise a clear error if the finished stages do not provide what explainer ``row`` needs."""
+    missing = set(needs_of(spec)) - set(have)
+    if missing:
+        _fail(row, spec, missing, f"clustering={clustering} and the current concepts setting", concepts_off)
+
+
+def _fail(row: str, spec: dict, missing: set[str], what: str, concepts_off: bool) -> None:
+    raise InvalidInputError(
+        f"explainer {row!r} ({spec['name']}) needs {', '.join(sorted(missing))}, which the pipeline cannot provide "
+        f"with {what}. To fix it: {how_to_provide(missing, concepts_off)}; or drop {row!r} from the explainer list."
+    )

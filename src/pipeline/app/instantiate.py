@@ -1,0 +1,103 @@
+"""The one way a config names code: ``_target_`` + ``params``, built with ``hydra.utils.instantiate``.
+
+Every pluggable piece (dataset loader, encoder, clustering, concept source, CAV fitter,
+explainer) is a config node of the lightning-hydra-template shape::
+
+    _target_: pipeline.trees.CART        # any importable callable (class or function)
+    params: {max_depth: 3}               # its keyword arguments (nested _target_ nodes are built too)
+
+:func:`factory` turns the node into ``functools.partial(target, **params)`` through
+``hydra.utils.instantiate(..., _partial_=True)``, importing the target only then (so an
+identity run never imports torch). The stage that owns the group then calls it with the
+run-time values it offers (:func:`call`): the dataset's arrays, the seed, the number of
+clusters, ... Only the offered keywords that the callable's signature accepts are passed, and
+a value set in ``params`` wins over an offered one (unless it is null). Nothing is
+registered anywhere: a short name (``explainer=cart``) is just a config file.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable
+
+from pipeline.validation import InvalidInputError
+
+
+def target_of(node: dict, group: str) -> str:
+    target = node.get("_target_")
+    if not target:
+        raise InvalidInputError(f"the {group} config has no _target_; set {group}._target_=<module.callable> "
+                                f"or choose one of the {group}=<name> config files.")
+    return str(target)
+
+
+def locate(path: str, group: str = "config") -> Any:
+    """The object named by the dotted ``path`` (imported now); a clear error if there is none."""
+    from hydra.utils import get_object
+
+    try:
+        return get_object(path)
+    except Exception as exc:  # ImportError, AttributeError wrapped by hydra
+        cause = exc.__cause__ or exc
+        raise InvalidInputError(f"{group}._target_={path!r} cannot be imported ({type(cause).__name__}: {cause}); "
+                                "give the dotted path of an importable callable, e.g. pipeline.trees.CART.") from None
+
+
+def factory(node: dict, group: str) -> functools.partial:
+    """``partial(target, **params)`` of a config node (``_target_`` + ``params``)."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    target = target_of(node, group)
+    locate(target, group)  # a clear error for a misspelt target before hydra's own
+    params = dict(node.get("params") or {})
+    try:
+        out = instantiate({"_target_": target, "_partial_": True, "_convert_": "all", **params})
+    except InstantiationException as exc:
+        raise InvalidInputError(f"{group}: cannot build {target} with params {params}: {exc}") from None
+    return out
+
+
+def accepted(fn: Callable) -> set[str]:
+    """Names of the parameters ``fn`` declares (a ``**kwargs`` catch-all does not count: offered
+    values only go to parameters a callable names)."""
+    base = fn.func if isinstance(fn, functools.partial) else fn
+    try:
+        sig = inspect.signature(base)
+    except (TypeError, ValueError):
+        return set()
+    return {n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def accepts(node: dict, name: str, group: str) -> bool:
+    """Whether the ``_target_`` of ``node`` declares a parameter ``name`` (imports the target)."""
+    return name in accepted(locate(target_of(node, group), group))
+
+
+def call(fn: functools.partial, group: str, *args, offered: dict | None = None, **required):
+    """``fn(*args, **required, **offered)`` keeping only the offered keywords ``fn`` accepts and
+    does not already have a (non-null) value for in ``params``."""
+    names = accepted(fn)
+    bound = fn.keywords if isinstance(fn, functools.partial) else {}
+    kwargs = dict(required)
+    for k, v in (offered or {}).items():
+        if k in names and bound.get(k) is None:
+            kwargs[k] = v
+    if isinstance(fn, functools.partial):  # null params mean "use the offered value / the default"
+        fn = functools.partial(fn.func, *fn.args, **{k: v for k, v in bound.items()
+                                                       if v is not None or k not in kwargs})
+    func = fn.func if isinstance(fn, functools.partial) else fn
+    given = {**(fn.keywords if isinstance(fn, functools.partial) else {}), **kwargs}
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):  # no signature (some builtins): just call
+        sig = None
+    if sig is not None:
+        try:
+            sig.bind(*getattr(fn, "args", ()), *args, **given)
+        except TypeError as exc:
+            name = getattr(func, "__qualname__", func)
+            raise InvalidInputError(f"{group}: {name} does not take these arguments ({exc}); check {group}.params "
+                                    f"(given: {sorted(getattr(fn, 'keywords', {}))}).") from None
+    return fn(*args, **kwargs)

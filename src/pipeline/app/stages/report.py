@@ -1,0 +1,42 @@
+"""Stage ``report``: a run's files (results table, trees, concept and counterfactual files).
+
+Not cached: it writes into the run's own output directory. Its artifact (the results
+DataFrame and what was written) is what the runner prints a summary of after the loop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.app.report.tables import results_frame
+from pipeline.app.report.writer import atomic_write, write_tables, write_trees
+from pipeline.app.stages.base import RunContext, Stage
+
+
+def report_stage(rows, counterfactuals: bool = False) -> Stage:
+    """The report stage over explainer rows ``rows`` (and the counterfactuals stage, if it runs)."""
+    fit_names = tuple(f"fit.{row}" for row in rows)
+    inputs = ("load", "cluster", "concepts", "project", "evaluate", *fit_names)
+    inputs += ("counterfactuals",) if counterfactuals else ()
+
+    def compute(cfg: dict, load: dict, cluster: dict, concepts: dict, project: dict, evaluate: dict, ctx: RunContext,
+                counterfactuals: dict | None = None, **fits) -> dict:
+        out_dir = Path(ctx.out_dir)
+        fits = {name[len("fit."):]: fits[name] for name in fit_names if fits.get(name) is not None}
+        df = results_frame(evaluate["rows"], {"dataset": load["name"], "clustering": cfg["clustering"]["name"]})
+        write_trees(out_dir, fits, cfg["report"]["figures"])
+        csv, _ = write_tables(out_dir, df)
+        out = {"df": df, "csv": csv, "fits": fits, "table2": None, "counterfactuals_csv": None}
+        if concepts:  # Table-2 row, CAV table, files for the notebook (issue 6)
+            from pipeline.app.report.concept_run import table2_for_run, write_concept_run
+
+            out["table2"] = table2_for_run(cfg, load, cluster, project, df)
+            write_concept_run(out_dir, load, cluster, concepts, project, out["table2"])
+            atomic_write(out_dir / "concepts" / "table2.csv", out["table2"].to_csv(index=False))
+        if counterfactuals is not None:  # issue 8: TGT / DBM between clusters
+            from pipeline.app.report.counterfactual_plots import write_counterfactuals
+
+            out["counterfactuals_csv"] = write_counterfactuals(out_dir, counterfactuals, cfg["report"]["figures"])[0]
+        return out
+
+    return Stage("report", inputs, lambda cfg: {}, compute, cached=False, context=True)
