@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
+import random
 
 import numpy as np
 import torch
@@ -33,6 +34,28 @@ def check_fitted(encoder) -> None:
     if getattr(encoder, "module_", None) is None:
         raise NotFittedError(f"this {type(encoder).__name__} is not fitted yet; call fit(X) or load a checkpoint "
                              "with pipeline.encoders.checkpoint.load_encoder(path).")
+
+
+def rng_state(generator: torch.Generator | None = None) -> dict:
+    """Python, numpy and torch random states (+ ``generator``'s) as tensors and plain values,
+    so that a checkpoint holding them loads with ``torch.load(weights_only=True)``."""
+    version, keys, gauss = random.getstate()
+    _, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    return {"python": [version, torch.tensor(keys, dtype=torch.int64), gauss],
+            "numpy": [torch.from_numpy(np.asarray(np_keys, dtype=np.int64)), int(np_pos), int(np_has_gauss),
+                      float(np_gauss)],
+            "torch": torch.get_rng_state(), "generator": None if generator is None else generator.get_state()}
+
+
+def set_rng_state(state: dict, generator: torch.Generator | None = None) -> None:
+    """Restore what :func:`rng_state` captured (into ``generator`` too, when both have one)."""
+    version, keys, gauss = state["python"]
+    random.setstate((int(version), tuple(int(k) for k in keys.tolist()), gauss))
+    np_keys, np_pos, np_has_gauss, np_gauss = state["numpy"]
+    np.random.set_state(("MT19937", np_keys.numpy().astype(np.uint32), int(np_pos), int(np_has_gauss), float(np_gauss)))
+    torch.set_rng_state(state["torch"])
+    if generator is not None and state.get("generator") is not None:
+        generator.set_state(state["generator"])
 
 
 def occupancy(labels: np.ndarray, n_clusters: int) -> np.ndarray:
@@ -79,7 +102,7 @@ class TorchEncoder(Encoder):
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_params().items())})"
 
     # ---- fitting ----------------------------------------------------------------------
-    def fit(self, X, y=None) -> "TorchEncoder":
+    def fit(self, X, y=None, *, resume_state: dict | None = None, epoch_callback=None) -> "TorchEncoder":
         """Train ``n_init`` seeds and keep the one with the lowest final loss (no labels used).
 
         Parameters
@@ -88,6 +111,13 @@ class TorchEncoder(Encoder):
             The dataset's ``X`` (see :class:`pipeline.app.data.Dataset`).
         y : ndarray of shape (n_samples,), optional
             Ground truth, used only to *report* each seed's ARI in ``seed_report_``.
+        resume_state : dict, optional
+            A :meth:`checkpoint_state` taken at the end of a main-phase epoch (e.g. by
+            ``epoch_callback``): training continues from there, random streams included, so
+            the result equals an uninterrupted training (CPU, same thread count).
+        epoch_callback : callable (encoder) -> None, optional
+            Called after every main-phase epoch (``encoder.epoch_`` epochs done); the caller
+            may save ``encoder.checkpoint_state()`` to resume from after a crash.
 
         Returns
         -------
@@ -102,7 +132,13 @@ class TorchEncoder(Encoder):
                 "lower encoder.n_clusters or use more data."
             )
         self.device_ = select_device(self.device)
-        if self.resume_from:
+        self._epoch_callback = epoch_callback
+        self._resuming = resume_state is not None or bool(self.resume_from)
+        if resume_state is not None:
+            self._restore(resume_state)
+            logger.info("%s: resuming from epoch %d", self.name, self.epoch_)
+            seeds = [int(self.seed_)]
+        elif self.resume_from:
             from pipeline.app.checkpoint import read_checkpoint
 
             state, sidecar = read_checkpoint(self.resume_from, expected=self._architecture())
@@ -114,10 +150,13 @@ class TorchEncoder(Encoder):
         runs = []
         for seed in seeds:
             generator = seed_everything(seed)
-            if not self.resume_from:
+            if resume_state is not None and resume_state.get("rng"):
+                set_rng_state(resume_state["rng"], generator)
+            self._generator = generator  # subclasses replace it when a phase reseeds (see VaDE)
+            if not self._resuming:
                 self.history_, self.epoch_, self.optimizer_ = [], 0, None
             self.seed_ = seed
-            self._fit_single(data, generator, resume=bool(self.resume_from))
+            self._fit_single(data, generator, resume=self._resuming)
             run = {"seed": seed, "loss": float(self.history_[-1]["loss"]) if self.history_ else float("nan")}
             if y is not None:
                 run["ari"] = float(adjusted_rand_score(y, self._assign(data)))
@@ -169,7 +208,9 @@ class TorchEncoder(Encoder):
                                         "lower encoder.lr or check the input scaling.")
             if phase == self.main_phase:
                 self.epoch_ = epoch + 1
-                if self.checkpoint_path and self.checkpoint_every and self.epoch_ % int(self.checkpoint_every) == 0:
+                if getattr(self, "_epoch_callback", None) is not None:
+                    self._epoch_callback(self)
+                elif self.checkpoint_path and self.checkpoint_every and self.epoch_ % int(self.checkpoint_every) == 0:
                     from pipeline.app.checkpoint import save_encoder
 
                     save_encoder(self, self.checkpoint_path, {"note": "periodic full-state checkpoint"})
@@ -198,7 +239,8 @@ class TorchEncoder(Encoder):
             else getattr(self, "optimizer_state_", None)
         return {"format": CHECKPOINT_FORMAT, "module": self.module_.state_dict(), "optimizer": optimizer,
                 "epoch": int(self.epoch_), "seed": int(self.seed_), "history": self.history_,
-                "input_shape": list(self.input_shape_), "extra": self._extra_state()}
+                "input_shape": list(self.input_shape_), "extra": self._extra_state(),
+                "rng": rng_state(getattr(self, "_generator", None))}
 
     def architecture(self) -> dict:
         """What a checkpoint must match to be loaded into this encoder (needs ``input_shape_``)."""
@@ -220,7 +262,7 @@ class TorchEncoder(Encoder):
         """Adam over ``params``; restores the saved optimizer state when resuming."""
         opt = torch.optim.Adam(params, lr=lr, weight_decay=float(getattr(self, "weight_decay", 0.0)))
         saved = getattr(self, "optimizer_state_", None)
-        if self.resume_from and saved is not None and self.epoch_ > 0:
+        if getattr(self, "_resuming", False) and saved is not None and self.epoch_ > 0:
             opt.load_state_dict(saved)
         self.optimizer_ = opt
         return opt

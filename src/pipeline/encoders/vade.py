@@ -250,6 +250,7 @@ class VaDEEncoder(TorchEncoder):
             self._init_prior(data)
             # fresh RNG streams for the ELBO phase: identical whether pre-training ran or was cached
             generator = seed_everything(self.seed_ + 104_729)
+            self._generator = generator  # the stream an epoch checkpoint must capture to resume exactly
         net = self.module_
         opt = self._make_optimizer(net.parameters(), float(self.lr))
 
