@@ -93,12 +93,17 @@ def build_imm_tree(X, codes, centers, ratio: bool, priority, feature_names=None,
             left, right = tree.split(node, j, t)
             logger.debug("node %d: x[%d] <= %.6g, score %.6g", node, j, t, best)
             c_left = centers[cset, j] <= t
-            side = np.full(n, -1, dtype=np.int8)
-            x_left = X[members, j] <= t
-            ok_left = centers[codes[members], j] <= t
-            side[members[x_left & ok_left]] = 1
-            side[members[~x_left & ~ok_left]] = 0
-            lo, ro = order.partition(side)
+            n_c_left = int(c_left.sum())
+            lo = ro = None  # a child with one centre is a leaf: its points are never needed
+            if n_c_left > 1 or cset.size - n_c_left > 1:
+                side = np.full(n, -1, dtype=np.int8)
+                x_left = X[members, j] <= t
+                ok_left = centers[codes[members], j] <= t
+                if n_c_left > 1:
+                    side[members[x_left & ok_left]] = 1
+                if cset.size - n_c_left > 1:
+                    side[members[~x_left & ~ok_left]] = 0
+                lo, ro = order.partition(side)
             stack.append((right, ro, cset[~c_left]))
             stack.append((left, lo, cset[c_left]))
             bar.update(1)
