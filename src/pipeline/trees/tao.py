@@ -266,8 +266,12 @@ class TAO(ClusterMixin, BaseEstimator):
         self.free_labels_, self.free_centers_ = z.copy(), psi * s + c
         free_cost = cost.total(X, z, psi)
         self.free_cost_ = free_cost * cf
-        mu = float(self.mu0) / cf if self.mu0 != "auto" else 0.05 * max(free_cost, 1e-300) / X.shape[0]
-        lam = float(self.sparsity) / cf
+        def internal(v):  # cost units -> internal units; cf underflows to 0 for data near 1e-300
+            with np.errstate(divide="ignore", over="ignore"):
+                return 0.0 if v == 0 else float(np.float64(v) / cf)
+
+        mu = internal(self.mu0) if self.mu0 != "auto" else 0.05 * max(free_cost, 1e-300) / X.shape[0]
+        lam = internal(self.sparsity)
         if isinstance(self.init, ExplanationTree):
             if self.init.n_features != X.shape[1]:
                 raise InvalidInputError(f"init tree has {self.init.n_features} features but X has {X.shape[1]}.")
