@@ -147,7 +147,8 @@ class CounterfactualsConfig:
 
 @dataclass
 class ReportConfig:
-    figures: bool = True  # tree PNGs
+    figures: bool = True  # tree figures (PNG, SVG, PDF), counterfactual charts
+    html: bool = True  # report.html: one self-contained page per run
     summary: bool = True  # terminal summary
     max_rules: int = 12  # rules shown per tree in the summary
 

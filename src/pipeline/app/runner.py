@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pipeline.app.cache import StageCache
 from pipeline.app.capabilities import check_request
+from pipeline.app.checks import parse_force  # noqa: F401 - part of the runner's interface
 from pipeline.app.report.writer import write_status, write_tables
 from pipeline.app.stages import declared_stages
 from pipeline.app.stages.base import RunContext, StageOutput, execute
@@ -44,15 +45,9 @@ def to_plain(cfg) -> dict:
             "paths.output_dir is not set: outside `python -m pipeline` (compose API, notebooks) pass "
             "paths.output_dir=<dir> as an override."
         ) from None
-    return OmegaConf.to_container(cfg, resolve=True)
+    from pipeline.app.checks import resolve_config
 
-
-def parse_force(value) -> frozenset:
-    """``+force=encode``, ``+force=[encode,cluster]``, ``+force=all`` -> set of stage names."""
-    if value is None:
-        return frozenset()
-    items = [value] if isinstance(value, str) else list(value)
-    return frozenset(s.strip() for item in items for s in str(item).split(",") if s.strip())
+    return resolve_config(cfg)  # a bad value (PIPELINE_THREADS=abc) is one paragraph, not a traceback
 
 
 def run_pipeline(cfg: dict, ctx: RunContext, stages, until: str | None = None) -> dict[str, StageOutput]:
@@ -98,7 +93,10 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
 
         title = (f"{load['name']} ({len(ref['labels'])} samples) | encoder={cfg['encoder']['name']} | "
                  f"reference={ref['method']}" + (" [chosen using labels]" if ref.get("uses_labels") else ""))
-        print(summary_text(title, report["df"], report["fits"], cfg["report"]["max_rules"]))
+        from pipeline.app.report.run_report import tree_data
+
+        data = tree_data(load, ref, done["project"].artifact)
+        print(summary_text(title, report["df"], report["fits"], cfg["report"]["max_rules"], data))
         if report["table2"] is not None:
             from pipeline.app.report.concept_run import concept_summary_text
 
@@ -109,6 +107,8 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
         print(f"counterfactual explanations ({done['counterfactuals'].artifact['space']} space) written to "
               f"{report['counterfactuals_csv']}")
     print(f"results written to {report['csv']}")
+    if report.get("html") is not None:
+        print(f"report: {report['html']}")
 
 
 def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = False, summary: bool = True):
@@ -146,7 +146,7 @@ def run_study(cfg: dict, cache: StageCache, out_dir: Path):
     comparison = compare_with_published(df, cfg["study"]["published"])
     path, _ = write_tables(out_dir, comparison, "comparison")
     print(f"{cfg['study']['name']}: ours beside published ({cfg['study'].get('source', '')})")
-    print(comparison.to_string(index=False, na_rep=""))
+    print(comparison.to_string(index=False, na_rep="", float_format=lambda v: f"{v:.3f}"))
     print(f"comparison written to {path}")
     print(f"results written to {csv}")
     return df
@@ -183,8 +183,13 @@ def thread_limit(n: int | None):
 def run(cfg):
     """Run the configured pipeline (a DictConfig or plain dict); returns the results table
     (a pandas DataFrame, also written to ``results.csv``)."""
+    from pipeline.app.checks import check_values
+    from pipeline.app.status import mark_interrupted, running_status
+
     plain = to_plain(cfg)
-    force = parse_force(plain.pop("force", None))
+    stages = [s.store or s.name for s in declared_stages(plain)] + ["counterfactuals"]
+    force = check_values(plain, stages)  # +force names, threads, sizes, directories: before any stage
+    plain.pop("force", None)
     out_dir = Path(plain["paths"]["output_dir"])
     cache = StageCache(Path(plain["paths"]["cache_dir"]), enabled=plain["cache"]["enabled"], force=force)
     if plain["paths"].get("model_cache_dir") is not None or plain.get("offline") is not None:
@@ -192,7 +197,10 @@ def run(cfg):
 
         configure_model_caches(plain["paths"].get("model_cache_dir"), offline=plain.get("offline"))
     start = time.time()
-    write_status(out_dir, {"status": "running", "started": start})
+    if plain["paths"].get("log_dir"):
+        for path in mark_interrupted(plain["paths"]["log_dir"]):  # runs that died without a word
+            log.warning("run %s was interrupted (its process is gone); status.json now says so", path.parent)
+    write_status(out_dir, running_status(start))
     try:
         with thread_limit(plain.get("threads")):
             if plain["study"]["runs"]:
@@ -200,7 +208,8 @@ def run(cfg):
             else:
                 df = run_single(plain, cache, out_dir)
     except BaseException as exc:
-        write_status(out_dir, {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
+        state = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        write_status(out_dir, {"status": state, "error": f"{type(exc).__name__}: {exc}",
                                "traceback": traceback.format_exc(), "seconds": time.time() - start})
         raise
     write_status(out_dir, {"status": "ok", "seconds": time.time() - start, "results": str(out_dir / "results.csv"),

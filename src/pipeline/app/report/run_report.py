@@ -8,12 +8,15 @@ simplified, annotated rules (and the raw ones) for ``trees/<row>.rules.txt`` / `
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
-from pipeline.app.report.figures import plot_tree, tree_title
+import numpy as np
+
 from pipeline.trees.tree import ExplanationTree
+
+if TYPE_CHECKING:  # matplotlib and pandas are imported only when a figure or report is made
+    import pandas as pd
+    from matplotlib.figure import Figure
 
 MAX_GALLERY_LEAVES = 40  # trees with more leaves get no per-leaf gallery (the page would be huge)
 
@@ -48,8 +51,10 @@ def _annotations(data: dict | None) -> dict:
 
 
 def tree_figure(row: str, fit: dict, data: dict | None = None, dataset: str | None = None,
-                ari: float | None = None) -> Figure:
+                ari: float | None = None) -> "Figure":
     """The paper figure of one fitted explainer (title: method, dataset, size, ARI)."""
+    from pipeline.app.report.figures import plot_tree, tree_title
+
     tree = ExplanationTree.from_dict(fit["tree"])
     return plot_tree(tree, **_annotations(data), title=tree_title(row, fit["name"], tree, dataset, ari))
 
@@ -75,14 +80,16 @@ def rules_json(fit: dict, data: dict | None = None) -> list[dict]:
     return [r.to_dict() for r in tree.rules(**_annotations(data))]
 
 
-def _ari(results: pd.DataFrame, row: str) -> float | None:
+def _ari(results: "pd.DataFrame", row: str) -> float | None:
+    import pandas as pd
+
     if "ari" not in results.columns or "explainer" not in results.columns:
         return None
     hit = results.loc[results["explainer"] == row, "ari"]
     return float(hit.iloc[0]) if len(hit) and pd.notna(hit.iloc[0]) else None
 
 
-def run_report_html(cfg: dict, load: dict, cluster: dict, project: dict, results: pd.DataFrame,
+def run_report_html(cfg: dict, load: dict, cluster: dict, project: dict, results: "pd.DataFrame",
                     fits: dict[str, dict], concepts: dict | None = None, counterfactuals: dict | None = None) -> str:
     """The whole ``report.html`` of one run (see :mod:`pipeline.app.report.html`)."""
     from pipeline.app.report.html import render_report, svg_of, tree_view

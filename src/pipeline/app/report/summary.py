@@ -10,14 +10,28 @@ from pipeline.trees.tree import ExplanationTree
 _SHOWN = ["explainer", "method", "ari", "ami", "ref_ari", "misassignment", "q", "n_leaves", "depth", "fit_seconds"]
 
 
-def summary_text(title: str, df: pd.DataFrame, fits: dict[str, dict], max_rules: int = 12) -> str:
+_COUNTS = {"n_leaves", "depth"}  # shown as integers (read as floats when a row has none)
+
+
+def _format(value, column: str) -> str:
+    if column in _COUNTS and isinstance(value, float) and value == value and value.is_integer():
+        return str(int(value))
+    return format_cell(value)
+
+
+def summary_text(title: str, df: pd.DataFrame, fits: dict[str, dict], max_rules: int = 12,
+                 data: dict | None = None) -> str:
+    """Results table and each tree's simplified rules; with ``data``
+    (:func:`pipeline.app.report.run_report.tree_data`) the rules carry leaf size, purity and majority class."""
+    from pipeline.app.report.run_report import _annotations
+
     cols = [c for c in _SHOWN if c in df.columns]
-    table = df[cols].map(format_cell) if hasattr(df, "map") else df[cols].applymap(format_cell)
+    table = pd.DataFrame({c: [_format(v, c) for v in df[c]] for c in cols})
     widths = {c: max(len(c), *(len(v) for v in table[c])) for c in cols}
     lines = [title, "", "  ".join(c.ljust(widths[c]) for c in cols)]
     lines += ["  ".join(str(v).ljust(widths[c]) for c, v in zip(cols, r)) for r in table.itertuples(index=False)]
     for row, fit in fits.items():
-        rules = ExplanationTree.from_dict(fit["tree"]).rules()
+        rules = ExplanationTree.from_dict(fit["tree"]).rules(**_annotations(data))
         lines += ["", f"{row} rules:"] + [f"  {r}" for r in rules[:max_rules]]
         if len(rules) > max_rules:
             lines.append(f"  ... {len(rules) - max_rules} more (see trees/{row}.rules.txt)")

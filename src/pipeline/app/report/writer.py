@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import uuid
 from pathlib import Path
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
-from pipeline.app.report.tables import format_markdown
-from pipeline.trees.tree import ExplanationTree
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from pipeline.trees.tree import ExplanationTree
 
 
 def atomic_write(path: Path, data: str | bytes) -> Path:
@@ -25,32 +26,42 @@ def atomic_write(path: Path, data: str | bytes) -> Path:
     return path
 
 
-def rules_text(row: str, tree: ExplanationTree) -> str:
-    rules = "\n".join(f"- {r}" for r in tree.rules())
-    return f"# {row}: {tree.n_leaves} leaves, depth {tree.depth}\n\nRules:\n{rules}\n\nTree:\n{tree.to_text()}\n"
-
-
-def write_tables(out_dir: Path, df: pd.DataFrame, stem: str = "results") -> tuple[Path, Path]:
+def write_tables(out_dir: Path, df: "pd.DataFrame", stem: str = "results") -> tuple[Path, Path]:
     """``<stem>.csv`` and ``<stem>.md`` in ``out_dir``."""
+    from pipeline.app.report.tables import format_markdown
+
     csv = atomic_write(Path(out_dir) / f"{stem}.csv", df.to_csv(index=False))
     md = atomic_write(Path(out_dir) / f"{stem}.md", format_markdown(df))
     return csv, md
 
 
-def write_trees(out_dir: Path, fits: dict[str, dict], figures: bool = True) -> list[Path]:
-    """Each tree as ``trees/<row>.json`` and ``trees/<row>.rules.txt``, and ``figures/<row>.png``."""
-    if figures and fits:
-        from pipeline.app.report.figures import plot_tree  # matplotlib only when figures are drawn
+def write_trees(out_dir: Path, fits: dict[str, dict], figures: bool = True, data: dict | None = None,
+                dataset: str | None = None, ari: dict[str, float] | None = None) -> list[Path]:
+    """Each tree as ``trees/<row>.json`` (tree + simplified annotated rules), ``trees/<row>.rules.txt``
+    and ``trees/<row>.dot`` (Graphviz), and ``figures/<row>.{png,svg,pdf}``.
+
+    ``data`` (:func:`pipeline.app.report.run_report.tree_data`) annotates leaves with size, purity
+    and majority class; ``ari`` (row -> ARI vs ground truth) goes into the figure titles.
+    """
+    from pipeline.app.report.run_report import _annotations, rules_json, rules_text
+    from pipeline.trees.tree import ExplanationTree
+
     written = []
     for row, fit in fits.items():
         tree = ExplanationTree.from_dict(fit["tree"])
-        doc = {"explainer": row, "method": fit["name"], "fit_seconds": float(fit["fit_seconds"]), "tree": fit["tree"]}
-        written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.json", json.dumps(doc, indent=1)))
-        written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.rules.txt", rules_text(row, tree)))
-        if figures:
-            buf = io.BytesIO()
-            plot_tree(tree, title=f"{row} ({fit['name']})").savefig(buf, format="png", dpi=110)
-            written.append(atomic_write(Path(out_dir) / "figures" / f"{row}.png", buf.getvalue()))
+        doc = {"explainer": row, "method": fit["name"], "fit_seconds": float(fit["fit_seconds"]), "tree": fit["tree"],
+               "rules": rules_json(fit, data)}
+        written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.json", json.dumps(doc, indent=1, default=float)))
+        written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.rules.txt", rules_text(row, fit, data).encode("utf-8")))
+        written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.dot",
+                                    tree.to_dot(**_annotations(data), title=f"{row} ({fit['name']})").encode("utf-8")))
+        if figures:  # matplotlib only when figures are drawn
+            from pipeline.app.report.figures import FORMATS, figure_bytes
+            from pipeline.app.report.run_report import tree_figure
+
+            fig = tree_figure(row, fit, data, dataset, (ari or {}).get(row))
+            for fmt in FORMATS:
+                written.append(atomic_write(Path(out_dir) / "figures" / f"{row}.{fmt}", figure_bytes(fig, fmt)))
     return written
 
 

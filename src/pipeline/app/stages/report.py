@@ -24,9 +24,13 @@ def report_stage(rows, counterfactuals: bool = False) -> Stage:
         out_dir = Path(ctx.out_dir)
         fits = {name[len("fit."):]: fits[name] for name in fit_names if fits.get(name) is not None}
         df = results_frame(evaluate["rows"], {"dataset": load["name"], "clustering": cfg["clustering"]["name"]})
-        write_trees(out_dir, fits, cfg["report"]["figures"])
+        from pipeline.app.report.run_report import tree_data
+
+        data = tree_data(load, cluster, project)  # leaf annotations: size, purity, majority class
+        ari = dict(zip(df["explainer"], df["ari"])) if "ari" in df.columns else {}
+        write_trees(out_dir, fits, cfg["report"]["figures"], data, load["name"], ari)
         csv, _ = write_tables(out_dir, df)
-        out = {"df": df, "csv": csv, "fits": fits, "table2": None, "counterfactuals_csv": None}
+        out = {"df": df, "csv": csv, "fits": fits, "table2": None, "counterfactuals_csv": None, "html": None}
         if concepts:  # Table-2 row, CAV table, files for the notebook (issue 6)
             from pipeline.app.report.concept_run import table2_for_run, write_concept_run
 
@@ -37,6 +41,11 @@ def report_stage(rows, counterfactuals: bool = False) -> Stage:
             from pipeline.app.report.counterfactual_plots import write_counterfactuals
 
             out["counterfactuals_csv"] = write_counterfactuals(out_dir, counterfactuals, cfg["report"]["figures"])[0]
+        if cfg["report"]["html"]:  # one self-contained page (issue 14)
+            from pipeline.app.report.run_report import run_report_html
+
+            page = run_report_html(cfg, load, cluster, project, df, fits, concepts or None, counterfactuals)
+            out["html"] = atomic_write(out_dir / "report.html", page.encode("utf-8"))
         return out
 
     return Stage("report", inputs, lambda cfg: {}, compute, cached=False, context=True)
