@@ -145,3 +145,15 @@ def test_significance_test_is_skipped_without_enough_repeats():
     cf = CAVFitter(n_repeats=2, cv=2, random_state=0).fit(Z, labels)
     assert np.isnan(cf.p_values_).all() and cf.significant_.all()
     assert np.isfinite(cf.scores_).all()  # held-out accuracy is still reported
+
+
+@pytest.mark.parametrize("kwargs, param", [
+    (dict(n_repeats=0), "n_repeats"), (dict(subsample=1.5), "subsample"), (dict(alpha=2.0), "alpha"),
+    (dict(fitter=3), "fitter"), (dict(fitter="logistic", fitter_params={"C": -1.0}), "C"),
+    (dict(fitter="sgd", fitter_params={"loss": "hinj"}), "loss"), (dict(fitter="svm", fitter_params={"max_iter": 0}), "max_iter"),
+])
+def test_parameters_are_validated_at_fit_start(kwargs, param):
+    Z = np.random.default_rng(0).normal(size=(40, 3))
+    labels = (Z[:, :1] > 0).astype(float)
+    with pytest.raises(ValueError, match=f"'{param}' parameter of"):
+        CAVFitter(**kwargs).fit(Z, labels)

@@ -25,12 +25,15 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 from sklearn.base import BaseEstimator
+from numbers import Integral, Real
+
 from sklearn.model_selection import KFold, StratifiedKFold
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from pipeline.concepts.fitters import build_fitter
+from pipeline.concepts.fitters import Fitter, build_fitter
 from pipeline.concepts.projection import drop_duplicate_cavs, project
 from pipeline.validation import InvalidInputError, check_matrix, check_n_features
 
@@ -91,6 +94,20 @@ class CAVFitter(BaseEstimator):
         Concepts that were dropped and why.
     """
 
+    _parameter_constraints = {
+        "fitter": [str, Fitter],
+        "fitter_params": [dict, None],
+        "n_repeats": [Interval(Integral, 1, None, closed="left")],
+        "max_per_class": [Interval(Integral, 1, None, closed="left")],
+        "subsample": [Interval(Real, 0, 1, closed="right")],
+        "cv": [Interval(Integral, 0, None, closed="left")],
+        "min_positives": [Interval(Integral, 1, None, closed="left")],
+        "alpha": [Interval(Real, 0, 1, closed="neither")],
+        "duplicate_tol": [Interval(Real, 0, 1, closed="left")],
+        "random_state": ["random_state"],
+        "progress": ["boolean"],
+    }
+
     def __init__(self, fitter="logistic", fitter_params=None, n_repeats: int = 5, max_per_class: int = 1000,
                  subsample: float = 0.8, cv: int = 3, min_positives: int = 10, alpha: float = 0.05,
                  duplicate_tol: float = 1e-3, random_state=None, progress: bool = False):
@@ -120,11 +137,13 @@ class CAVFitter(BaseEstimator):
         concept_names : sequence of str, optional
             Defaults to ``concept_0, concept_1, ...``.
         """
+        self._validate_params()
+        self._check_params()
+        fitter = build_fitter(self.fitter, **(self.fitter_params or {}))
+        fitter.validate_params()
         Z = check_matrix(Z, "Z", min_rows=2, dtype=np.float32)
         labels = self._check_labels(labels, Z.shape[0])
         names = self._check_names(concept_names, labels.shape[1])
-        self._check_params()
-        fitter = build_fitter(self.fitter, **(self.fitter_params or {}))
         rng = np.random.default_rng(self.random_state)
         self.n_features_in_ = Z.shape[1]
 
@@ -153,14 +172,9 @@ class CAVFitter(BaseEstimator):
         return self
 
     def _check_params(self) -> None:
-        if int(self.n_repeats) < 1:
-            raise InvalidInputError(f"n_repeats must be >= 1, got {self.n_repeats}.")
-        if not 0 < float(self.subsample) <= 1:
-            raise InvalidInputError(f"subsample must be in (0, 1], got {self.subsample}.")
-        if int(self.cv) == 1 or int(self.cv) < 0:
+        """What ``_parameter_constraints`` cannot say."""
+        if self.cv == 1:
             raise InvalidInputError(f"cv must be 0 (no held-out score) or >= 2, got {self.cv}.")
-        if int(self.min_positives) < 1 or int(self.max_per_class) < 1:
-            raise InvalidInputError("min_positives and max_per_class must be >= 1.")
 
     @staticmethod
     def _check_labels(labels, n_rows: int) -> np.ndarray:

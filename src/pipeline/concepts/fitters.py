@@ -14,11 +14,13 @@ added to :data:`FITTERS` with :func:`register_fitter`.
 
 from __future__ import annotations
 
+from numbers import Integral, Real
 from typing import Callable
 
 import numpy as np
 from sklearn.linear_model import LinearRegression, LogisticRegression, SGDClassifier
 from sklearn.svm import LinearSVC
+from sklearn.utils._param_validation import Interval, StrOptions, validate_parameter_constraints
 
 from pipeline.validation import InvalidInputError
 
@@ -37,6 +39,18 @@ class Fitter:
     #: Fit on standardised latents and map the direction back (w / scale); for iterative
     #: solvers whose convergence depends on feature scales. Sign and rule are unchanged.
     standardize = False
+    #: scikit-learn style constraints on the constructor's parameters (see validate_params).
+    _parameter_constraints: dict = {}
+
+    def validate_params(self) -> None:
+        """Check the parameters against ``_parameter_constraints`` the scikit-learn way.
+
+        Raises ``InvalidParameterError`` (a ValueError) naming the parameter, the allowed
+        values and the value given; :class:`~pipeline.concepts.cav.CAVFitter` calls it at
+        the start of ``fit``.
+        """
+        params = {name: getattr(self, name) for name in self._parameter_constraints}
+        validate_parameter_constraints(self._parameter_constraints, params, caller_name=type(self).__name__)
 
     def direction(self, Z: np.ndarray, y: np.ndarray, random_state: int) -> np.ndarray:
         """Weight vector of shape (d,) with ``w · z`` increasing with the concept.
@@ -74,6 +88,9 @@ class _SklearnLinearFitter(Fitter):
 class LogisticFitter(_SklearnLinearFitter):
     """L2-regularised logistic regression (the TCAV default)."""
 
+    _parameter_constraints = {"C": [Interval(Real, 0, None, closed="neither")],
+                              "max_iter": [Interval(Integral, 1, None, closed="left")]}
+
     def __init__(self, C: float = 1.0, max_iter: int = 500):
         self.C, self.max_iter = C, max_iter
 
@@ -84,6 +101,8 @@ class LogisticFitter(_SklearnLinearFitter):
 class LinearSVMFitter(_SklearnLinearFitter):
     """Linear support-vector machine (hinge loss)."""
 
+    _parameter_constraints = LogisticFitter._parameter_constraints
+
     def __init__(self, C: float = 1.0, max_iter: int = 5000):
         self.C, self.max_iter = C, max_iter
 
@@ -93,6 +112,13 @@ class LinearSVMFitter(_SklearnLinearFitter):
 
 class SGDFitter(_SklearnLinearFitter):
     """Linear classifier trained by SGD (what the TCAV reference code uses)."""
+
+    _parameter_constraints = {
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "loss": [StrOptions({"hinge", "log_loss", "modified_huber", "squared_hinge", "perceptron", "squared_error",
+                             "huber", "epsilon_insensitive", "squared_epsilon_insensitive"})],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+    }
 
     def __init__(self, alpha: float = 1e-3, loss: str = "hinge", max_iter: int = 1000):
         self.alpha, self.loss, self.max_iter = alpha, loss, max_iter
