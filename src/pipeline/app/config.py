@@ -66,6 +66,15 @@ class DatasetConfig:
     download: bool = False  # let torchvision / sklearn download missing data
     root: Optional[str] = None  # local copy of the data; default ${paths.data_dir}/<loader>
     params: Dict[str, Any] = field(default_factory=dict)  # keyword arguments of the loader
+    # dataset=files (a user's own file or folder, docs/own-data.md); its params refer to these.
+    path: Optional[str] = None  # .npy/.npz/.csv/.tsv/.parquet/.txt file or an image / text folder
+    labels: Optional[str] = None  # a label file or a column / array name (optional)
+    feature_names: Optional[List[str]] = None  # names of an array's columns / the table columns to use
+    text_column: Optional[str] = None  # the table column holding documents (text data)
+    label_column: Optional[str] = None  # the column of a label *table* given as `labels`
+    id_column: Optional[str] = None  # a column of row ids (kept out of the features)
+    noise_label: Optional[Any] = None  # the label value meaning noise (none by default)
+    image_size: Optional[int] = None  # resize images to this side (default: their own / most common size)
 
 
 @dataclass
@@ -77,6 +86,13 @@ class EncoderConfig:
     batch_size: int = 256
     fit_split: Optional[str] = "train"  # dataset split a trainable encoder is fitted on (null: the embedded split)
     checkpoint: Optional[str] = None  # explicit checkpoint file to load instead of training
+    # encoder=torch (a user's own network, docs/own-data.md); its params refer to these.
+    model: Optional[Dict[str, Any]] = None  # the architecture: {_target_: torchvision.models.resnet18, ...}
+    weights: Optional[str] = None  # a state-dict file for `model`
+    torchscript: Optional[str] = None  # or a TorchScript file instead of model + weights
+    layer: Optional[str] = None  # the submodule whose activations are the latents (null: the output)
+    transform: Optional[Dict[str, Any]] = None  # input transform: {size, mean, std, channels} or a _target_
+    pool: str = "mean"  # mean | max | flatten: activations (C, H, W) -> one vector per input
 
 
 @dataclass

@@ -3,27 +3,33 @@
 Roles as in captum.concept: a concept set (:mod:`sets`: names + examples), a pluggable
 fitter (:mod:`fitters`: examples -> one direction per concept), and the procedure
 (:class:`CAVFitter`: repeats, significance, unit CAVs, ``project``). :mod:`projection`
-carries a latent mixture into concept space (MMDT paper Eq. 4-6) and :mod:`selection`
-picks a small concept subset maximising the explainability-to-noise ratio.
+is the one home of the concept maths (Z Cᵀ, C Σ Cᵀ, σ, q; MMDT paper Eq. 4-6) and
+:mod:`selection` picks a small concept subset maximising the explainability-to-noise ratio.
+Names are imported on first access (``from pipeline.concepts import project`` loads only
+:mod:`projection`).
 """
 
-from pipeline.concepts.cav import CAVFitter
-from pipeline.concepts.projection import project
-from pipeline.concepts.detectors import binarize_scores, detect_concepts
-from pipeline.concepts.fitters import FITTERS, Fitter, build_fitter, register_fitter
-from pipeline.concepts.projection import (
-    check_cavs,
-    check_covariance,
-    concept_explainability_to_noise_ratio,
-    concept_mixture,
-    pooled_concept_sigma,
-)
-from pipeline.concepts.selection import SelectionResult, select_concepts
-from pipeline.concepts.sets import ConceptExamples, build_examples, check_dataset
+from __future__ import annotations
 
-__all__ = [
-    "CAVFitter", "project", "Fitter", "FITTERS", "build_fitter", "register_fitter",
-    "detect_concepts", "binarize_scores", "check_cavs", "check_covariance", "concept_mixture",
-    "pooled_concept_sigma", "concept_explainability_to_noise_ratio", "select_concepts",
-    "SelectionResult", "ConceptExamples", "build_examples", "check_dataset",
-]
+import importlib
+
+_LAZY = {
+    "CAVFitter": "cav", "project": "projection", "detect_concepts": "detectors", "binarize_scores": "detectors",
+    "FITTERS": "fitters", "Fitter": "fitters", "build_fitter": "fitters", "register_fitter": "fitters",
+    "check_cavs": "projection", "check_covariance": "projection", "concept_explainability_to_noise_ratio": "projection",
+    "concept_mixture": "projection", "pooled_concept_sigma": "projection", "project_mixture": "projection",
+    "mixture_sigma": "projection", "SelectionResult": "selection", "select_concepts": "selection",
+    "ConceptExamples": "sets", "build_examples": "sets", "check_dataset": "sets",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"pipeline.concepts.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'pipeline.concepts' has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__
