@@ -50,3 +50,31 @@ def test_failed_rows_are_left_out_and_plot_has_error_bars():
     assert [t.get_text() for t in ax.get_yticklabels()][::-1][0] == "mmdt (dataset=iris)"
     assert "mean ± SD over 1-2 seeds" in ax.get_xlabel()
     assert figure_bytes(fig, "svg").startswith(b"<?xml")
+
+
+def test_collect_writes_summary_of_a_two_seed_sweep(tmp_path, capsys):
+    """`python -m pipeline.app.collect` on a fake two-seed sweep: summary.csv by hand, figure files."""
+    import json
+
+    from pipeline.app.collect import main
+
+    aris = {"0": (1.0, 0.5), "1": (1.0, 0.7)}  # job -> (reference ARI, mmdt ARI)
+    for job, seed in (("0", 0), ("1", 1)):
+        d = tmp_path / job
+        (d / ".hydra").mkdir(parents=True)
+        (d / ".hydra" / "overrides.yaml").write_text(f"- dataset=iris\n- seed={seed}\n- +force=fit\n")
+        (d / "status.json").write_text(json.dumps({"status": "ok"}))
+        pd.DataFrame({"dataset": ["iris", "iris"], "explainer": ["reference", "mmdt"], "method": ["gmm", "mmdt"],
+                      "ari": aris[job], "n_leaves": [3, 3 + int(job)], "depth": [np.nan, 2.0]}
+                     ).to_csv(d / "results.csv", index=False)
+    assert main([str(tmp_path)]) == 0
+    s = pd.read_csv(tmp_path / "summary.csv")
+    assert list(s["explainer"]) == ["reference", "mmdt"] and list(s["n_runs"]) == [2, 2]
+    assert "seed" not in s.columns and "force" not in s.columns
+    mmdt = s.iloc[1]
+    assert mmdt["ari_mean"] == pytest.approx(0.6) and mmdt["ari_std"] == pytest.approx(math.sqrt(0.02))
+    assert mmdt["n_leaves_mean"] == 3.5 and mmdt["depth_std"] == 0.0
+    for fmt in ("png", "svg", "pdf"):
+        assert (tmp_path / f"summary_ari.{fmt}").stat().st_size > 0
+    assert "| mmdt | mmdt | 2 | 0.600 | 0.141 |" in (tmp_path / "summary.md").read_text()
+    assert "mean and SD over seeds" in capsys.readouterr().out

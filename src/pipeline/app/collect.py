@@ -1,8 +1,11 @@
 """``python -m pipeline.app.collect <sweep dir>``: one table from a multirun's jobs.
 
 Writes ``<sweep dir>/collected.csv`` and ``collected.md`` (one row per job x explainer, with
-each job's overrides as columns) and ``jobs.csv`` (status per job); prints the table and
-every failed job with its error. Exits 1 when a job failed (``--allow-failed`` to exit 0).
+each job's overrides as columns), ``jobs.csv`` (status per job), ``summary.csv`` and
+``summary.md`` (grouped by every override except the seed: ``<metric>_mean``, ``<metric>_std``
+and ``n_runs`` for ARI, AMI, agreement with the reference, mis-assignment, q, leaves, depth and
+fit time) and ``summary_ari.{png,svg,pdf}`` (ARI per explainer, mean ± SD); prints the summary
+and every failed job with its error. Exits 1 when a job failed (``--allow-failed`` to exit 0).
 """
 
 from __future__ import annotations
@@ -15,6 +18,29 @@ from pipeline.app.report.collect import collect_sweep
 from pipeline.app.report.writer import write_tables
 
 _SHOWN = ["job", "explainer", "ari", "ami", "ref_ari", "fit_seconds"]
+
+
+def write_summary(sweep_dir: Path, results, override_keys) -> None:
+    """``summary.csv|md`` (mean ± SD over seeds per group) and the ARI-per-explainer figure."""
+    from pipeline.app.report.sweep import grouping_keys, summarize_sweep
+
+    summary = summarize_sweep(results, override_keys)
+    if summary.empty:
+        return
+    csv, _ = write_tables(sweep_dir, summary, "summary")
+    shown = [c for c in summary.columns if not c.endswith(("_std", "_mean"))] + [
+        c for c in ("ari_mean", "ari_std", "ref_ari_mean", "n_leaves_mean", "fit_seconds_mean") if c in summary]
+    print(f"\nmean and SD over seeds, by {', '.join(grouping_keys(override_keys)) or 'explainer'}:")
+    print(summary[shown].to_string(index=False, na_rep="", float_format=lambda v: f"{v:.3f}"))
+    print(f"summary written to {csv}")
+    if "ari_mean" in summary and summary["ari_mean"].notna().any():
+        from pipeline.app.report.figures import FORMATS, figure_bytes
+        from pipeline.app.report.sweep import plot_metric_per_explainer
+        from pipeline.app.report.writer import atomic_write
+
+        fig = plot_metric_per_explainer(summary, "ari")
+        for fmt in FORMATS:
+            atomic_write(Path(sweep_dir) / f"summary_ari.{fmt}", figure_bytes(fig, fmt))
 
 
 def main(argv=None) -> int:
@@ -37,6 +63,7 @@ def main(argv=None) -> int:
                  or (c not in _SHOWN and c in jobs.columns and c not in ("status", "error"))]
         print(results[[c for c in ["job", *extra, *_SHOWN[1:]] if c in results.columns]].to_string(index=False))
         print(f"collected {len(results)} rows from {int((jobs['status'] == 'ok').sum())} jobs into {csv}")
+        write_summary(args.sweep_dir, results, [c for c in jobs.columns if c not in ("job", "status", "error")])
     failed = jobs[jobs["status"] != "ok"]
     for row in failed.itertuples(index=False):
         print(f"job {row.job} {row.status}: {row.error}", file=sys.stderr)

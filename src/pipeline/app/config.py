@@ -39,6 +39,18 @@ if not OmegaConf.has_resolver("project_root"):
 import pipeline.app.rundir  # noqa: E402,F401 - registers ${unique_dir:} for hydra.run.dir / hydra.sweep.dir
 
 
+def file_fingerprint(path) -> str | None:
+    """``${file_fingerprint:<path>}``: a digest of a user's file or folder (size, mtime), so a
+    stage whose config holds it is recomputed when the file changes (None when unset/missing)."""
+    from pipeline.app.data.readers import fingerprint
+
+    return fingerprint(path)
+
+
+if not OmegaConf.has_resolver("file_fingerprint"):
+    OmegaConf.register_new_resolver("file_fingerprint", file_fingerprint)
+
+
 @dataclass
 class PathsConfig:
     """Every path the pipeline reads or writes. Each can be set by CLI or environment
@@ -113,6 +125,9 @@ class ConceptsConfig:
     name: str = "none"  # "none" disables the concepts/CAV/project stages
     file: Optional[str] = None  # concept-set definition (concepts/<name>.yaml)
     params: Dict[str, Any] = field(default_factory=dict)
+    # concepts=examples / concepts=classes (a user's own concepts, docs/own-data.md)
+    path: Optional[str] = None  # concept table, concept folder, .npz of concept embeddings, or a mapping .yaml
+    id_column: Optional[str] = None  # join the concept table on this column instead of row order
 
 
 @dataclass

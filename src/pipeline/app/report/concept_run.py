@@ -40,11 +40,12 @@ def table2_row(df: pd.DataFrame, *, dataset: str, n_samples: int, n_cavs: int, m
     def get(row, col):
         return math.nan if row is None else float(row[col])
 
-    return pd.DataFrame([{
-        "dataset": dataset, "samples": int(n_samples), "CAVs": int(n_cavs), "K": int(ref["n_leaves"]),
-        "model": model, "base ARI": float(ref["ari"]), "MMDT ARI": get(mmdt, "ari"), "CART ARI": get(cart, "ari"),
-        "MMDT time (s)": get(mmdt, "fit_seconds"), "CART time (s)": get(cart, "fit_seconds"),
-    }])
+    row = {"dataset": dataset, "samples": int(n_samples), "CAVs": int(n_cavs), "K": int(ref["n_leaves"]),
+           "model": model}
+    if "ari" in df.columns:  # no ground truth (a user's unlabelled data): no ARI columns
+        row.update({"base ARI": float(ref["ari"]), "MMDT ARI": get(mmdt, "ari"), "CART ARI": get(cart, "ari")})
+    row.update({"MMDT time (s)": get(mmdt, "fit_seconds"), "CART time (s)": get(cart, "fit_seconds")})
+    return pd.DataFrame([row])
 
 
 def cav_frame(cav_summary: list[dict]) -> pd.DataFrame:

@@ -17,15 +17,22 @@ from matplotlib.figure import Figure
 METRICS = ["ari", "ami", "ref_ari", "ref_ami", "misassignment", "q", "n_leaves", "depth", "fit_seconds"]
 _ROW_KEYS = ["run", "dataset", "explainer", "method"]  # results columns that identify a row within a job
 SEED_KEYS = ("seed",)
+# Overrides that do not change results (cache control, paths, threads, reporting): never grouped by.
+NOT_GROUPED = ("force", "threads", "offline")
+NOT_GROUPED_PREFIXES = ("paths.", "hydra.", "cache.", "report.")
+
+
+def grouping_keys(override_keys) -> list[str]:
+    """The override keys a summary groups by: all but the seed and those that do not change results."""
+    return [k for k in override_keys if k not in SEED_KEYS and k not in NOT_GROUPED
+            and not k.startswith(NOT_GROUPED_PREFIXES)]
 
 
 def group_columns(results: pd.DataFrame, override_keys) -> list[str]:
     """The columns a summary groups by: each override (as named in ``results``) but the seed, then
     the row keys (run, dataset, explainer, method) that the results have."""
     cols = []
-    for key in override_keys:
-        if key in SEED_KEYS:
-            continue
+    for key in grouping_keys(override_keys):
         col = f"{key}_override" if f"{key}_override" in results.columns else key
         if col in results.columns and col not in cols:
             cols.append(col)
