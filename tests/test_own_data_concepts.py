@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from pipeline.app.data.concept_examples import read_concept_examples
+from pipeline.app.concept_sets.examples import read_concept_examples
 from pipeline.app.data.dataset import Dataset
 from pipeline.validation import InvalidInputError
 

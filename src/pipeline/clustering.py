@@ -142,7 +142,31 @@ def cluster(X, method: str, n_clusters: int, params: dict | None = None, random_
     return out
 
 
+def choose_n_clusters(X, k_min: int = 2, k_max: int = 10, random_state: int = 0,
+                      max_samples: int = 5000) -> tuple[int, dict[int, float]]:
+    """The number of clusters with the lowest BIC of a diagonal-covariance Gaussian mixture.
+
+    For data without labels and without a given K. Fits ``k_min..k_max`` components (capped at
+    ``n_samples // 2``) on at most ``max_samples`` rows drawn with ``random_state``.
+
+    Returns
+    -------
+    k : int
+    bic : dict of int -> float
+        BIC per candidate K (lower is better).
+    """
+    X = check_matrix(X, "embeddings", min_rows=4)
+    rng = np.random.default_rng(random_state)
+    if len(X) > max_samples:
+        X = X[np.sort(rng.choice(len(X), max_samples, replace=False))]
+    ks = range(int(k_min), max(int(k_min), min(int(k_max), len(X) // 2)) + 1)
+    bic = {k: float(GaussianMixture(k, covariance_type="diag", n_init=1, random_state=random_state,
+                                    reg_covar=1e-6).fit(X).bic(X)) for k in ks}
+    return min(bic, key=bic.get), bic
+
+
 def fit_gmm(X, n_clusters: int, random_state: int = 0, **params) -> Clustering:
+
     """Gaussian mixture (``params``: :class:`sklearn.mixture.GaussianMixture` arguments); keeps the mixture."""
     return cluster(X, "gmm", n_clusters, params, random_state)
 

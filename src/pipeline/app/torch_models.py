@@ -31,7 +31,7 @@ def build_module(model=None, weights: str | None = None, torchscript: str | None
                                     f"{str(exc).splitlines()[0] if str(exc) else ''}). Save one with "
                                     "torch.jit.save(torch.jit.script(model), path), or give the architecture as "
                                     "encoder.model._target_ and the weights as encoder.weights.") from None
-    if not model:
+    if not model or (isinstance(model, dict) and not model.get("_target_")):
         raise InvalidInputError("encoder=torch needs the network: encoder.model._target_=<architecture> (e.g. "
                                 "torchvision.models.resnet18) with encoder.weights=<state dict file>, or "
                                 "encoder.torchscript=<file>.")
@@ -120,9 +120,9 @@ def build_transform(transform):
     ``{size, mean, std, channels}`` for :class:`pipeline.encoders.torch_module.ImageTransform`."""
     from pipeline.encoders.torch_module import ImageTransform
 
-    if transform is None:
+    transform = {k: v for k, v in dict(transform or {}).items() if v is not None}
+    if not transform:
         return None
-    transform = dict(transform)
     if "_target_" in transform:
         from hydra.utils import instantiate
 
@@ -138,8 +138,9 @@ def build_transform(transform):
 
 
 def build_torch_encoder(model=None, weights=None, torchscript=None, layer=None, transform=None, pool="mean",
-                        batch_size: int = 64, device: str = "cpu", progress: bool = True):
-    """A :class:`TorchModuleEncoder` from config values (the ``encoder=torch`` factory)."""
+                        batch_size: int = 64, device: str = "cpu", progress: bool = True, fingerprint=None):
+    """A :class:`TorchModuleEncoder` from config values (the ``encoder=torch`` factory; ``fingerprint``
+    only keys the cache on the weights file's size and modification time)."""
     from pipeline.encoders.torch_module import TorchModuleEncoder
 
     module = build_module(model, weights, torchscript)

@@ -13,6 +13,7 @@
   positives) and ``random`` (the negatives), in the latent space of the data.
 
 In the last two layouts concept ``c``'s CAV separates ``c``'s examples from ``random``'s.
+:func:`examples` is the ``_target_`` of ``conf/concepts/examples.yaml``.
 """
 
 from __future__ import annotations
@@ -200,3 +201,10 @@ def _embeddings(p: Path, name: str, key: str) -> ConceptExamples:
     labels[start:] = 0.0
     return ConceptExamples(name, names, labels, inputs=Z, input_kind="latents",
                            meta={"source": str(p), "layout": "embeddings"})
+
+
+def examples(dataset, path=None, id_column: str | None = None, set_name: str | None = None,
+             fingerprint=None) -> ConceptExamples:
+    """``concepts=examples``: the concept source reading ``concepts.path`` (``fingerprint`` only
+    keys the cache on the file's size and modification time)."""
+    return read_concept_examples(path, dataset, id_column=id_column, name=set_name)

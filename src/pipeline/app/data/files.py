@@ -206,11 +206,9 @@ def _folder(p: Path, labels, name, meta, key, image_size, noise_label, label_col
                    feature_names=None)
 
 
-def load_files_spec(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
-    """Registry adapter: the ``dataset`` config (keys at its top level or under ``params``)."""
-    opts = {**(spec.get("params") or {}), **{k: v for k, v in spec.items() if v is not None}}
-    return load_files(
-        opts.get("path"), opts.get("labels"), feature_names=opts.get("feature_names"),
-        text_column=opts.get("text_column"), label_column=opts.get("label_column"), id_column=opts.get("id_column"),
-        noise_label=opts.get("noise_label"), array=opts.get("array"), image_size=opts.get("image_size"),
-        name=None if opts.get("name") in (None, "", "files") else opts["name"])
+def load_from_config(spec: dict, paths: dict, random_state: int = 0, fingerprints=None, **params) -> Dataset:
+    """``dataset=files``: :func:`load_files` with the ``dataset.params`` (which refer to the
+    user-facing keys ``dataset.path``, ``dataset.labels``, ...; ``fingerprints`` only keys the
+    cache on the files' sizes and modification times)."""
+    name = params.pop("name", None) or spec.get("name")
+    return load_files(**params, name=None if name in (None, "", "files") else name)

@@ -8,6 +8,8 @@ and passes those its signature names.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 from scipy import sparse
 
@@ -16,15 +18,25 @@ from pipeline.app.stages.base import Stage
 from pipeline.clustering import Clustering, check_enough_clusters
 from pipeline.validation import InvalidInputError
 
+log = logging.getLogger(__name__)
 
-def resolve_n_clusters(cfg: dict, y) -> int:
-    """``clustering.n_clusters``, or the number of ground-truth classes when it is null."""
+
+def resolve_n_clusters(cfg: dict, y, Z=None) -> int:
+    """``clustering.n_clusters``, else the number of ground-truth classes, else (no labels) the K
+    with the lowest BIC among 2..10 (:func:`pipeline.clustering.choose_n_clusters`) on the latents ``Z``."""
     k = cfg["clustering"].get("n_clusters")
     if k is not None:
         return int(k)
     if y is None:
-        raise InvalidInputError("the dataset has no labels, so clustering.n_clusters cannot default to the number "
-                                "of classes; set clustering.n_clusters=<K>.")
+        if Z is None:
+            raise InvalidInputError("the dataset has no labels, so clustering.n_clusters cannot default to the "
+                                    "number of classes; set clustering.n_clusters=<K>.")
+        from pipeline.clustering import choose_n_clusters
+
+        k, bic = choose_n_clusters(Z, random_state=cfg["seed"])
+        log.info("no labels and no clustering.n_clusters: K=%d chosen by BIC over %s (set clustering.n_clusters=<K> "
+                 "to choose)", k, {j: round(b) for j, b in bic.items()})
+        return k
     return int(np.unique(y[y >= 0]).size)
 
 
@@ -81,7 +93,7 @@ def _compute(cfg: dict, load: dict, encode: dict) -> dict:
     y = load.get("y")
     offered = {"random_state": cfg["seed"], "y_true": y, "candidates": spec.get("candidates") or (), "encode": encode}
     if accepts(spec, "n_clusters", "clustering"):
-        offered["n_clusters"] = resolve_n_clusters(cfg, y)
+        offered["n_clusters"] = resolve_n_clusters(cfg, y, encode["Z"])
     c = call(factory(spec, "clustering"), "clustering", encode["Z"], offered=offered)
     if not isinstance(c, Clustering):
         raise InvalidInputError(f"clustering._target_={spec['_target_']} returned {type(c).__name__}, not a "
