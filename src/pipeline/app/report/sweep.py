@@ -100,6 +100,9 @@ def plot_metric_per_explainer(summary: pd.DataFrame, metric: str = "ari", label:
     ax.set_yticks(pos[::-1], names[::-1], fontsize=7)  # first summary row on top
     ax.set_ylim(-0.7, n - 0.3)
     ax.grid(axis="x", color="#e5e5e5")
+    if metric in ("ari", "ami", "ref_ari", "ref_ami"):  # agreement scores: the whole scale up to 1, not a zoom
+        low = np.nanmin(summary[f"{metric}_mean"] - summary[f"{metric}_std"].fillna(0))
+        ax.set_xlim(min(0.0, low - 0.05), 1.02)
     runs = summary["n_runs"]
     counts = f"{runs.min()}" if runs.min() == runs.max() else f"{runs.min()}-{runs.max()}"
     what = label or {"ari": "ARI vs ground truth"}.get(metric, metric)
