@@ -11,13 +11,15 @@ protocol plugs in with one config file; nothing is registered.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+from sklearn.utils._param_validation import InvalidParameterError
 
 from pipeline.app.capabilities import check_provided
-from pipeline.app.instantiate import call, factory
+from pipeline.app.instantiate import accepted, call, factory, locate, target_of
 from pipeline.concepts.projection import mixture_sigma
 from pipeline.validation import InvalidInputError
 
@@ -100,6 +102,12 @@ def _fit_centers(est, d: FitInputs):
     return est.fit(d.X[m], d.labels[m], feature_names=d.feature_names, centers=d.centers)
 
 
+def _fit_start(est, d: FitInputs):
+    # TAO is a clusterer (y ignored): the reference clustering is its starting point.
+    m = d.fit_rows()
+    return est.fit(d.X[m], init_labels=d.labels[m], feature_names=d.feature_names, centers=d.centers)
+
+
 def _fit_graph(est, d: FitInputs):
     # The reference labels name the leaves (majority label) and keep noise rows out of fitting.
     return est.fit(d.X, d.graph, feature_names=d.feature_names, y=d.labels)
@@ -131,7 +139,7 @@ PROTOCOLS = {
     # fit(X, labels, feature_names, centers): IMM, EMN, ExKMC
     "centers": Protocol(frozenset({"labels", "centers"}), _fit_centers, _predict_x),
     # the same with centers=None allowed: TAO
-    "optional_centers": Protocol(frozenset({"labels"}), _fit_centers, _predict_x),
+    "optional_centers": Protocol(frozenset({"labels"}), _fit_start, _predict_x),
     # fit(X, graph, feature_names, y): SpExGraph
     "graph": Protocol(frozenset({"graph"}), _fit_graph, _predict_x),
     # fit_mixture(means, sigma) on the reference mixture, else fit(X, labels): MMDT, RandomizedMMDT
@@ -175,5 +183,22 @@ def fit_explainer(row: str, config: dict, inputs: FitInputs, random_state: int, 
     """
     proto = protocol(config)
     check_provided(row, config, inputs.capabilities(), clustering, inputs.cavs is None)
-    est = proto.fit(build(config, inputs, random_state), inputs)
+    target = locate(target_of(config, "explainer"), "explainer")
+    unknown = sorted(set(config.get("params") or {}) - accepted(target))
+    if unknown:
+        raise InvalidInputError(parameter_help(row, target, f"unknown parameter(s) {unknown}"))
+    try:
+        est = proto.fit(build(config, inputs, random_state), inputs)
+    except InvalidParameterError as exc:  # the estimator's own _parameter_constraints, checked at fit
+        raise InvalidInputError(parameter_help(row, target, str(exc).rstrip("."))) from None
     return est, proto.predict(est, inputs)
+
+
+def parameter_help(row: str, target, problem: str) -> str:
+    """One paragraph: what was wrong with an explainer's parameters, which it takes, how to set one."""
+    sig = inspect.signature(target)
+    listing = ", ".join(f"{n}={p.default!r}" if p.default is not p.empty else n
+                        for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    return (f"explainer {row!r} ({target.__module__}.{target.__qualname__}): {problem}. Its parameters are: "
+            f"{listing}. Set one with explainer.{row}.params.<name>=<value> (prefix a + when the explainer's "
+            "config file does not list that key).")
