@@ -87,6 +87,15 @@ def portable(config: Any, roots: dict) -> Any:
     return walk(config)
 
 
+def localize(value: str, roots: dict) -> str:
+    """Inverse of :func:`portable` for one string: ``${paths.models_dir}/x`` -> ``<models_dir>/x``."""
+    if isinstance(value, str) and value.startswith("${paths."):
+        name, _, rest = value[len("${paths."):].partition("}")
+        if roots.get(name):
+            return str(Path(os.path.expanduser(str(roots[name]))) / rest.lstrip("/"))
+    return value
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:

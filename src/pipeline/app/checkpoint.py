@@ -89,23 +89,52 @@ def save_encoder(encoder: Encoder, path: str | os.PathLike, metadata: dict | Non
 
 
 def save_state(path: str | os.PathLike, state: dict, sidecar: dict) -> str:
-    """Atomically write a torch ``state`` to ``path`` and ``sidecar`` (+ its sha256) next to it.
+    """Write a torch ``state`` to ``path`` and ``sidecar`` (+ the state file's sha256) beside it,
+    as one atomic unit.
 
     Returns the hex sha256 of the ``.pt`` file. ``state`` may hold only tensors and plain
     Python containers/scalars, so that ``torch.load(weights_only=True)`` can read it.
+
+    The ``.pt`` file is the commit point: the state goes to a temporary file (fsynced, hashed),
+    an old ``.pt`` is removed, the sidecar is renamed into place, and only then the state file.
+    A process killed at any moment therefore leaves either no checkpoint (the next run trains)
+    or a checkpoint with its matching sidecar, never a ``.pt`` that blocks later runs.
     """
+    from pipeline.app.cache import fsync_path
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     torch.save(state, tmp)
-    os.replace(tmp, path)
-    sha = file_sha256(path)
+    fsync_path(tmp)
+    sha = file_sha256(tmp)
     full = {"format": state.get("format", 1), **sidecar, "sha256": sha}
     side = sidecar_path(path)
     tmp_json = side.with_name(side.name + ".tmp")
-    tmp_json.write_text(json.dumps(_jsonable(full), indent=2, sort_keys=True))
+    with open(tmp_json, "w") as fh:
+        fh.write(json.dumps(_jsonable(full), indent=2, sort_keys=True))
+        fh.flush()
+        os.fsync(fh.fileno())
+    path.unlink(missing_ok=True)  # an old state file must never sit beside the new sidecar
     os.replace(tmp_json, side)
+    os.replace(tmp, path)
+    fsync_path(path.parent)
     return sha
+
+
+def remove_temporaries(path: str | os.PathLike) -> list[Path]:
+    """Delete what a killed :func:`save_state` may have left next to checkpoint ``path``
+    (call it while holding the checkpoint's lock); returns the removed files."""
+    path = Path(path)
+    removed = []
+    for tmp in (path.with_name(path.name + ".tmp"), sidecar_path(path).with_name(sidecar_path(path).name + ".tmp")):
+        if tmp.exists():
+            tmp.unlink()
+            removed.append(tmp)
+    if not path.exists() and sidecar_path(path).exists():  # killed between the two renames
+        sidecar_path(path).unlink()
+        removed.append(sidecar_path(path))
+    return removed
 
 
 def read_checkpoint(path: str | os.PathLike, expected: dict | None = None) -> tuple[dict, dict]:

@@ -78,7 +78,7 @@ def check_sizes(cfg: dict) -> None:
     if k is not None and (isinstance(k, bool) or int(k) < 1):
         raise InvalidInputError(f"clustering.n_clusters={k} must be >= 1 (or null: the number of classes).")
     if n is not None:
-        if isinstance(n, bool) or int(n) < 2:
+        if isinstance(n, bool) or int(n) < 4:
             raise InvalidInputError(f"dataset.n_samples={n}: a subsample needs at least 2 samples per cluster "
                                     "(so at least 4); set a larger dataset.n_samples or null for the whole dataset.")
         if k is not None and int(n) < 2 * int(k):
@@ -100,19 +100,33 @@ def check_cluster_sizes(n_samples: int, n_clusters: int, what: str = "the datase
 
 
 def check_directories(paths: dict, keys=("cache_dir", "models_dir", "output_dir", "model_cache_dir")) -> None:
-    """Create the directories the run writes to; a clear error for one that cannot be created or written."""
+    """A clear error for a directory the run will write to that cannot be created or written.
+
+    Directories that do not exist yet are created to prove it and removed again (stages create
+    them when they first write), so a run that fails its checks leaves nothing behind.
+    """
     for key in keys:
         value = paths.get(key)
         if value is None:
             continue
         path = Path(value).expanduser()
         hint = _PATH_HINTS.get(key, f"paths.{key}")
+        missing = []
+        probe = path
+        while not probe.exists() and probe != probe.parent:
+            missing.append(probe)
+            probe = probe.parent
         try:
             path.mkdir(parents=True, exist_ok=True)
             writable = os.access(path, os.W_OK | os.X_OK)
             reason = "it is not writable"
         except OSError as exc:
             writable, reason = False, f"{type(exc).__name__}: {exc.strerror or exc}"
+        for created in missing:  # deepest first
+            try:
+                created.rmdir()
+            except OSError:
+                break
         if not writable:
             raise InvalidInputError(f"paths.{key}={path} cannot be used: {reason}. Choose a writable directory with "
                                     f"paths.{key}=<dir> (or the environment variable {hint}).")

@@ -45,6 +45,13 @@ def project_mixture(cavs, weights, means, covariances) -> tuple:
     return weights, np.asarray(means) @ C.T, np.einsum("ij,kjl,ml->kim", C, np.asarray(covariances), C)
 
 
+def concept_variances(cavs, covariances) -> np.ndarray:
+    """``c_mᵀ Σ c_m`` for every CAV row c_m, under a covariance (d, d) -> (M,) or a stack
+    (K, d, d) -> (K, M): the diagonal of C Σ Cᵀ (Eq. 5)."""
+    C = np.asarray(cavs, dtype=np.float64)
+    return np.einsum("md,...de,me->...m", C, np.asarray(covariances, dtype=np.float64), C)
+
+
 def mixture_sigma(covariances) -> np.ndarray:
     """Per-axis σ_j bounding every component (MMDT Algorithm 1): sqrt of the largest
     component variance along each axis, from covariances (K, d, d); shape (d,)."""
@@ -140,7 +147,7 @@ def concept_mixture(cavs, means, covariance, *, weights=None, reduce: str = "max
     if mu.shape[1] != C.shape[1]:
         raise InvalidInputError(f"means have {mu.shape[1]} latent dims but the CAVs have {C.shape[1]}.")
     S = check_covariance(covariance, C.shape[1])
-    var = np.einsum("md,...de,me->...m", C, S, C)  # (M,) or (K, M)
+    var = concept_variances(C, S)  # (M,) or (K, M)
     if var.ndim == 2:
         if var.shape[0] != mu.shape[0]:
             raise InvalidInputError(f"{var.shape[0]} covariances for {mu.shape[0]} means.")
@@ -203,5 +210,8 @@ def q_from_ratios(ratios: np.ndarray) -> float:
 
 
 def concept_explainability_to_noise_ratio(concept_means, concept_sigma) -> float:
-    """Eq. 6 from concept-space means (K, M) and σ̄ (M,)."""
-    return q_from_ratios(pairwise_ratios(concept_means, concept_sigma))
+    """Eq. 6 from concept-space means (K, M) and σ̄ (M,): Definition 1's q of the concept
+    coordinates, computed by :func:`pipeline.metrics.explainability_to_noise_ratio` (the one q)."""
+    from pipeline.metrics import explainability_to_noise_ratio
+
+    return explainability_to_noise_ratio(concept_means, concept_sigma)

@@ -29,6 +29,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from pipeline.concepts.projection import project
 from pipeline.counterfactuals._checks import check_group_label, check_groups, check_k
 from pipeline.counterfactuals.metrics import PairwiseEvaluator, choose_epsilon, top_k
 from pipeline.counterfactuals.tgt import TGT
@@ -52,7 +53,7 @@ def check_cav_matrix(C, n_latent: int | None = None) -> np.ndarray:
 def concept_scores(Z, C) -> np.ndarray:
     """Concept coordinates ``S = Z C^T`` of latents Z (n, m) for CAVs C (M, m); shape (n, M)."""
     Z = check_matrix(Z, "Z")
-    return Z @ check_cav_matrix(C, Z.shape[1]).T
+    return project(Z, check_cav_matrix(C, Z.shape[1]))
 
 
 def concept_to_latent(delta_c, C, rcond: float = 1e-10) -> np.ndarray:
@@ -122,7 +123,7 @@ def fit_concept_tgt(Z, groups, C, **tgt_params) -> TGT:
     """
     Z = check_matrix(Z, "Z")
     C = check_cav_matrix(C, Z.shape[1])
-    return TGT(ConceptDecoder(C), **tgt_params).fit(Z @ C.T, groups)
+    return TGT(ConceptDecoder(C), **tgt_params).fit(project(Z, C), groups)
 
 
 def concept_evaluator(Z, groups, eps: float | None = None) -> PairwiseEvaluator:

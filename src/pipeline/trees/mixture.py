@@ -191,5 +191,6 @@ def project_covariances(covariance, C: np.ndarray, n_components: int) -> np.ndar
             f"covariance {k} is not positive semi-definite (smallest eigenvalue {eig_min[k]:.3g}); "
             "pass a valid covariance matrix."
         )
-    var = np.einsum("md,kde,me->km", C, cov, C)
-    return np.clip(var, 0.0, None)
+    from pipeline.concepts.projection import concept_variances  # the one home of C Σ Cᵀ
+
+    return np.clip(concept_variances(C, cov), 0.0, None)

@@ -39,6 +39,7 @@ from pipeline.trees._fitting import (
     resolve_feature_names,
     validate_X,
 )
+from pipeline.concepts.projection import mixture_sigma, project
 from pipeline.trees._threads import limit_threads
 from pipeline.trees.mixture import (
     check_means,
@@ -224,7 +225,7 @@ class _MeansTree(ReferenceTree):
         """
         check_is_fitted(gmm, "means_")
         covs = gmm_covariances(gmm)
-        return self.fit_mixture(gmm.means_, np.sqrt(np.einsum("kjj->kj", covs).max(axis=0)), feature_names)
+        return self.fit_mixture(gmm.means_, mixture_sigma(covs), feature_names)
 
     def _grow(self, means, sigma, feature_names, scale: float = 1.0):
         self._check_n_leaves(means.shape[0])
@@ -412,11 +413,11 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
             _, means, _ = estimate_mixture(Zs, codes)
             # σ̄_m² = max_k c_mᵀ Σ_k c_m equals the largest per-cluster variance of the projection C z,
             # so the (d, d) covariances never need to be formed.
-            _, _, proj_var = estimate_mixture(Zs @ C.T, codes)
+            _, _, proj_var = estimate_mixture(project(Zs, C), codes)
         return self._grow(means, C, np.sqrt(proj_var.max(axis=0)), scale)
 
     def _grow(self, means, C, concept_sigma, scale: float = 1.0):
-        concept_means = means @ C.T
+        concept_means = project(means, C)
         try:
             concept_means = check_means(concept_means, name="concept means C·μ_k")
         except InvalidInputError as exc:
@@ -438,7 +439,7 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
         """Concept coordinates C z of latents ``Z`` (Eq. 4), shape (n_samples, M)."""
         check_is_fitted(self, "tree_")
         Z = validate_X(self, Z, reset=False)
-        return Z @ self.cavs_.T
+        return project(Z, self.cavs_)
 
     def predict(self, Z):
         """Cluster label for each latent row: project onto the CAVs, then apply the tree.

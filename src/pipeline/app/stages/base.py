@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pipeline.app.cache import Artifact, StageCache, make_key
+from pipeline.app.cache import Artifact, StageCache, make_key, portable
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,10 @@ class Stage:
     output_key: Callable[[str, Artifact], str] | None = None
 
     def key(self, cfg: dict, done: dict[str, StageOutput]) -> str:
-        return make_key(self.store or self.name, self.config(cfg), [done[i].key for i in self.inputs], self.version)
+        # paths under the configured roots enter the key relative to them: moving models/, the data
+        # or the cache does not change any key
+        config = portable(self.config(cfg), cfg.get("paths") or {})
+        return make_key(self.store or self.name, config, [done[i].key for i in self.inputs], self.version)
 
 
 def execute(stage: Stage, cfg: dict, cache: StageCache | RunContext, done: dict[str, StageOutput]) -> StageOutput:

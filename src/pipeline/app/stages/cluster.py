@@ -94,6 +94,9 @@ def _compute(cfg: dict, load: dict, encode: dict) -> dict:
     offered = {"random_state": cfg["seed"], "y_true": y, "candidates": spec.get("candidates") or (), "encode": encode}
     if accepts(spec, "n_clusters", "clustering"):
         offered["n_clusters"] = resolve_n_clusters(cfg, y, encode["Z"])
+        from pipeline.app.checks import check_cluster_sizes
+
+        check_cluster_sizes(len(encode["Z"]), offered["n_clusters"])  # 2 samples per cluster, else ARI/q mean nothing
     c = call(factory(spec, "clustering"), "clustering", encode["Z"], offered=offered)
     if not isinstance(c, Clustering):
         raise InvalidInputError(f"clustering._target_={spec['_target_']} returned {type(c).__name__}, not a "

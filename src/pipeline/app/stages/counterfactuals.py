@@ -31,6 +31,7 @@ from pipeline.counterfactuals import (
     LatentIdentity,
     PairwiseEvaluator,
     choose_epsilon,
+    concept_scores,
     describe,
     group_means,
     top_k,
@@ -127,7 +128,7 @@ def _compute(cfg: dict, load: dict, encode: dict, cluster: dict, project: dict, 
         encoder, judge, judged, back = module, module, X, np.eye(X.shape[1])
     elif space == "concepts":
         C = np.asarray(project["cavs"], dtype=np.float64)
-        X, names, encoder, back = Z @ C.T, list(project["concept_names"]), ConceptDecoder(C), np.linalg.pinv(C)
+        X, names, encoder, back = concept_scores(Z, C), list(project["concept_names"]), ConceptDecoder(C), np.linalg.pinv(C)
         judge, judged = LatentIdentity(), Z
     else:
         X, names, encoder, back = Z, list(encode["latent_names"]), LatentIdentity(), np.eye(Z.shape[1])

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.app.cache import make_key
+from pipeline.app.cache import localize, make_key, portable
 from pipeline.app.instantiate import call, factory
 from pipeline.app.stages.base import RunContext, Stage, execute
 from pipeline.app.stages.load import LOAD, artifact_to_dataset
@@ -35,8 +35,13 @@ def encoder_key_config(cfg: dict) -> dict:
 
 def build(cfg: dict):
     """The configured encoder, unfitted (``device`` / ``batch_size`` passed when its class takes them)."""
+    from pipeline.app.network import needs_hub, prepare_hub_access
+
     enc = cfg["encoder"]
-    return call(factory(enc, "encoder"), "encoder", offered={k: enc[k] for k in _RUNTIME_FIELDS if k in enc})
+    encoder = call(factory(enc, "encoder"), "encoder", offered={k: enc[k] for k in _RUNTIME_FIELDS if k in enc})
+    if needs_hub(encoder):  # an unreachable hub: offline mode within ~2 s instead of minutes of retries
+        prepare_hub_access(cfg.get("offline"), f"{enc['name']} weights")
+    return encoder
 
 
 def checkpoint_path(cfg: dict, training_key: str) -> Path:
@@ -44,7 +49,7 @@ def checkpoint_path(cfg: dict, training_key: str) -> Path:
     enc = cfg["encoder"]
     if enc.get("checkpoint"):
         return Path(enc["checkpoint"]).expanduser()
-    key = make_key("checkpoint", encoder_key_config(cfg), [training_key])
+    key = make_key("checkpoint", portable(encoder_key_config(cfg), cfg["paths"]), [training_key])
     return Path(cfg["paths"]["models_dir"]).expanduser() / enc["name"] / f"{key}.pt"
 
 
@@ -85,7 +90,11 @@ def _train(cfg: dict, load: dict, ctx: RunContext) -> dict:
     path = checkpoint_path(cfg, train.key)
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):
-        if path.exists() and not (ctx.cache.forced("encode") or ctx.cache.forced("train")):
+        from pipeline.app.checkpoint import remove_temporaries
+
+        remove_temporaries(path)  # left by a run killed while saving
+        forced = ctx.cache.forced("encode") or ctx.cache.forced("train")
+        if path.exists() and not forced:
             out.update(encoder=None, checkpoint=str(path), checkpoint_sha256=_checkpoint_sha(path))
             return out  # loaded later, only if the embeddings are not cached
         if cfg["encoder"].get("checkpoint"):
@@ -94,11 +103,62 @@ def _train(cfg: dict, load: dict, ctx: RunContext) -> dict:
 
         ds = artifact_to_dataset(train.artifact)
         log.info("training %s encoder on %d samples (split %s)", cfg["encoder"]["name"], len(ds), split)
-        encoder.fit(ds.X, None)
+        fit_with_epoch_checkpoints(encoder, ds.X, path, restart=forced)
         sha = save_encoder(encoder, path, {"key": path.stem, "config": cfg["encoder"], "data": ds.name,
                                            "dataset": cfg["dataset"], "seed": cfg["seed"], "fit_split": split})
+        discard_partial(path)
     out.update(checkpoint=str(path), checkpoint_sha256=sha)
     return out
+
+
+def partial_path(path: Path) -> Path:
+    """Where the last finished epoch of a training in progress is kept (beside the final checkpoint)."""
+    return path.with_name(f"{path.stem}.partial{path.suffix}")
+
+
+def discard_partial(path: Path) -> None:
+    from pipeline.app.checkpoint import remove_temporaries, sidecar_path
+
+    partial = partial_path(path)
+    partial.unlink(missing_ok=True)
+    sidecar_path(partial).unlink(missing_ok=True)
+    remove_temporaries(partial)
+
+
+def fit_with_epoch_checkpoints(encoder, X, path: Path, restart: bool = False) -> None:
+    """``encoder.fit(X)`` saving a full-state checkpoint after every epoch of its main phase, and
+    resuming from the last one a killed run left (same weights as an uninterrupted training).
+
+    Resuming needs a single seed (``n_init=1``): with several, the finished seeds are not in the
+    epoch checkpoint, so training restarts.
+    """
+    import inspect
+
+    from pipeline.app.checkpoint import read_checkpoint, save_state
+
+    if not {"resume_state", "epoch_callback"} <= set(inspect.signature(encoder.fit).parameters):
+        encoder.fit(X, None)  # an encoder without epoch checkpoints trains in one go
+        return
+    partial = partial_path(path)
+    resume = None
+    if restart:
+        discard_partial(path)
+    elif partial.exists():
+        try:
+            if int(getattr(encoder, "n_init", 1) or 1) != 1:
+                raise InvalidInputError("n_init > 1")
+            resume, _ = read_checkpoint(partial)
+            log.warning("resuming %s training from epoch %d (checkpoint %s left by an interrupted run)",
+                        encoder.name, int(resume["epoch"]), partial)
+        except InvalidInputError as exc:
+            log.warning("not resuming from %s (%s); training from the start", partial, exc)
+            discard_partial(path)
+
+    def save_epoch(enc) -> None:
+        save_state(partial, enc.checkpoint_state(), {"encoder": enc.name, "epoch": enc.epoch_, "seed": enc.seed_,
+                                                     "note": "epoch checkpoint of a training in progress"})
+
+    encoder.fit(X, None, resume_state=resume, epoch_callback=save_epoch)
 
 
 def _train_key(key: str, artifact: dict) -> str:
@@ -120,7 +180,7 @@ def fitted_encoder(cfg: dict, artifact: dict):
         return artifact["encoder"]
     if not artifact.get("checkpoint"):
         return build(cfg)
-    path = Path(artifact["checkpoint"])
+    path = Path(localize(artifact["checkpoint"], cfg["paths"]))
     if not path.exists():
         raise InvalidInputError(f"no {cfg['encoder']['name']} checkpoint at {path} any more; rerun with +force=encode "
                                 "to retrain it.")
@@ -174,7 +234,9 @@ def _encode(cfg: dict, load: dict, train: dict) -> dict:
     ds = artifact_to_dataset(load)
     out = embed(encoder, ds.X)
     out["latent_names"] = latent_names(cfg, load, out["Z"].shape[1])
-    out["checkpoint"], out["checkpoint_sha256"] = train["checkpoint"], train["checkpoint_sha256"]
+    # the path relative to paths.models_dir: the cached artifact survives moving the models directory
+    out["checkpoint"] = portable(train["checkpoint"], cfg["paths"]) if train["checkpoint"] else None
+    out["checkpoint_sha256"] = train["checkpoint_sha256"]
     return out
 
 
