@@ -94,3 +94,15 @@ def test_mark_interrupted_rewrites_dead_runs_only(tmp_path):
     assert sorted(changed) == sorted([paths["dead"], paths["job"]])
     states = {name: json.loads(p.read_text())["status"] for name, p in paths.items()}
     assert states == {"dead": "interrupted", "alive": "running", "job": "interrupted", "ok": "ok"}
+
+
+def test_collect_reports_a_killed_job_as_interrupted(tmp_path):
+    from pipeline.app.report.collect import read_status
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    job = tmp_path / "0"
+    job.mkdir()
+    (job / "status.json").write_text(json.dumps({**status.running_status(), "pid": proc.pid}))
+    got = read_status(job)
+    assert got["status"] == "interrupted" and "killed" in got["error"]

@@ -31,7 +31,13 @@ def read_status(job: Path) -> dict:
     path = job / "status.json"
     if not path.exists():
         return {"status": "unknown", "error": "no status.json (the job died before the pipeline started?)"}
-    return json.loads(path.read_text())
+    from pipeline.app.status import effective_status
+
+    status = json.loads(path.read_text())
+    if effective_status(status) == "interrupted":  # "running", but its process is gone
+        status.update(status="interrupted", error=status.get("error") or "the job's process ended without reporting "
+                      "(killed, out of memory or time)")
+    return status
 
 
 def collect_sweep(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
