@@ -35,7 +35,7 @@ def build_module(model=None, weights: str | None = None, torchscript: str | None
         raise InvalidInputError("encoder=torch needs the network: encoder.model._target_=<architecture> (e.g. "
                                 "torchvision.models.resnet18) with encoder.weights=<state dict file>, or "
                                 "encoder.torchscript=<file>.")
-    module = _instantiate(model)
+    module = model if isinstance(model, torch.nn.Module) else _instantiate(model)
     if weights:
         load_weights(module, weights, _describe(model))
     else:

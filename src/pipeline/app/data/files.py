@@ -70,9 +70,9 @@ def load_files(path, labels=None, *, feature_names=None, text_column: str | None
     if p.is_dir():
         return _folder(p, labels, name, meta, key, image_size, noise_label, label_column)
     s = r.suffix(p)
+    table = None
     if s in r.ARRAY_SUFFIXES:
         X, values, fnames, kind = _array(p, key, labels, array)
-        table = None
     elif s in r.TABLE_SUFFIXES:
         table = r.read_table(p, key)
         X, values, fnames, kind, ids = _table(p, table, key, labels, text_column, id_column, feature_names)
