@@ -452,9 +452,12 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
         -------
         ndarray of shape (n_samples,) of ``classes_``' dtype
         """
-        Z = self.transform(Z)  # checks fitted state and features
-        with limit_threads(self.n_jobs):
-            leaf = self.tree_.predict(Z)
+        C = self.transform(Z)  # checks fitted state and features
+        if self.n_jobs is None:
+            leaf = self.tree_.predict(C)
+        else:
+            with limit_threads(self.n_jobs):
+                leaf = self.tree_.predict(C)
         if _labels_are_codes(self.classes_):
             return self.classes_[leaf]
         return leaf.astype(self.classes_.dtype, copy=False)
