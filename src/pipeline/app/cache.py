@@ -246,6 +246,7 @@ class StageCache:
         final.parent.mkdir(parents=True, exist_ok=True)
         recovered = ""
         with FileLock(str(final) + ".lock"):
+            self._remove_leftovers(final)
             if final.is_dir() and not self.forced(stage):
                 try:
                     out = load_artifact(final)
@@ -258,6 +259,13 @@ class StageCache:
             self._write(final, out)
         self._record(stage, key, False, start, recovered)
         return out
+
+    @staticmethod
+    def _remove_leftovers(final: Path) -> None:
+        """Temporary / swapped-out copies of this entry left by a killed writer (we hold its lock)."""
+        for pattern in (f".tmp-{final.name}-*", f".old-{final.name}-*"):
+            for leftover in final.parent.glob(pattern):
+                shutil.rmtree(leftover, ignore_errors=True)
 
     def _quarantine(self, stage: str, key: str, exc: CorruptArtifactError) -> str:
         """Move a corrupt entry to ``<root>/.quarantine/<stage>/`` and warn; returns the reason."""
