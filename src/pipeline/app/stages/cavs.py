@@ -22,13 +22,9 @@ import numpy as np
 
 from pipeline.app.instantiate import call, factory
 from pipeline.concepts.projection import concept_mixture, pooled_concept_sigma, project
-from pipeline.concepts.selection import select_concepts
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
-
-STAGE_ONLY = ("select", "select_tol")  # concepts.params used by the project stage, not by the concept source
-
 
 def fitter_name(cfg: dict, suggested: str | None) -> str:
     """``cav.name``; ``linear`` (the default) means the concept set's suggestion, else logistic."""
@@ -117,6 +113,8 @@ def select_for_reference(cfg: dict, concepts: dict, cluster: dict, Z: np.ndarray
     params = cfg["concepts"].get("params") or {}
     if not concepts or not params.get("select"):
         return concepts
+    from pipeline.concepts.selection import select_concepts
+
     C, names = np.asarray(concepts["cavs"]), list(concepts["concept_names"])
     if cluster.get("means") is not None and cluster.get("covariances") is not None:
         mu, sigma = concept_mixture(C, cluster["means"], cluster["covariances"], concept_names=names)

@@ -19,10 +19,10 @@ import numpy as np
 
 from pipeline.app.instantiate import call, factory
 from pipeline.app.stages.base import Stage
-from pipeline.app.stages.cavs import STAGE_ONLY, example_latents, fit_cavs
 from pipeline.app.stages.load import artifact_to_dataset
-from pipeline.concepts.sets import ConceptExamples
 from pipeline.validation import InvalidInputError
+
+STAGE_ONLY = ("select", "select_tol")  # concepts.params used by the project stage, not by the concept source
 
 
 def enabled(cfg: dict) -> bool:
@@ -40,6 +40,9 @@ def _config(cfg: dict) -> dict:
 def _compute(cfg: dict, load: dict, encode: dict) -> dict:
     if not enabled(cfg):
         return {}
+    from pipeline.app.stages.cavs import example_latents, fit_cavs  # concept code only for concept runs
+    from pipeline.concepts.sets import ConceptExamples
+
     ccfg = cfg["concepts"]
     node = {**ccfg, "params": {k: v for k, v in (ccfg.get("params") or {}).items() if k not in STAGE_ONLY}}
     dataset = artifact_to_dataset(load)

@@ -8,7 +8,6 @@ a matrix product is cheaper than reading its result back.
 from __future__ import annotations
 
 from pipeline.app.stages.base import Stage
-from pipeline.app.stages.cavs import select_for_reference
 from pipeline.concepts.projection import project, project_mixture
 
 
@@ -19,7 +18,10 @@ def _config(cfg: dict) -> dict:
 
 def _compute(cfg: dict, encode: dict, cluster: dict, concepts: dict) -> dict:
     Z = encode["Z"]
-    concepts = select_for_reference(cfg, concepts, cluster, Z)  # concepts.params.select (off by default)
+    if concepts and (cfg["concepts"].get("params") or {}).get("select"):  # off by default
+        from pipeline.app.stages.cavs import select_for_reference
+
+        concepts = select_for_reference(cfg, concepts, cluster, Z)
     mixture = [cluster.get(k) for k in ("weights", "means", "covariances")]
     out = {"latent_names": encode["latent_names"], "latent_X": Z}
     if not concepts:
