@@ -19,6 +19,18 @@ import os
 import sys
 
 _ACTIVE: contextvars.ContextVar[int | None] = contextvars.ContextVar("pipeline_threads", default=None)
+_CONTROLLER: list = [None, -1]  # threadpoolctl controller, number of modules when it was built
+
+
+def _controller():
+    """A cached ``ThreadpoolController``: building one scans the process's shared libraries
+    (~3 ms, more than a whole small tree fit); rebuilt when new modules were imported since."""
+    from threadpoolctl import ThreadpoolController
+
+    if _CONTROLLER[0] is None or _CONTROLLER[1] != len(sys.modules):
+        _CONTROLLER[0] = ThreadpoolController()
+        _CONTROLLER[1] = len(sys.modules)
+    return _CONTROLLER[0]
 
 
 def available_cores() -> int:
@@ -48,8 +60,6 @@ def current_threads() -> int:
 @contextlib.contextmanager
 def limit_threads(n_jobs):
     """Run the body with numba kernels, BLAS/OpenMP pools and torch capped at ``resolve_n_jobs(n_jobs)``."""
-    from threadpoolctl import threadpool_limits
-
     n = resolve_n_jobs(n_jobs)
     token = _ACTIVE.set(n)
     previous = None
@@ -65,7 +75,7 @@ def limit_threads(n_jobs):
     try:
         if torch is not None:
             torch.set_num_threads(n)
-        with threadpool_limits(limits=n):
+        with _controller().limit(limits=n):
             yield n
     finally:
         _ACTIVE.reset(token)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import scipy.sparse as sp
 
 from pipeline.validation import InvalidInputError, check_finite, check_matrix, check_vector
 
@@ -16,6 +17,7 @@ logger = logging.getLogger(__name__)
 # A zero σ_j estimated from data (every component constant on axis j) is replaced by this
 # fraction of the axis' scale, so normalised gaps stay finite and positive.
 SIGMA_FLOOR = 1e-12
+_BLOCK_VALUES = 1 << 22  # estimate_mixture works on float64 column blocks of this many values
 
 
 def check_means(means, name: str = "means") -> np.ndarray:
@@ -124,15 +126,22 @@ def estimate_mixture(X: np.ndarray, y: np.ndarray):
     """
     classes, index = _group(y)
     keep = index >= 0
-    idx, Xk = (index, X) if keep.all() else (index[keep], X[keep])  # avoid copying X without noise
+    rows = None if keep.all() else np.flatnonzero(keep)  # never copy X just to drop noise rows
+    idx = index if rows is None else index[rows]
     K, d = classes.size, X.shape[1]
-    counts = np.bincount(idx, minlength=K).astype(float)
+    counts = np.bincount(idx, minlength=K).astype(float)[:, None]
+    # one-hot membership: a sparse product sums each cluster's rows in row order (float64)
+    member = sp.csr_matrix((np.ones(idx.size), (idx, np.arange(idx.size))), shape=(K, idx.size))
     means = np.empty((K, d))
     variances = np.empty((K, d))
-    for j in range(d):
-        col = Xk[:, j]
-        means[:, j] = np.bincount(idx, weights=col, minlength=K) / counts
-        variances[:, j] = np.bincount(idx, weights=(col - means[idx, j]) ** 2, minlength=K) / counts
+    step = max(1, _BLOCK_VALUES // max(idx.size, 1))  # float64 column blocks of ~32 MB
+    for s in range(0, d, step):
+        block = X[:, s:s + step] if rows is None else X[rows, s:s + step]
+        block = np.array(block, dtype=np.float64)  # float32 data: only this block is widened
+        means[:, s:s + step] = member @ block / counts
+        block -= means[idx, s:s + step]
+        np.square(block, out=block)
+        variances[:, s:s + step] = member @ block / counts
     return classes, means, variances
 
 
