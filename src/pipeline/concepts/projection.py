@@ -33,9 +33,18 @@ log = logging.getLogger(__name__)
 def project(Z, cavs) -> np.ndarray:
     """Concept coordinates ``Z Cᵀ`` (Eq. 4) for latents Z (n, d) and CAV rows C (M, d); shape (n, M)."""
     C = check_matrix(cavs, "cavs")
-    Z = check_matrix(Z, "Z", min_rows=0)
+    # float32 latents are checked as they are and widened block by block (a float64 copy of
+    # 1M x 512 latents would be 4 GB); the products are float64 either way
+    dtype = np.float32 if getattr(Z, "dtype", None) == np.float32 else np.float64
+    Z = check_matrix(Z, "Z", min_rows=0, dtype=dtype)
     check_n_features(Z, C.shape[1], "Z")
-    return Z @ C.T
+    if dtype == np.float64:
+        return Z @ C.T
+    out = np.empty((Z.shape[0], C.shape[0]))
+    step = max(1, (1 << 22) // max(Z.shape[1], 1))
+    for i in range(0, Z.shape[0], step):
+        out[i:i + step] = Z[i:i + step].astype(np.float64) @ C.T
+    return out
 
 
 def project_mixture(cavs, weights, means, covariances) -> tuple:
