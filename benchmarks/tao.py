@@ -97,7 +97,8 @@ def tao_rows(X, ref, centers, K, grid, seed, repeats, curves, dataset):
     configs = [(False, 0.0, grid[0][1])] + [(True, lam, depth) for lam, depth in grid]
     for i, (oblique, lam, depth) in enumerate(configs):
         def fit():
-            return trees.TAO(K, depth, oblique=oblique, sparsity=lam, random_state=seed).fit(X, ref, centers=centers)
+            est = trees.TAO(K, depth, oblique=oblique, sparsity=lam, random_state=seed)
+            return est.fit(X, init_labels=ref, centers=centers)
 
         est, sec = timed(fit, repeats if i == 1 else 1)
         name = f"TAO {'oblique' if oblique else 'axis'} λ={lam:g} Δ={depth}"
