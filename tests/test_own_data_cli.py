@@ -190,3 +190,17 @@ def test_own_config_folder_on_the_searchpath(tmp_path, capsys):
                  "explainer=[cart]"))
     assert df.set_index("explainer").loc["reference", "ari"] > 0.5
     assert "petal_" in capsys.readouterr().out
+
+
+def test_an_edited_user_file_is_read_again(tmp_path, capsys):
+    make_files(tmp_path)
+    overrides = ("dataset=files", f"dataset.path={tmp_path / 'emb.npy'}", "concepts=examples",
+                 f"concepts.path={tmp_path / 'concepts.csv'}", "clustering.n_clusters=3", "explainer=[concept_cart]")
+    run(cfg(tmp_path, *overrides))
+    first = capsys.readouterr().out
+    table = pd.read_csv(tmp_path / "concepts.csv").rename(columns={"round": "circular"})
+    table.to_csv(tmp_path / "concepts.csv", index=False)  # same size, new names: only the fingerprint tells
+    os.utime(tmp_path / "concepts.csv", ns=(1, 1))
+    run(cfg(tmp_path, *overrides))
+    second = capsys.readouterr().out
+    assert "circular" not in first and "circular" in second.split("concept_cart rules:")[1]

@@ -165,3 +165,12 @@ def test_bad_input_names_the_file_and_the_fix(emb, case, message, monkeypatch):
     if case == "bad_image":
         assert "bad.png" in str(err.value)
     assert {p: p.read_bytes() for p in d.rglob("*") if p.is_file()} == before  # nothing the user wrote is modified
+
+
+def test_folder_of_text_documents_with_classes(tmp_path):
+    for topic in ("sport", "food"):
+        (tmp_path / "docs" / topic).mkdir(parents=True)
+        for i in range(2):
+            (tmp_path / "docs" / topic / f"{i}.txt").write_text(f"{topic} text {i}\n")
+    ds = load_files(tmp_path / "docs")
+    assert ds.kind == "text" and ds.X[0] == "food text 0" and ds.class_names == ["food", "sport"]

@@ -182,9 +182,14 @@ def _feature_names(found, given, d: int, p: Path, key: str, is_table: bool) -> l
 def _label_values(labels, n: int, p: Path, key: str, table, label_column):
     lp = Path(str(labels)).expanduser()
     if not lp.is_file():
-        cols = f"; the columns of {p.name} are {list(table.columns)}" if table is not None else ""
-        raise InvalidInputError(f"dataset.labels={labels!r} is neither a label file nor a column of {p}{cols}. Give "
-                                "the name of an existing column, or a file with one label per line (.txt/.csv/.npy).")
+        if table is None:
+            raise InvalidInputError(
+                f"dataset.labels={labels}: no such file (relative paths are read from the launch directory "
+                f"{Path.cwd()}). Give a file with one label per line (.txt/.csv), a 1-D .npy, or a table with "
+                "dataset.label_column=<name>.")
+        raise InvalidInputError(f"dataset.labels={labels!r} is neither a label file nor a column of {p}; its columns "
+                                f"are {list(table.columns)}. Give the name of an existing column, or a file with one "
+                                "label per line (.txt/.csv/.npy).")
     values = r.read_label_file(lp, "dataset.labels", label_column)
     return r.align_labels(values, n, lp, "dataset.labels")
 
