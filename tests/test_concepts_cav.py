@@ -157,3 +157,30 @@ def test_parameters_are_validated_at_fit_start(kwargs, param):
     labels = (Z[:, :1] > 0).astype(float)
     with pytest.raises(ValueError, match=f"'{param}' parameter of"):
         CAVFitter(**kwargs).fit(Z, labels)
+
+
+def test_complement_concept_is_dropped_as_the_reverse_direction():
+    Z, labels, _ = planted(M=1)
+    L = np.column_stack([labels[:, 0], 1.0 - labels[:, 0]])
+    L[:5] = -1  # the same rows unlabelled in both
+    cf = CAVFitter(n_repeats=1, cv=0, random_state=0).fit(Z, L, ["vertical_line", "curvature"])
+    assert cf.concept_names_ == ["vertical_line"]
+    assert "complement of 'vertical_line'" in cf.dropped_["curvature"]
+
+
+@pytest.mark.parametrize("standardize", [False, None])
+def test_unstandardised_cav_is_plain_logistic_regressions_direction(standardize):
+    """standardize=False: the CAV is the direction of a plain sklearn LogisticRegression on the
+    raw inputs; the default (standardised) one differs when feature scales differ."""
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(600, 5)) * np.array([1.0, 1.0, 0.05, 3.0, 0.01])  # very different scales
+    y = (Z[:, 0] + 10 * Z[:, 2] + 0.3 * rng.normal(size=600) > 0).astype(float)
+    cf = CAVFitter(n_repeats=1, subsample=1.0, cv=0, random_state=0, standardize=standardize).fit(Z, y[:, None])
+    w = LogisticRegression(C=1.0, max_iter=500).fit(Z, y).coef_[0]
+    cos = float(cf.cavs_[0] @ (w / np.linalg.norm(w)))
+    if standardize is False:
+        assert cos > 0.999
+    else:  # the default maps a standardised fit back: same sign, another direction
+        assert 0 < cos < 0.99

@@ -67,6 +67,21 @@ class CAVFitter(BaseEstimator):
         Family-wise level of the significance test (Bonferroni over concepts).
     duplicate_tol : float, default=1e-3
         CAVs with ``|cos| > 1 - duplicate_tol`` to an earlier CAV are dropped as duplicates.
+        A concept whose labels equal or complement an earlier concept's (binary concepts:
+        every example positive for one is negative for the other and vice versa, e.g.
+        curvature vs vertical_line in mnist_geometric) is dropped before fitting: its CAV
+        would be the same direction or its reverse, so it adds no independent cut.
+    standardize : bool or None, default=None
+        Fit each repeat on standardised inputs (zero mean, unit variance per feature) and map
+        the direction back (``w / sd``), or on the inputs as they are. None: the fitter's
+        default (True for logistic / SVM / SGD, whose solvers and L2 penalty depend on the
+        feature scales; False for mean_difference / linear_regression). The cut it defines
+        is the same kind of rule either way, but the *direction* differs when features have
+        very different scales: standardising puts the L2 penalty on every feature equally,
+        so near-constant features (edge pixels of raw images) can receive large weights;
+        unstandardised, the direction is the plain classifier's (what captum's TCAV
+        returns), usually better to read, sometimes slightly less accurate. See
+        docs/concepts.md, "Standardisation".
     random_state : int, optional
     progress : bool, default=False
         Show a tqdm bar over concepts.
@@ -106,11 +121,13 @@ class CAVFitter(BaseEstimator):
         "duplicate_tol": [Interval(Real, 0, 1, closed="left")],
         "random_state": ["random_state"],
         "progress": ["boolean"],
+        "standardize": ["boolean", None],
     }
 
     def __init__(self, fitter="logistic", fitter_params=None, n_repeats: int = 5, max_per_class: int = 1000,
                  subsample: float = 0.8, cv: int = 3, min_positives: int = 10, alpha: float = 0.05,
-                 duplicate_tol: float = 1e-3, random_state=None, progress: bool = False):
+                 duplicate_tol: float = 1e-3, random_state=None, progress: bool = False,
+                 standardize: bool | None = None):
         self.fitter = fitter
         self.fitter_params = fitter_params
         self.n_repeats = n_repeats
@@ -122,6 +139,7 @@ class CAVFitter(BaseEstimator):
         self.duplicate_tol = duplicate_tol
         self.random_state = random_state
         self.progress = progress
+        self.standardize = standardize
 
     # ------------------------------------------------------------------ fit
     def fit(self, Z, labels, concept_names: Sequence[str] | None = None) -> "CAVFitter":
@@ -151,7 +169,8 @@ class CAVFitter(BaseEstimator):
         # Thousands of small fits: BLAS/OpenMP threads only add overhead (10x on a busy machine).
         with threadpool_limits(limits=1):
             for m in tqdm(range(labels.shape[1]), desc="CAVs", disable=not self.progress):
-                reason = self._unusable(labels[:, m], fitter.continuous) or _same_examples(labels, m, kept, names)
+                reason = (self._unusable(labels[:, m], fitter.continuous)
+                          or _same_examples(labels, m, kept, names, binary=not fitter.continuous))
                 if reason:
                     log.warning("dropping concept %r: %s", names[m], reason)
                     self.dropped_[names[m]] = reason
@@ -253,13 +272,14 @@ class CAVFitter(BaseEstimator):
         for _ in range(int(self.n_repeats)):
             idx = self._draw(y, fitter.continuous, rng)
             Zs, ys = Z[idx].astype(np.float64), y[idx]
-            if fitter.standardize:  # w·((z - m) / sd) = (w / sd)·z - const: same rule, scaled direction
+            standardize = fitter.standardize if self.standardize is None else bool(self.standardize)
+            if standardize:  # w·((z - m) / sd) = (w / sd)·z - const: same rule, scaled direction
                 scale = Zs.std(axis=0)
                 scale[scale == 0] = 1.0
                 Zs = (Zs - Zs.mean(axis=0)) / scale
             seed = int(rng.integers(2**31 - 1))
             w = np.asarray(fitter.direction(Zs, ys, seed), dtype=np.float64)
-            if fitter.standardize:
+            if standardize:
                 w = w / scale
             norm = np.linalg.norm(w)
             dirs.append(w / norm if norm > 0 else w)
@@ -317,11 +337,21 @@ class CAVFitter(BaseEstimator):
         ]
 
 
-def _same_examples(labels: np.ndarray, m: int, kept: list[int], names) -> str | None:
-    """Reason to drop column m if it labels the examples exactly like a kept concept."""
+def _same_examples(labels: np.ndarray, m: int, kept: list[int], names, binary: bool = True) -> str | None:
+    """Reason to drop column m if it labels the examples like a kept concept, or as its
+    exact complement (binary labels: 1 where the other has 0 and 0 where it has 1)."""
+    col = labels[:, m]
     for j in kept:
-        if np.array_equal(labels[:, m], labels[:, j], equal_nan=True):
+        if np.array_equal(col, labels[:, j], equal_nan=True):
             return f"duplicates the CAV of {names[j]!r} (identical concept labels)"
+        if not binary:
+            continue
+        other = labels[:, j]
+        used = np.isin(col, (0.0, 1.0)) & np.isin(other, (0.0, 1.0))
+        same_rows = np.array_equal(np.isin(col, (0.0, 1.0)), np.isin(other, (0.0, 1.0)))
+        if same_rows and used.any() and np.all(col[used] == 1.0 - other[used]):
+            return (f"is the complement of {names[j]!r} (positives and negatives swapped), so its CAV is the "
+                    f"reverse of {names[j]!r}'s and gives no independent cut")
     return None
 
 
