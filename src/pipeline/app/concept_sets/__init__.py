@@ -8,7 +8,8 @@ returning ``ConceptExamples`` plugs in the same way (see docs/ARCHITECTURE.md).
 
 from __future__ import annotations
 
-from pipeline.app.concept_sets.files import CONCEPTS_DIR, build_examples, load_concept_spec, resolve_root
+from pipeline.app.concept_sets.files import CONCEPTS_DIR, build_examples, load_concept_spec
+from pipeline.app.concept_sets.manifest import resolve_root
 from pipeline.concepts.sets import ConceptExamples
 
 __all__ = ["CONCEPTS_DIR", "ConceptExamples", "build_examples", "concept_set", "load_concept_spec", "resolve_root"]

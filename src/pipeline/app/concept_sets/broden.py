@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from pipeline.app.concept_sets.files import ConceptExamples, resolve_root
+from pipeline.app.concept_sets.manifest import resolve_root
+from pipeline.concepts.sets import ConceptExamples
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)

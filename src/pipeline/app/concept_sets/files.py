@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from pipeline.app.concept_sets.manifest import ensure_files
+from pipeline.app.concept_sets.manifest import resolve_root
 from pipeline.concepts.sets import TYPES, ConceptExamples, check_dataset
 from pipeline.concepts.sets import build_examples as build_library_examples
 from pipeline.validation import InvalidInputError
@@ -55,19 +55,6 @@ def build_examples(spec: dict, dataset, **options) -> ConceptExamples:
     from pipeline.app.concept_sets.broden import broden_examples  # heavy optional I/O
 
     return broden_examples(spec, dataset)
-
-
-def resolve_root(spec: dict, data_dir=None) -> Path:
-    """Local folder of a downloaded concept dataset: ``root`` option, else the manifest's
-    ``default_root`` under ``data_dir``; verified (and fetched if allowed) via the manifest."""
-    manifest = spec.get("manifest") or {}
-    root = spec.get("root") or manifest.get("default_root")
-    if root is None:
-        raise InvalidInputError(f"concept set {spec['name']!r} needs concepts.root=/path/to/its/files.")
-    root = Path(root)
-    if not root.is_absolute():
-        root = Path(spec.get("data_dir") or data_dir or ".") / root
-    return ensure_files(manifest, root, download=bool(spec.get("download", True)))
 
 
 def _read_table(path: Path) -> list[str]:

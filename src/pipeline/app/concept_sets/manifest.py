@@ -116,3 +116,16 @@ def _fetch(archive: dict, root: Path) -> None:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(member) as src, open(dest, "wb") as out:
                     shutil.copyfileobj(src, out)
+
+
+def resolve_root(spec: dict, data_dir=None) -> Path:
+    """Local folder of a downloaded concept dataset: ``root`` option, else the manifest's
+    ``default_root`` under ``data_dir``; verified (and fetched if allowed) via the manifest."""
+    manifest = spec.get("manifest") or {}
+    root = spec.get("root") or manifest.get("default_root")
+    if root is None:
+        raise InvalidInputError(f"concept set {spec['name']!r} needs concepts.root=/path/to/its/files.")
+    root = Path(root)
+    if not root.is_absolute():
+        root = Path(spec.get("data_dir") or data_dir or ".") / root
+    return ensure_files(manifest, root, download=bool(spec.get("download", True)))
