@@ -96,8 +96,9 @@ def localize(value: str, roots: dict) -> str:
     return value
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
+    """Hex digest of a file's bytes (read in 1 MiB blocks)."""
+    digest = hashlib.new(algorithm)
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
@@ -136,7 +137,7 @@ def save_artifact(path: Path, artifact: Artifact) -> None:
     manifest = {"format": 1, "files": {}}
     for name in files:
         fsync_path(path / name)
-        manifest["files"][name] = {"size": (path / name).stat().st_size, "sha256": _sha256(path / name)}
+        manifest["files"][name] = {"size": (path / name).stat().st_size, "sha256": file_digest(path / name)}
     with open(path / MANIFEST, "w") as fh:
         json.dump(manifest, fh, indent=1)
         fh.flush()
@@ -170,7 +171,7 @@ def verify_artifact(path: Path) -> None:
         size = file.stat().st_size
         if size != entry.get("size"):
             raise CorruptArtifactError(f"{file} has {size} bytes, the manifest says {entry.get('size')} (truncated?)")
-        if _sha256(file) != entry.get("sha256"):
+        if file_digest(file) != entry.get("sha256"):
             raise CorruptArtifactError(f"{file} does not match its sha256 in the manifest (damaged)")
 
 

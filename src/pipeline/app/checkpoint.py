@@ -8,7 +8,6 @@ caller metadata (data, ...) and the sha256 of the ``.pt`` file, which loading ve
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -31,11 +30,9 @@ def sidecar_path(path: str | os.PathLike) -> Path:
 
 def file_sha256(path: str | os.PathLike) -> str:
     """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    from pipeline.app.cache import file_digest
+
+    return file_digest(path, "sha256")
 
 
 def _jsonable(value):

@@ -14,13 +14,13 @@ in ``dataset.root`` must be the published one before it is opened:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import tarfile
 from pathlib import Path
 
 import numpy as np
 
+from pipeline.app.cache import file_digest
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -30,14 +30,6 @@ NEWSGROUPS_SHA256 = "8f1b2514ca22a5ade8fbb9cfa5727df95fa587f4c87b786e15c759fa66d
 NEWSGROUPS_URL = "https://ndownloader.figshare.com/files/5975967"
 NEWSGROUPS_PICKLE = "20news-bydate_py3.pkz"
 CIFAR10_FOLDER = "cifar-10-batches-py"
-
-
-def file_digest(path: Path, algorithm: str) -> str:
-    digest = hashlib.new(algorithm)
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def cifar10_checksums() -> dict[str, str]:
