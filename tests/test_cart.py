@@ -108,3 +108,34 @@ def test_cart_n_leaves_and_bad_input():
     cart = CART().fit(X, y)
     with pytest.raises(ValueError, match="expecting 4 features"):
         cart.predict(X[:, :2])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 3), st.integers(2, 5),
+       st.sampled_from([1.0, 1e-300, 1e300, 1e-8]), st.sampled_from([0.0, 2.0**40, -1e6]))
+def test_scaled_cart_predicts_exactly_as_its_sklearn_tree(seed, d, K, scale, offset):
+    """CART fits sklearn on (X - x_center_) / x_scale_ and pulls each threshold back exactly."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(0, 1, (200, d)) * scale + offset
+    y = rng.integers(0, K, 200)
+    if np.unique(y).size < 2 or np.all(X == X[0]):  # 1e-300 spread vanishes next to an offset
+        return
+    cart = CART(n_leaves=K + 2, random_state=seed).fit(X, y)
+    thr = cart.tree_.threshold[cart.tree_.feature >= 0]
+    near = [np.nextafter(t, direction) for t in thr for direction in (-np.inf, np.inf)]
+    probe = np.vstack([X, rng.choice(np.concatenate([thr, near, X.ravel()]), size=(300, d))])
+    expected = cart.classes_[cart.estimator_.predict((probe - cart.x_center_) / cart.x_scale_)]
+    assert np.array_equal(cart.predict(probe), expected)
+    assert cart.tree_.n_leaves == cart.estimator_.get_n_leaves()
+
+
+def test_cart_is_scale_invariant_and_rejects_out_of_range_leaves():
+    X, y = load_iris(return_X_y=True)
+    base = CART(random_state=0).fit(X, y).predict(X)
+    for factor in (1e-300, 1e300):
+        assert np.array_equal(CART(random_state=0).fit(X * factor, y).predict(X * factor), base)
+    with pytest.raises(InvalidInputError, match="range: 3 to 150"):
+        CART(n_leaves=500).fit(X, y)
+    with pytest.raises(InvalidInputError, match="constant"):
+        CART().fit(np.ones_like(X), y)
+    assert CART(max_depth=2, min_samples_leaf=5, random_state=0).fit(X, y).tree_.depth <= 2
