@@ -236,3 +236,30 @@ def test_grid_search_without_scoring(name):
     est = ESTIMATORS[name][0]()
     search = GridSearchCV(est, {"n_leaves": [3, 4]}, cv=3).fit(X0, Y0)
     assert search.best_score_ > 0.9
+
+
+# ------------------------------------------------------------------ clusterers with reference labels
+@pytest.mark.parametrize("name", ["SpExKNN", "SpExGraph"])
+def test_reference_free_spex_names_leaves_with_string_labels_and_drops_noise(name):
+    y = np.array(["cat", "dog", "eel"])[Y0].astype(object)
+    y[::10] = "noise"
+    est = ESTIMATORS[name][0]().set_params(noise_label="noise")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = est.fit(X0, GRAPH, y=y) if name == "SpExGraph" else est.fit(X0, y)
+    assert est.classes_.tolist() == ["cat", "dog", "eel"]
+    assert est.labels_.shape == (90,) and set(est.labels_) <= {"cat", "dog", "eel"}
+    keep = y != "noise"
+    assert np.mean(est.labels_[keep] == y[keep]) > 0.9
+
+
+def test_tao_is_a_clusterer_starting_from_init_labels_without_noise_rows():
+    init = Y0.copy()
+    init[::10] = -1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = TAO(n_clusters=3, depth=2, max_rounds=0, random_state=0).fit(X0, y=np.zeros(90), init_labels=init)
+    assert est.labels_.shape == (90,) and est.assignments_.shape == (90,)
+    assert np.array_equal(est.free_labels_, init)  # noise rows stay -1, the others are the start
+    again = TAO(n_clusters=3, depth=2, max_rounds=0, random_state=0).fit(X0, init_labels=init)
+    assert again.tree_ == est.tree_  # y is ignored, as for every scikit-learn clusterer
