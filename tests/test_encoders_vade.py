@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import torch
 from sklearn.datasets import load_digits
 
 from pipeline.encoders import VaDEEncoder, build_encoder
@@ -65,13 +66,26 @@ def test_same_seed_reproduces_on_cpu(digits3, fitted):
     np.testing.assert_array_equal(again.transform(X), fitted.transform(X))
 
 
-def test_several_seeds_choose_lowest_loss_without_labels(digits3):
+def test_several_seeds_choose_lowest_negative_elbo_without_labels(digits3):
     X, _ = digits3
     enc = VaDEEncoder(**{**TINY, "epochs": 2, "n_init": 2}).fit(X)
-    losses = [r["loss"] for r in enc.seed_report_]
+    losses = [r["selection_loss"] for r in enc.seed_report_]
     assert len(losses) == 2 and enc.metrics_["loss"] == min(losses)
     assert enc.seed_ == enc.seed_report_[int(np.argmin(losses))]["seed"]
     assert enc.metrics_["loss_spread"] == pytest.approx(max(losses) - min(losses))
+    # the criterion is the whole-data -ELBO of the chosen model, reproducible (fixed z draws)
+    assert enc._selection_loss(enc._prepare(X, fitting=False)) == pytest.approx(min(losses), rel=1e-6)
+
+
+def test_decoder_starts_at_the_mean_image(digits3):
+    X, _ = digits3
+    enc = VaDEEncoder(**{**TINY, "pretrain_epochs": 0, "epochs": 1})
+    enc.device_ = torch.device("cpu")
+    data = enc._prepare(X, fitting=True)
+    enc.module_ = enc._build_module()
+    enc._init_output_bias(data)
+    mean = data.mean(0).clamp(1e-3, 1 - 1e-3).numpy()
+    np.testing.assert_allclose(enc.module_.decoder[-1].bias.detach().numpy(), np.log(mean / (1 - mean)), rtol=1e-5)
 
 
 def test_pretraining_is_cached(digits3, tmp_path, caplog):
@@ -116,6 +130,32 @@ def test_registry_builds_vade():
 def test_bad_input(X, params, match):
     with pytest.raises(InvalidInputError, match=match):
         VaDEEncoder(**{**TINY, **params}).fit(X)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"epochs": 0}, "'epochs' parameter"),
+        ({"epochs": -1}, "'epochs' parameter"),
+        ({"n_clusters": 1}, "'n_clusters' parameter"),
+        ({"lr": 0.0}, "'lr' parameter"),
+        ({"lr": -1.0}, "'lr' parameter"),
+        ({"pretrain_lr": -1e-3}, "'pretrain_lr' parameter"),
+        ({"latent_dim": 0}, "'latent_dim' parameter"),
+        ({"pretrain_epochs": -1}, "'pretrain_epochs' parameter"),
+        ({"lr_decay": 0.0}, "'lr_decay' parameter"),
+        ({"batch_size": 1}, "'batch_size' parameter"),
+        ({"n_init": 0}, "'n_init' parameter"),
+        ({"reconstruction": "poisson"}, "'reconstruction' parameter"),
+        ({"hidden_dims": [32, 0]}, "hidden_dims must be positive integers"),
+        ({"collapse_threshold": 1.5}, "'collapse_threshold' parameter"),
+    ],
+)
+def test_parameters_are_validated_at_fit(params, match):
+    X = np.random.default_rng(0).random((20, 6))
+    with pytest.raises(InvalidInputError, match=match) as err:
+        VaDEEncoder(**{**TINY, **params}).fit(X)
+    assert "encoder.params." in str(err.value)
 
 
 def test_transform_checks_width_and_fitted(fitted):

@@ -1,7 +1,7 @@
 """Shared machinery of the trainable torch encoders (VaDE, contrastive clustering).
 
 :class:`TorchEncoder` implements what both need: scikit-learn style parameters, several
-seeds with a label-free choice of the model (lowest final training loss), per-epoch
+seeds with a label-free choice of the model (lowest final loss; VaDE: -ELBO), per-epoch
 progress, loss and cluster-occupancy logging with collapse detection, periodic full-state
 checkpoints, resuming from such a checkpoint, and the state exchanged with
 :mod:`pipeline.encoders.checkpoint`.
@@ -13,11 +13,13 @@ import copy
 import inspect
 import logging
 import random
+from numbers import Integral, Real
 
 import numpy as np
 import torch
 from sklearn.metrics import adjusted_rand_score
 from sklearn.exceptions import NotFittedError
+from sklearn.utils._param_validation import InvalidParameterError, Interval, StrOptions, validate_parameter_constraints
 from tqdm.auto import tqdm
 
 from pipeline.encoders.base import Encoder
@@ -34,6 +36,34 @@ def check_fitted(encoder) -> None:
     if getattr(encoder, "module_", None) is None:
         raise NotFittedError(f"this {type(encoder).__name__} is not fitted yet; call fit(X) or load a checkpoint "
                              "with pipeline.encoders.checkpoint.load_encoder(path).")
+
+
+def adam(params, lr: float, weight_decay: float = 0.0) -> torch.optim.Adam:
+    """Adam, fused where torch supports it for the parameters' device (CPU since torch 2.4,
+    CUDA, MPS): one kernel per step instead of a dozen per tensor, 5x cheaper steps on CPU
+    for VaDE's 3.3 M parameters; same update rule and state layout."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=True)
+    except (RuntimeError, TypeError, ValueError):  # device or torch version without a fused Adam
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+
+
+#: ``_parameter_constraints`` (scikit-learn's format) shared by the trainable encoders.
+COMMON_CONSTRAINTS = {
+    "n_clusters": [Interval(Integral, 2, None, closed="left")],
+    "n_init": [Interval(Integral, 1, None, closed="left")],
+    "random_state": [Interval(Integral, 0, None, closed="left")],
+    "device": [str],
+    "amp": ["boolean"],
+    "batch_size": [Interval(Integral, 2, None, closed="left")],
+    "num_workers": [Interval(Integral, 0, None, closed="left")],
+    "progress": ["boolean"],
+    "collapse_threshold": [Interval(Real, 0, 1, closed="right")],
+    "checkpoint_path": [str, None],
+    "checkpoint_every": [Interval(Integral, 0, None, closed="left")],
+    "resume_from": [str, None],
+}
 
 
 def rng_state(generator: torch.Generator | None = None) -> dict:
@@ -80,6 +110,7 @@ class TorchEncoder(Encoder):
 
     trainable = True
     main_phase = "train"
+    _parameter_constraints: dict = COMMON_CONSTRAINTS
 
     # ---- parameters -------------------------------------------------------------------
     @classmethod
@@ -103,7 +134,7 @@ class TorchEncoder(Encoder):
 
     # ---- fitting ----------------------------------------------------------------------
     def fit(self, X, y=None, *, resume_state: dict | None = None, epoch_callback=None) -> "TorchEncoder":
-        """Train ``n_init`` seeds and keep the one with the lowest final loss (no labels used).
+        """Train ``n_init`` seeds and keep the one with the lowest :meth:`_selection_loss` (no labels used).
 
         Parameters
         ----------
@@ -157,17 +188,18 @@ class TorchEncoder(Encoder):
                 self.history_, self.epoch_, self.optimizer_ = [], 0, None
             self.seed_ = seed
             self._fit_single(data, generator, resume=self._resuming)
-            run = {"seed": seed, "loss": float(self.history_[-1]["loss"]) if self.history_ else float("nan")}
+            run = {"seed": seed, "loss": float(self.history_[-1]["loss"]) if self.history_ else float("nan"),
+                   "selection_loss": self._selection_loss(data)}
             if y is not None:
                 run["ari"] = float(adjusted_rand_score(y, self._assign(data)))
             run["collapsed"] = self._collapsed()
             runs.append((run, self._snapshot()))
             logger.info("%s: seed %d finished: %s", self.name, seed, run)
-        losses = np.array([r["loss"] for r, _ in runs])
+        losses = np.array([r["selection_loss"] for r, _ in runs])
         best = int(np.argmin(np.where(np.isfinite(losses), losses, np.inf)))
         self._load_snapshot(runs[best][1])
         self.seed_report_ = [r for r, _ in runs]
-        self.metrics_ = {"loss": float(losses[best]), "seed": self.seed_, "n_seeds": len(runs),
+        self.metrics_ = {"loss": float(losses[best]), "seed": self.seed_, "n_seeds": len(runs),  # selection loss
                          "loss_spread": float(losses.max() - losses.min()), "collapsed": self._collapsed()}
         if y is not None:
             aris = np.array([r["ari"] for r in self.seed_report_])
@@ -177,10 +209,18 @@ class TorchEncoder(Encoder):
         return self
 
     def _check_common_params(self) -> None:
-        if int(self.n_clusters) < 1:
-            raise InvalidInputError(f"n_clusters must be >= 1, got {self.n_clusters}; set encoder.n_clusters.")
-        if int(self.batch_size) < 2:
-            raise InvalidInputError(f"batch_size must be >= 2, got {self.batch_size}; set encoder.batch_size.")
+        """Check every constructor parameter against ``_parameter_constraints`` (sklearn's rules)."""
+        params = {k: tuple(v) if isinstance(v, list) else v for k, v in self.get_params().items()}
+        try:
+            validate_parameter_constraints(self._parameter_constraints, params, caller_name=type(self).__name__)
+        except InvalidParameterError as exc:
+            name = str(exc).split("'")[1] if str(exc).count("'") >= 2 else "the parameter"
+            raise InvalidInputError(f"{exc} Set encoder.params.{name} to a valid value.") from None
+
+    def _selection_loss(self, data) -> float:
+        """The label-free score that picks among the ``n_init`` seeds (lower is better):
+        the last epoch's mean training loss unless a subclass has a better one (VaDE: -ELBO)."""
+        return float(self.history_[-1]["loss"]) if self.history_ else float("nan")
 
     def _run_epochs(self, phase: str, n_epochs: int, run_epoch) -> None:
         """Call ``run_epoch(epoch) -> (mean_loss, labels or None)`` for the remaining epochs.
@@ -260,7 +300,7 @@ class TorchEncoder(Encoder):
 
     def _make_optimizer(self, params, lr: float) -> torch.optim.Optimizer:
         """Adam over ``params``; restores the saved optimizer state when resuming."""
-        opt = torch.optim.Adam(params, lr=lr, weight_decay=float(getattr(self, "weight_decay", 0.0)))
+        opt = adam(params, lr=lr, weight_decay=float(getattr(self, "weight_decay", 0.0)))
         saved = getattr(self, "optimizer_state_", None)
         if getattr(self, "_resuming", False) and saved is not None and self.epoch_ > 0:
             opt.load_state_dict(saved)

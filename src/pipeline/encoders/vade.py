@@ -17,16 +17,18 @@ import copy
 import hashlib
 import json
 import logging
+from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from sklearn.mixture import GaussianMixture
+from sklearn.utils._param_validation import Interval, StrOptions
 from torch import nn
 
 from pipeline.encoders.device import seed_everything, worker_init
-from pipeline.encoders.training import TorchEncoder, check_fitted
+from pipeline.encoders.training import COMMON_CONSTRAINTS, TorchEncoder, adam, check_fitted
 from pipeline.validation import InvalidInputError, check_matrix, check_n_features
 
 logger = logging.getLogger(__name__)
@@ -159,6 +161,20 @@ class VaDEEncoder(TorchEncoder):
 
     name = "vade"
     architecture_params = ("n_clusters", "latent_dim", "hidden_dims")
+    _parameter_constraints = {
+        **COMMON_CONSTRAINTS,
+        "latent_dim": [Interval(Integral, 1, None, closed="left")],
+        "hidden_dims": [tuple],
+        "pretrain_epochs": [Interval(Integral, 0, None, closed="left")],
+        "epochs": [Interval(Integral, 1, None, closed="left")],
+        "pretrain_lr": [Interval(Real, 0, None, closed="neither")],
+        "lr": [Interval(Real, 0, None, closed="neither")],
+        "lr_decay": [Interval(Real, 0, 1, closed="right")],
+        "weight_decay": [Interval(Real, 0, None, closed="left")],
+        "reconstruction": [StrOptions({"bernoulli", "gaussian"})],
+        "input_scaling": [StrOptions({"minmax", "none"})],
+        "pretrain_cache": [str, None],
+    }
 
     def __init__(self, n_clusters: int = 10, latent_dim: int = 10, hidden_dims=(500, 500, 2000),
                  pretrain_epochs: int = 50, epochs: int = 100, pretrain_lr: float = 1e-3, lr: float = 2e-3,
@@ -190,6 +206,13 @@ class VaDEEncoder(TorchEncoder):
         self.checkpoint_path = checkpoint_path
         self.checkpoint_every = checkpoint_every
         self.resume_from = resume_from
+
+    def _check_common_params(self) -> None:
+        super()._check_common_params()
+        widths = list(self.hidden_dims)
+        if not all(isinstance(w, Integral) and not isinstance(w, bool) and w >= 1 for w in widths):
+            raise InvalidInputError(f"hidden_dims must be positive integers (paper: [500, 500, 2000]), got {widths}; "
+                                    "set encoder.params.hidden_dims.")
 
     # ---- data -------------------------------------------------------------------------
     def _prepare(self, X, fitting: bool) -> torch.Tensor:
@@ -246,6 +269,7 @@ class VaDEEncoder(TorchEncoder):
     def _fit_single(self, data: torch.Tensor, generator: torch.Generator, resume: bool) -> None:
         if not resume:
             self.module_ = self._build_module().to(self.device_)
+            self._init_output_bias(data)
             self._pretrain(data, generator)
             self._init_prior(data)
             # fresh RNG streams for the ELBO phase: identical whether pre-training ran or was cached
@@ -289,7 +313,7 @@ class VaDEEncoder(TorchEncoder):
             self.history_.extend(state["history"])
             logger.info("VaDE: loaded cached autoencoder pre-training %s", path)
             return
-        opt = torch.optim.Adam(ae_params, lr=float(self.pretrain_lr))
+        opt = adam(ae_params, lr=float(self.pretrain_lr))
 
         def run_epoch(epoch):
             net.train()
@@ -308,6 +332,34 @@ class VaDEEncoder(TorchEncoder):
             save_state(path, {"module": ae_state, "history": history},
                        {"stage": "vade-pretrain", "architecture": self._architecture(), "seed": self.seed_})
             logger.info("VaDE: cached autoencoder pre-training at %s", path)
+
+    @torch.no_grad()
+    def _init_output_bias(self, data: torch.Tensor) -> None:
+        """Start the decoder at the mean image (Bernoulli: its logit): pre-training then spends
+        its first epochs on structure rather than on learning the average intensity (with the
+        default zero-mean init the AE sits on that plateau for several epochs of 5,000 digits)."""
+        mean = data.mean(0).to(self.device_)
+        if self.reconstruction == "bernoulli":
+            mean = mean.clamp(1e-3, 1 - 1e-3)
+            mean = torch.log(mean / (1 - mean))
+        self.module_.decoder[-1].bias.copy_(mean)
+
+    @torch.no_grad()
+    def _selection_loss(self, data: torch.Tensor) -> float:
+        """Negative ELBO over the whole training set (3 draws of z from fixed seeds), the
+        label-free criterion that picks among the ``n_init`` seeds."""
+        net = self.module_
+        net.eval()
+        state = torch.get_rng_state()
+        torch.manual_seed(0)
+        try:
+            total = 0.0
+            for _ in range(3):
+                for xb in data.split(1024):
+                    total += float(negative_elbo(net, xb.to(self.device_), self.reconstruction)[0]) * len(xb)
+        finally:
+            torch.set_rng_state(state)
+        return total / (3 * len(data))
 
     @torch.no_grad()
     def _init_prior(self, data: torch.Tensor) -> None:
