@@ -27,11 +27,14 @@ def _first(df: pd.DataFrame, methods) -> pd.Series | None:
     return None if rows.empty else rows.iloc[0]
 
 
-def table2_row(df: pd.DataFrame, *, dataset: str, n_samples: int, n_cavs: int, model: str) -> pd.DataFrame:
+def table2_row(df: pd.DataFrame, *, dataset: str, n_samples: int, n_cavs: int, model: str,
+               n_independent: int | None = None) -> pd.DataFrame:
     """One row shaped like the MMDT paper's Table 2 from a run's results table.
 
-    Columns: dataset, samples, CAVs, K, model, base ARI (reference vs ground truth),
-    MMDT ARI, CART ARI, MMDT time (s), CART time (s).
+    Columns: dataset, samples, CAVs (the concept set's concepts, as the paper counts them),
+    independent CAVs (those the trees use: duplicates and complements of another concept,
+    whose CAV is the same direction or its reverse, are dropped), K, model, base ARI
+    (reference vs ground truth), MMDT ARI, CART ARI, MMDT time (s), CART time (s).
     """
     ref = df[df["explainer"] == "reference"].iloc[0]
     mmdt = _first(df, ["concept_mmdt", "mmdt"])
@@ -40,7 +43,8 @@ def table2_row(df: pd.DataFrame, *, dataset: str, n_samples: int, n_cavs: int, m
     def get(row, col):
         return math.nan if row is None else float(row[col])
 
-    row = {"dataset": dataset, "samples": int(n_samples), "CAVs": int(n_cavs), "K": int(ref["n_leaves"]),
+    row = {"dataset": dataset, "samples": int(n_samples), "CAVs": int(n_cavs),
+           "independent CAVs": int(n_cavs if n_independent is None else n_independent), "K": int(ref["n_leaves"]),
            "model": model}
     if "ari" in df.columns:  # no ground truth (a user's unlabelled data): no ARI columns
         row.update({"base ARI": float(ref["ari"]), "MMDT ARI": get(mmdt, "ari"), "CART ARI": get(cart, "ari")})
@@ -59,11 +63,22 @@ def _fmt(df: pd.DataFrame) -> str:
     return df.to_string(index=False, float_format=lambda v: f"{v:.4g}")
 
 
+def table2_display(table2: pd.DataFrame) -> pd.DataFrame:
+    """The Table-2 row for printing: CAVs as given and as independent, e.g. ``4 (3 independent)``."""
+    out = table2.copy()
+    if "independent CAVs" in out.columns:
+        out["CAVs"] = [str(g) if g == i else f"{g} ({i} independent)"
+                       for g, i in zip(out["CAVs"], out.pop("independent CAVs"))]
+    return out
+
+
 def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped: dict, selection: dict | None) -> str:
-    lines = ["", "Concept trees (MMDT paper, Table 2 layout):", _fmt(table2), "",
+    lines = ["", "Concept trees (MMDT paper, Table 2 layout):", _fmt(table2_display(table2)), "",
              "CAVs (held-out accuracy of one cut along the CAV; random = random-split CAVs):", _fmt(cav_frame(cav_summary))]
     if dropped:
-        lines += ["", "dropped concepts: " + "; ".join(f"{k}: {v}" for k, v in dropped.items())]
+        lines += ["", "CAVs not used (why the independent count is lower): "
+                  + "; ".join(f"{k} {v}" if v.startswith(("is ", "duplicates")) else f"{k}: {v}"
+                              for k, v in dropped.items())]
     if selection:
         lines += ["", f"concept selection kept {selection['selected']} of {selection['all_concepts']} "
                       f"(q {selection['q_path'][-1]:.4g} vs {selection['q_all']:.4g} with all)"]
@@ -110,12 +125,17 @@ def load_concept_run(run_dir) -> dict:
     return out
 
 
-def table2_for_run(cfg: dict, load: dict, cluster: dict, project: dict, df: pd.DataFrame) -> pd.DataFrame:
-    """The Table-2 row of a concept run from its artifacts and results table."""
+def table2_for_run(cfg: dict, load: dict, cluster: dict, project: dict, df: pd.DataFrame,
+                   concepts: dict | None = None) -> pd.DataFrame:
+    """The Table-2 row of a concept run from its artifacts and results table; ``CAVs`` counts
+    the concept set's concepts (used + dropped, e.g. 4 for mnist_geometric as in the paper),
+    ``independent CAVs`` those the trees use."""
     model = cfg["encoder"]["name"] if cfg["clustering"]["name"] == "encoder" else (
         f"{cfg['encoder']['name']}+{cfg['clustering']['name']}")
-    return table2_row(df, dataset=load["name"], n_samples=len(cluster["labels"]),
-                      n_cavs=len(project["feature_names"]), model=model)
+    used = len(project["feature_names"])
+    given = used + len((concepts or {}).get("cav_dropped") or {})
+    return table2_row(df, dataset=load["name"], n_samples=len(cluster["labels"]), n_cavs=given, model=model,
+                      n_independent=used)
 
 
 def latest_concept_run(log_dir) -> Path:

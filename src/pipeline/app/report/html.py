@@ -159,7 +159,7 @@ def _num(v) -> str:
     return _e(v)
 
 
-_COUNTS = {"n_leaves", "depth", "n_noise", "n_runs", "k", "from", "to", "samples", "K", "CAVs", "positives",
+_COUNTS = {"n_leaves", "depth", "n_noise", "n_runs", "k", "from", "to", "samples", "K", "CAVs", "independent CAVs", "positives",
            "negatives", "size", "leaf", "cluster"}  # count columns: shown as integers even when read as floats
 
 

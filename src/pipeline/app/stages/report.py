@@ -34,7 +34,7 @@ def report_stage(rows, counterfactuals: bool = False) -> Stage:
         if concepts:  # Table-2 row, CAV table, files for the notebook (issue 6)
             from pipeline.app.report.concept_run import table2_for_run, write_concept_run
 
-            out["table2"] = table2_for_run(cfg, load, cluster, project, df)
+            out["table2"] = table2_for_run(cfg, load, cluster, project, df, concepts)
             write_concept_run(out_dir, load, cluster, concepts, project, out["table2"])
             atomic_write(out_dir / "concepts" / "table2.csv", out["table2"].to_csv(index=False))
         if counterfactuals is not None:  # issue 8: TGT / DBM between clusters
