@@ -150,7 +150,8 @@ def test_significance_test_is_skipped_without_enough_repeats():
 @pytest.mark.parametrize("kwargs, param", [
     (dict(n_repeats=0), "n_repeats"), (dict(subsample=1.5), "subsample"), (dict(alpha=2.0), "alpha"),
     (dict(fitter=3), "fitter"), (dict(fitter="logistic", fitter_params={"C": -1.0}), "C"),
-    (dict(fitter="sgd", fitter_params={"loss": "hinj"}), "loss"), (dict(fitter="svm", fitter_params={"max_iter": 0}), "max_iter"),
+    (dict(fitter="sgd", fitter_params={"loss": "hinj"}), "loss"),
+    (dict(fitter="svm", fitter_params={"max_iter": 0}), "max_iter"),
 ])
 def test_parameters_are_validated_at_fit_start(kwargs, param):
     Z = np.random.default_rng(0).normal(size=(40, 3))

@@ -20,13 +20,12 @@ are not linearly present in the latent space come out with ``significant_ = Fals
 from __future__ import annotations
 
 import logging
+from numbers import Integral, Real
 from typing import Sequence
 
 import numpy as np
 from scipy import stats
 from sklearn.base import BaseEstimator
-from numbers import Integral, Real
-
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted

@@ -185,8 +185,8 @@ class TAO(ClusterMixin, BaseEstimator):
             return np.argmin(cost.point_costs(X, centers), axis=1).astype(np.int64), centers
         y = check_labels(y, X.shape[0], "init_labels")
         if y.min() < 0 or y.max() >= K:
-            raise InvalidInputError(f"init_labels must hold cluster ids in [0, {K}) besides noise_label={self.noise_label!r}, "
-                                    f"got range [{y.min()}, {y.max()}]; relabel or set n_clusters.")
+            raise InvalidInputError(f"init_labels must hold cluster ids in [0, {K}) besides noise_label="
+                                    f"{self.noise_label!r}, got range [{y.min()}, {y.max()}]; relabel or set n_clusters.")
         if centers is None:
             centers = cost.update_centers(X, y, np.tile(X.mean(axis=0), (K, 1)))
         return y, centers
