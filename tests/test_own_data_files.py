@@ -174,3 +174,9 @@ def test_folder_of_text_documents_with_classes(tmp_path):
             (tmp_path / "docs" / topic / f"{i}.txt").write_text(f"{topic} text {i}\n")
     ds = load_files(tmp_path / "docs")
     assert ds.kind == "text" and ds.X[0] == "food text 0" and ds.class_names == ["food", "sport"]
+
+
+def test_spreadsheet_label_file_with_byte_order_mark_and_quotes(emb):
+    d, _ = emb
+    (d / "excel.csv").write_bytes("\ufeff".encode() + "\r\n".join(['"big cat"'] * 20 + ['"dog"'] * 20).encode())
+    assert load_files(d / "emb.npy", str(d / "excel.csv")).class_names == ["big cat", "dog"]

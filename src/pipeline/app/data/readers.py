@@ -196,12 +196,17 @@ def read_label_file(path: Path, key: str, column: str | None = None) -> np.ndarr
         raise InvalidInputError(f"{key}={path}: unknown label file type {s!r}; use .txt/.csv (one label per line), "
                                 ".npy (1-D array) or a .csv/.parquet table with dataset.label_column=<name>.")
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()  # -sig: a spreadsheet's byte-order mark
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"{key}={path} could not be read as text ({exc}); one label per line, UTF-8.") from None
     while lines and not lines[-1].strip():
         lines.pop()
-    return np.asarray([ln.strip() for ln in lines], dtype=object)
+    quoted = s == ".csv" or s == ".tsv"
+    return np.asarray([_unquote(ln.strip()) if quoted else ln.strip() for ln in lines], dtype=object)
+
+
+def _unquote(value: str) -> str:
+    return value[1:-1].replace('""', '"') if len(value) >= 2 and value[0] == value[-1] == '"' else value
 
 
 def _is_multi_column(path: Path, s: str) -> bool:
@@ -305,7 +310,7 @@ def read_documents(files: list[Path], key: str) -> list[str]:
 def read_lines(path: Path, key: str) -> list[str]:
     """Documents of a ``.txt`` file, one per line; an empty line in the middle is an error."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"{key}={path} could not be read as UTF-8 text ({exc}).") from None
     while lines and not lines[-1].strip():
