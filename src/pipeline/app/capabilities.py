@@ -78,6 +78,7 @@ def check_request(cfg: dict) -> None:
     if not cfg["explainer"]:
         raise InvalidInputError("no explainer selected; choose at least one, e.g. explainer=[mmdt,cart].")
     check_targets(cfg)
+    check_user_files(cfg)
     declared = cfg["clustering"].get("provides")
     have = None if declared is None else set(declared) | {"labels"}
     concepts_off = not cfg["concepts"].get("_target_") or cfg["concepts"]["name"] == "none"
@@ -94,7 +95,22 @@ def check_request(cfg: dict) -> None:
             _fail(row, spec, missing, f"clustering={cfg['clustering']['name']}", concepts_off)
 
 
-def check_provided(row: str, spec: dict, have: set[str], clustering: str, concepts_off: bool) -> None:
+def check_user_files(cfg: dict) -> None:
+    """A user's file named in the config (dataset=files, concepts=examples/classes, encoder=torch) that
+    does not exist fails now, not after the stages before the one reading it."""
+    from pathlib import Path
+
+    concepts_on = bool(cfg["concepts"].get("_target_")) and cfg["concepts"]["name"] != "none"
+    for group, key, used in (("dataset", "path", True), ("concepts", "path", concepts_on),
+                             ("encoder", "weights", True), ("encoder", "torchscript", True)):
+        value = cfg.get(group, {}).get(key)
+        if used and value and not Path(str(value)).expanduser().exists():
+            raise InvalidInputError(f"{group}.{key}={value}: no such file or folder (relative paths are read from the "
+                                    f"launch directory {Path.cwd()}). Fix the path (docs/own-data.md).")
+
+
+def check_provided(
+row: str, spec: dict, have: set[str], clustering: str, concepts_off: bool) -> None:
     """Raise a clear error if the finished stages do not provide what explainer ``row`` needs."""
     missing = set(needs_of(spec)) - set(have)
     if missing:
