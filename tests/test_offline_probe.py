@@ -18,7 +18,8 @@ OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
 @pytest.fixture(autouse=True)
 def fresh_probe(monkeypatch):
     network._results.clear()
-    for var in (*OFFLINE_VARS, network.PROBE_ENV, "HTTPS_PROXY", "https_proxy", "HF_ENDPOINT"):
+    for var in (*OFFLINE_VARS, network.PROBE_ENV, "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
+                "ALL_PROXY", "all_proxy", "HF_ENDPOINT"):
         monkeypatch.delenv(var, raising=False)
     yield
     network._results.clear()
@@ -31,7 +32,7 @@ def closed_port() -> int:
 
 
 def test_unreachable_hub_switches_to_offline_within_seconds(monkeypatch):
-    monkeypatch.setenv(network.PROBE_ENV, f"127.0.0.1:{closed_port()}")
+    monkeypatch.setenv(network.PROBE_ENV, f"http://127.0.0.1:{closed_port()}")
     start = time.perf_counter()
     assert network.prepare_hub_access(None, "test weights") is False
     assert time.perf_counter() - start < 5
@@ -40,35 +41,61 @@ def test_unreachable_hub_switches_to_offline_within_seconds(monkeypatch):
 
 def test_a_blackholed_connect_is_cut_at_the_timeout(monkeypatch):
     """A firewall that drops packets (or a DNS server that never answers) hangs connect()."""
-    monkeypatch.setattr(network.socket, "create_connection", lambda *a, **k: time.sleep(30))
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: time.sleep(30))
     start = time.perf_counter()
-    assert network.hub_reachable([("hub.invalid", 443)], timeout=0.5) is False
+    assert network.hub_reachable(["https://hub.invalid"], timeout=0.5) is False
     assert time.perf_counter() - start < 2
 
 
+def test_a_server_that_accepts_but_never_answers_is_unreachable():
+    """A captive network: connections open, requests hang (the downloads would hang too)."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        start = time.perf_counter()
+        assert network.hub_reachable([f"http://127.0.0.1:{silent.getsockname()[1]}"], timeout=0.5) is False
+        assert time.perf_counter() - start < 2
+
+
 def test_offline_true_never_probes(monkeypatch):
-    monkeypatch.setattr(network, "_connect", lambda *a: pytest.fail("probed although offline=true"))
+    monkeypatch.setattr(network, "_answers", lambda *a: pytest.fail("probed although offline=true"))
     assert network.prepare_hub_access(True) is False
     assert os.environ["HF_HUB_OFFLINE"] == "1"
 
 
-def test_reachable_hub_is_probed_once_per_process(monkeypatch):
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(4)
-        monkeypatch.setenv(network.PROBE_ENV, f"127.0.0.1:{server.getsockname()[1]}")
-        assert network.prepare_hub_access(None) is True
-        monkeypatch.setattr(network, "_connect", lambda *a: pytest.fail("probed twice"))
-        assert network.prepare_hub_access(False) is True
+@pytest.fixture
+def http_server():
+    import http.server
+    import threading
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self):
+            self.send_response(404)  # any answer means reachable
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_reachable_hub_is_probed_once_per_process(monkeypatch, http_server):
+    monkeypatch.setenv(network.PROBE_ENV, http_server)
+    assert network.prepare_hub_access(None) is True
+    monkeypatch.setattr(network, "_answers", lambda *a: pytest.fail("probed twice"))
+    assert network.prepare_hub_access(False) is True
     assert "HF_HUB_OFFLINE" not in os.environ
 
 
-def test_endpoint_follows_hf_endpoint_and_proxy(monkeypatch):
-    assert network.hub_endpoints() == [("huggingface.co", 443)]
+def test_endpoint_follows_hf_endpoint(monkeypatch):
+    assert network.hub_endpoints() == ["https://huggingface.co"]
     monkeypatch.setenv("HF_ENDPOINT", "http://mirror.example:8080")
-    assert network.hub_endpoints() == [("mirror.example", 8080)]
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
-    assert network.hub_endpoints() == [("proxy.example", 3128)]
+    assert network.hub_endpoints() == ["http://mirror.example:8080"]
+    monkeypatch.setenv(network.PROBE_ENV, "a.example, http://b.example:81")
+    assert network.hub_endpoints() == ["https://a.example", "http://b.example:81"]
 
 
 TIMING = """

@@ -2,8 +2,8 @@
 
 Without network, huggingface_hub retries every request with back-off (1, 2, 4, 8 ... s), so a
 run with no offline flag used to wait ~48 s (CLIP) or ~72 s (SBERT) before failing or falling
-back. :func:`prepare_hub_access` instead opens one TCP connection to the hub (or to the
-HTTPS proxy, when one is configured) with a short timeout, DNS included; when that fails it
+back. :func:`prepare_hub_access` instead sends one HTTP request to the hub (through the
+proxy, when one is configured) with a short deadline, DNS included; without an answer it
 switches the process to offline mode (``HF_HUB_OFFLINE`` & co), so the libraries use their
 local caches or the offline fallback at once. The result is cached per process; with
 ``offline=true`` nothing is probed and nothing waits.
@@ -13,70 +13,71 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
-from urllib.parse import urlsplit
 
 log = logging.getLogger(__name__)
 
-#: seconds allowed for name resolution + TCP connect of one probe
+#: seconds allowed for one probe (name resolution, connection and the first answer)
 PROBE_TIMEOUT = 2.0
-#: ``host:port[,host:port]`` overriding the probed endpoints (tests, unusual mirrors)
+#: ``url[,url]`` overriding the probed endpoints (tests, unusual mirrors)
 PROBE_ENV = "PIPELINE_HUB_PROBE"
 
 _results: dict[tuple, bool] = {}
 _lock = threading.Lock()
 
 
-def hub_endpoints() -> list[tuple[str, int]]:
-    """The (host, port) pairs a hub download would connect to first.
+def hub_endpoints() -> list[str]:
+    """The URLs the probe asks: ``PIPELINE_HUB_PROBE`` (comma-separated) if set, else the Hugging
+    Face endpoint (``HF_ENDPOINT``, default https://huggingface.co), from which both
+    sentence-transformers and open_clip fetch their weights."""
+    urls = os.environ.get(PROBE_ENV) or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    return [u.strip() if "://" in u else f"https://{u.strip()}" for u in urls.split(",") if u.strip()]
 
-    ``PIPELINE_HUB_PROBE`` if set; else the HTTPS proxy if one is configured; else the
-    Hugging Face endpoint (``HF_ENDPOINT``, default huggingface.co:443), from which both
-    sentence-transformers and open_clip fetch their weights.
+
+def _answers(url: str, timeout: float) -> bool:
+    """Whether an HTTP HEAD of ``url`` gets any answer (even an error status) within ``timeout`` s.
+
+    Goes through the configured proxy like the downloads do. Name resolution has no timeout of
+    its own, so the request runs in a thread that is abandoned at the deadline. Any answer
+    counts: a network that accepts connections but never answers (a captive portal, a
+    firewall dropping packets) counts as unreachable, as it would make the downloads hang.
     """
-    if os.environ.get(PROBE_ENV):
-        pairs = []
-        for item in os.environ[PROBE_ENV].split(","):
-            host, _, port = item.strip().rpartition(":")
-            pairs.append((host or port, int(port) if host else 443))
-        return pairs
-    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
-    url = urlsplit(proxy if proxy else os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    default_port = 443 if url.scheme == "https" else 80
-    return [(url.hostname or "huggingface.co", url.port or default_port)]
+    import ssl
+    import urllib.error
+    import urllib.request
 
-
-def _connect(host: str, port: int, timeout: float) -> bool:
-    """One TCP connect with a hard deadline (getaddrinfo has no timeout of its own, so a thread)."""
     result: list[bool] = []
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # reachability, not trust
 
     def attempt():
         try:
-            socket.create_connection((host, port), timeout=timeout).close()
+            urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout, context=context).close()
             result.append(True)
-        except OSError:
+        except urllib.error.HTTPError:
+            result.append(True)  # a server answered
+        except (OSError, ValueError):
             result.append(False)
 
-    worker = threading.Thread(target=attempt, daemon=True, name=f"hub-probe-{host}")
+    worker = threading.Thread(target=attempt, daemon=True, name="hub-probe")
     worker.start()
     worker.join(timeout)
     return bool(result and result[0])
 
 
-def hub_reachable(endpoints: list[tuple[str, int]] | None = None, timeout: float = PROBE_TIMEOUT) -> bool:
-    """True if a TCP connection to any endpoint opens within ``timeout`` s (cached per process)."""
+def hub_reachable(endpoints: list[str] | None = None, timeout: float = PROBE_TIMEOUT) -> bool:
+    """True if any endpoint answers an HTTP request within ``timeout`` s (cached per process)."""
     endpoints = list(endpoints or hub_endpoints())
     key = tuple(endpoints)
     with _lock:
         if key in _results:
             return _results[key]
         start = time.perf_counter()
-        ok = any(_connect(host, port, timeout) for host, port in endpoints)
+        ok = any(_answers(url, timeout) for url in endpoints)
         _results[key] = ok
-        log.info("hub probe %s: %s (%.2fs)", ", ".join(f"{h}:{p}" for h, p in endpoints),
-                 "reachable" if ok else "unreachable", time.perf_counter() - start)
+        log.info("hub probe %s: %s (%.2fs)", ", ".join(endpoints), "reachable" if ok else "unreachable",
+                 time.perf_counter() - start)
         return ok
 
 
@@ -110,7 +111,7 @@ def prepare_hub_access(offline: bool | None = None, what: str = "model weights")
         return False
     if hub_reachable():
         return True
-    endpoints = ", ".join(f"{h}:{p}" for h, p in hub_endpoints())
+    endpoints = ", ".join(hub_endpoints())
     log.warning("the model hub (%s) cannot be reached; loading %s offline (local caches / offline fallback). "
                 "Set offline=true (or PIPELINE_OFFLINE=true) to skip this check.", endpoints, what)
     configure_model_caches(None, offline=True)
