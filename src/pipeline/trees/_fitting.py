@@ -76,6 +76,13 @@ def noise_mask(y: np.ndarray, noise_label) -> np.ndarray:
     return np.asarray(y == noise_label, dtype=bool)
 
 
+def reset_features(est, n_features: int) -> None:
+    """For fits from parameters (no X): set ``n_features_in_``, forget a previous fit's column names."""
+    est.n_features_in_ = n_features
+    if hasattr(est, "feature_names_in_"):
+        del est.feature_names_in_
+
+
 def check_not_constant(X: np.ndarray, what: str = "X") -> None:
     """Raise if every row of ``X`` is identical: no cut could separate anything."""
     if X.shape[0] > 1 and np.all(X == X[0]):
@@ -87,10 +94,10 @@ def check_not_constant(X: np.ndarray, what: str = "X") -> None:
 
 def _labels_are_codes(classes: np.ndarray) -> bool:
     """Whether tree leaves store class indices (non-integer labels) rather than the labels."""
-    if classes.dtype.kind in "iub":
+    if classes.dtype.kind == "b":
         return False
-    if classes.dtype.kind == "f":
-        return not (np.all(classes == np.round(classes)) and np.all(np.abs(classes) < 2.0**62))
+    if classes.dtype.kind in "iuf":  # the tree stores int64 labels: integers well inside its range
+        return not (np.all(classes == np.round(classes)) and np.all(np.abs(classes.astype(float)) < 2.0**62))
     return True
 
 

@@ -36,6 +36,7 @@ from pipeline.trees._fitting import (
     _labels_are_codes,
     power_of_two_scale,
     rescale_tree,
+    reset_features,
     resolve_feature_names,
     validate_X,
 )
@@ -177,7 +178,7 @@ class _MeansTree(ReferenceTree):
         sigma = check_sigma(sigma, means.shape[1])
         check_separated(means, sigma)
         self.classes_ = np.arange(means.shape[0])
-        self.n_features_in_ = means.shape[1]
+        reset_features(self, means.shape[1])
         names = resolve_feature_names(self, feature_names, means.shape[1])
         return self._grow(means, sigma, names)
 
@@ -387,7 +388,7 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
         C = self._cavs(means.shape[1])
         covs = project_covariances(covariance, C, means.shape[0])
         self.classes_ = np.arange(means.shape[0])
-        self.n_features_in_ = C.shape[1]
+        reset_features(self, C.shape[1])
         return self._grow(means, C, np.sqrt(covs.max(axis=0)))
 
     def fit(self, Z, y):
