@@ -61,7 +61,8 @@ def _instantiate(model):
         module = instantiate(cfg)
     except Exception as exc:  # noqa: BLE001 - hydra wraps import and call errors
         raise InvalidInputError(f"encoder.model: could not build {cfg['_target_']} ({type(exc).__name__}: "
-                                f"{str(exc).splitlines()[0]}). Check the architecture name and its arguments.") from None
+                                f"{str(exc).splitlines()[0]}). Check the architecture name and its "
+                                "arguments.") from None
     if not isinstance(module, torch.nn.Module):
         raise InvalidInputError(f"encoder.model._target_={cfg['_target_']} returned {type(module).__name__}, not a "
                                 "torch.nn.Module.")

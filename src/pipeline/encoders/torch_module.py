@@ -46,8 +46,8 @@ class ImageTransform(nn.Module):
         super().__init__()
         self.size = None if size is None else (int(size), int(size)) if np.isscalar(size) else tuple(map(int, size))
         self.channels = channels
-        self.register_buffer("mean", None if mean is None else torch.tensor(mean, dtype=torch.float32)[None, :, None, None])
-        self.register_buffer("std", None if std is None else torch.tensor(std, dtype=torch.float32)[None, :, None, None])
+        self.register_buffer("mean", None if mean is None else _per_channel(mean))
+        self.register_buffer("std", None if std is None else _per_channel(std))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.channels == 3 and x.shape[1] == 1:
@@ -61,6 +61,10 @@ class ImageTransform(nn.Module):
         if self.std is not None:
             x = x / self.std
         return x
+
+
+def _per_channel(values) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float32)[None, :, None, None]
 
 
 class _Reached(Exception):
@@ -143,7 +147,8 @@ class TorchModuleEncoder(Encoder):
         elif arr.ndim == 2:
             images = False
         else:
-            raise InvalidInputError(f"encoder=torch needs images (n, H, W, C) or a table (n, d), got shape {arr.shape}.")
+            raise InvalidInputError(f"encoder=torch needs images (n, H, W, C) or a table (n, d), got shape "
+                                    f"{arr.shape}.")
         for start in range(0, len(arr), int(self.batch_size)):
             batch = arr[start:start + int(self.batch_size)]
             if images:
@@ -158,7 +163,8 @@ class TorchModuleEncoder(Encoder):
     def transform(self, X) -> np.ndarray:
         """Pooled activations at ``layer``, shape (n_samples, m) float32."""
         target = self._target()
-        device = torch.device(self.device if self.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+        auto = "cuda" if torch.cuda.is_available() else "cpu"
+        device = torch.device(auto if self.device == "auto" else self.device)
         module = self.module.to(device).eval()
         captured = []
 
@@ -183,7 +189,8 @@ class TorchModuleEncoder(Encoder):
                 except RuntimeError as exc:
                     raise InvalidInputError(
                         f"the model failed on an input batch of shape {tuple(t.shape)} ({exc}). Set the input "
-                        "transform so inputs fit the network (encoder.transform.size, .channels, .mean/.std).") from None
+                        "transform so inputs fit the network (encoder.transform.size, .channels, "
+                        ".mean/.std).") from None
                 if isinstance(out, (tuple, list)):
                     out = out[0]
                 if not isinstance(out, torch.Tensor):

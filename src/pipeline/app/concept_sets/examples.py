@@ -65,9 +65,9 @@ def _binary(df: pd.DataFrame, p: Path, key: str) -> np.ndarray:
         if wrong.any():
             row = int(np.flatnonzero(wrong.to_numpy())[0])
             raise InvalidInputError(
-                f"{key}={p}: column {c!r} holds {str(col.iloc[row])!r} in row {row} (line {row + 2} of the file); concept "
-                "columns hold 1 (concept present), 0 (absent) or nothing (unknown). Fix the values, or name a column "
-                "of ids with concepts.id_column=<name>.")
+                f"{key}={p}: column {c!r} holds {str(col.iloc[row])!r} in row {row} (line {row + 2} of the file); "
+                "concept columns hold 1 (concept present), 0 (absent) or nothing (unknown). Fix the values, or name "
+                "a column of ids with concepts.id_column=<name>.")
         out[:, j] = mapped.to_numpy(dtype=float)
     return out
 

@@ -108,9 +108,8 @@ def numeric_columns(df: pd.DataFrame, path: Path, key: str, exclude=()) -> tuple
             row = int(np.flatnonzero(wrong.to_numpy())[0])
             raise InvalidInputError(
                 f"{key}={path}: column {c!r} is not numeric (row {row}, line {row + 2} of the file: "
-                f"{str(df[c].iloc[row])!r}). Feature columns must be numbers; if it holds the labels set dataset.labels={c}, "
-                "if it holds ids set "
-                f"dataset.id_column={c}, otherwise remove the column.")
+                f"{str(df[c].iloc[row])!r}). Feature columns must be numbers; if it holds the labels set "
+                f"dataset.labels={c}, if it holds ids set dataset.id_column={c}, otherwise remove the column.")
     return df[cols].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64), cols
 
 
@@ -122,7 +121,8 @@ def check_finite_rows(X: np.ndarray, path: Path, key: str, header_rows: int = 0)
     n_bad = int((~np.isfinite(X)).any(axis=1).sum())
     line = f" (line {row + 1 + header_rows} of the file)" if header_rows else ""
     raise InvalidInputError(f"{key}={path}: {n_bad} row(s) hold NaN, inf or empty values; the first is row {row} "
-                            f"(0-based){line}. Remove or impute those rows before running (the file is not modified here).")
+                            f"(0-based){line}. Remove or impute those rows before running (the file is not "
+                            "modified here).")
 
 
 # --------------------------------------------------------------------------------------- labels
