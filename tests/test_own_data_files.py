@@ -180,3 +180,10 @@ def test_spreadsheet_label_file_with_byte_order_mark_and_quotes(emb):
     d, _ = emb
     (d / "excel.csv").write_bytes("\ufeff".encode() + "\r\n".join(['"big cat"'] * 20 + ['"dog"'] * 20).encode())
     assert load_files(d / "emb.npy", str(d / "excel.csv")).class_names == ["big cat", "dog"]
+
+
+def test_a_saved_pandas_index_is_not_a_feature(emb):
+    d, _ = emb
+    pd.read_csv(d / "table.csv").to_csv(d / "indexed.csv")  # pandas writes the row index without a header
+    ds = load_files(d / "indexed.csv", "species", id_column="id")
+    assert ds.feature_names == ["petal length", "petal width", "sepal"]

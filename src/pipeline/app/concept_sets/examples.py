@@ -73,7 +73,7 @@ def _binary(df: pd.DataFrame, p: Path, key: str) -> np.ndarray:
 
 
 def _table(p: Path, dataset, name: str, key: str, id_column) -> ConceptExamples:
-    df = r.read_table(p, key)
+    df = r.drop_unnamed(r.read_table(p, key), p)
     n = len(dataset)
     rows = np.asarray(dataset.meta.get("rows", np.arange(n)))  # dataset rows in the original file's numbering
     if id_column:

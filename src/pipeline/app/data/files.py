@@ -74,7 +74,7 @@ def load_files(path, labels=None, *, feature_names=None, text_column: str | None
     if s in r.ARRAY_SUFFIXES:
         X, values, fnames, kind = _array(p, key, labels, array)
     elif s in r.TABLE_SUFFIXES:
-        table = r.read_table(p, key)
+        table = r.drop_unnamed(r.read_table(p, key), p)
         X, values, fnames, kind, ids = _table(p, table, key, labels, text_column, id_column, feature_names)
         if ids is not None:
             meta["ids"] = ids

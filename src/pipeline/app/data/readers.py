@@ -8,6 +8,7 @@ paragraph naming the file (and row / column) and the fix. Nothing here writes fi
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -58,6 +59,16 @@ def read_table(path: Path, key: str) -> pd.DataFrame:
                                 "it needs a header row and one row per sample.")
     df.columns = [str(c) for c in df.columns]
     return df
+
+
+def drop_unnamed(df: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Columns without a header (``Unnamed: 0``: the row index pandas writes by default) are not
+    data; they are dropped with a warning instead of becoming a feature or a concept."""
+    unnamed = [c for c in df.columns if re.fullmatch(r"Unnamed: \d+", c)]
+    if unnamed:
+        log.warning("%s: column(s) without a header %s ignored (a saved row index?); give them a name to use them",
+                    path, unnamed)
+    return df.drop(columns=unnamed)
 
 
 def headerless(df: pd.DataFrame) -> bool:
