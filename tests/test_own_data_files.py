@@ -187,3 +187,10 @@ def test_a_saved_pandas_index_is_not_a_feature(emb):
     pd.read_csv(d / "table.csv").to_csv(d / "indexed.csv")  # pandas writes the row index without a header
     ds = load_files(d / "indexed.csv", "species", id_column="id")
     assert ds.feature_names == ["petal length", "petal width", "sepal"]
+
+
+def test_one_label_too_many_is_an_error_not_a_header(emb):
+    d, _ = emb
+    (d / "extra.txt").write_text("\n".join(["cat"] * 21 + ["dog"] * 20))
+    with pytest.raises(InvalidInputError, match="has 41 labels but the data have 40 rows"):
+        load_files(d / "emb.npy", str(d / "extra.txt"))

@@ -228,8 +228,9 @@ def _is_multi_column(path: Path, s: str) -> bool:
 
 def align_labels(values: np.ndarray, n: int, path: Path, key: str) -> np.ndarray:
     """Labels of exactly ``n`` rows; a text file with ``n + 1`` lines has a header line."""
-    if len(values) == n + 1 and path is not None and suffix(path) in (".csv", ".tsv", ".txt", ""):
-        log.info("%s: first line %r taken as a header", path, values[0])
+    header = len(values) == n + 1 and str(values[0]) not in {str(v) for v in values[1:]}
+    if header and path is not None and suffix(path) in (".csv", ".tsv", ".txt", ""):
+        log.info("%s: first line %r taken as a header (it is no label of any row)", path, values[0])
         return values[1:]
     if len(values) != n:
         raise InvalidInputError(f"{key}={path} has {len(values)} labels but the data have {n} rows; give exactly one "
