@@ -128,6 +128,13 @@ def test_unknown_explainer_class(tmp_path):
     assert not list((tmp_path / "cache").rglob("meta.json"))  # failed before any stage ran
 
 
+def test_unknown_estimator_parameter_fails_before_any_stage(tmp_path):
+    with pytest.raises(InvalidInputError, match=r"explainer.cart: .*CART has no parameter\(s\) \['foo'\].*n_leaves"):
+        run(make_cfg(tmp_path, "dataset=iris", "explainer=[cart]", "+explainer.cart.params.foo=1"))
+    assert_failed_cleanly(tmp_path)
+    assert not list((tmp_path / "cache").rglob("meta.json"))
+
+
 def test_any_importable_estimator_plugs_in_from_the_config(tmp_path):
     df = run(make_cfg(tmp_path, "dataset=iris", "explainer=[cart]", "explainer.cart._target_=pipeline.trees.cart.CART",
                       "+explainer.cart.params.n_leaves=5", "report.figures=false")).set_index("explainer")

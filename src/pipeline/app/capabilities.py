@@ -63,7 +63,7 @@ def needs_of(explainer: dict) -> frozenset:
 
 def check_targets(cfg: dict) -> None:
     """Every ``_target_`` the run will build imports (a misspelt class fails before any stage)."""
-    from pipeline.app.instantiate import locate, target_of
+    from pipeline.app.instantiate import check_params, locate, target_of
 
     groups = [("dataset", cfg["dataset"]), ("encoder", cfg["encoder"]), ("clustering", cfg["clustering"])]
     if cfg["concepts"].get("_target_"):
@@ -71,6 +71,8 @@ def check_targets(cfg: dict) -> None:
     groups += [(f"explainer.{row}", spec) for row, spec in cfg["explainer"].items()]
     for group, node in groups:
         locate(target_of(node, group), group)
+        if group.startswith("explainer.") or group in ("encoder", "cav"):  # params = constructor arguments
+            check_params(node, group)
 
 
 def check_request(cfg: dict) -> None:

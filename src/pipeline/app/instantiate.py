@@ -70,6 +70,23 @@ def accepted(fn: Callable) -> set[str]:
     return {n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
+def check_params(node: dict, group: str) -> None:
+    """Every key of ``node["params"]`` is a parameter of its ``_target_`` (unless it takes ``**kwargs``)."""
+    target = locate(target_of(node, group), group)
+    base = target
+    try:
+        sig = inspect.signature(base)
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return
+    unknown = sorted(set(node.get("params") or {}) - accepted(base))
+    if unknown:
+        valid = sorted(n for n in accepted(base) if not n.startswith("_"))
+        raise InvalidInputError(f"{group}: {node['_target_']} has no parameter(s) {unknown}; its parameters are "
+                                f"{valid}. Fix {group}.params.")
+
+
 def accepts(node: dict, name: str, group: str) -> bool:
     """Whether the ``_target_`` of ``node`` declares a parameter ``name`` (imports the target)."""
     return name in accepted(locate(target_of(node, group), group))
