@@ -3,8 +3,10 @@
 ``tests/regression/numbers_before_redesign.json`` holds the results tables (timings dropped)
 that ``python -m pipeline`` (the default deep digits run), ``experiment=mmdt_table1`` and
 ``experiment=spex_table2`` printed before the redesign (commit b4a239b). A change that is meant
-to move them (a new VaDE training schedule, a fixed tree algorithm) regenerates the file and
-says so in its commit; a change of the glue never should.
+to move them (a new VaDE training schedule, a fixed tree algorithm) regenerates the entries
+it moves and says so in its commit; a change of the glue never should::
+
+    .venv/bin/python tests/test_pipeline_regression.py default      # rewrites the "default" entry
 """
 
 from __future__ import annotations
@@ -27,6 +29,14 @@ RUNS = {
 }
 
 
+def numbers(tmp_path: Path, name: str) -> list[dict]:
+    """The results table of run ``name`` (timings dropped) as JSON rows."""
+    df = run(compose_config([f"paths.output_dir={tmp_path / 'out'}", f"paths.cache_dir={tmp_path / 'cache'}",
+                             f"paths.models_dir={tmp_path / 'models'}", f"paths.benchmark_dir={BENCHMARKS}",
+                             "report.figures=false", *RUNS[name]]))
+    return json.loads(df.drop(columns=["fit_seconds"]).to_json(orient="records", double_precision=15))
+
+
 def same(a, b) -> bool:
     if isinstance(a, float) or isinstance(b, float):
         if a is None or b is None:
@@ -39,11 +49,20 @@ def same(a, b) -> bool:
 @pytest.mark.parametrize("name", list(RUNS))
 def test_numbers_are_those_before_the_redesign(tmp_path, name):
     expected = json.loads(FIXTURE.read_text())[name]
-    df = run(compose_config([f"paths.output_dir={tmp_path / 'out'}", f"paths.cache_dir={tmp_path / 'cache'}",
-                             f"paths.models_dir={tmp_path / 'models'}", f"paths.benchmark_dir={BENCHMARKS}",
-                             "report.figures=false", *RUNS[name]]))
-    got = json.loads(df.drop(columns=["fit_seconds"]).to_json(orient="records", double_precision=15))
+    got = numbers(tmp_path, name)
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         diff = {k: (g.get(k), v) for k, v in e.items() if not same(g.get(k), v)}
         assert not diff, f"{name}: row {e.get('run', '')}/{e['explainer']} changed: {diff}"
+
+
+if __name__ == "__main__":  # regenerate entries: python tests/test_pipeline_regression.py default [...]
+    import sys
+    import tempfile
+
+    recorded = json.loads(FIXTURE.read_text())
+    for entry in sys.argv[1:] or list(RUNS):
+        with tempfile.TemporaryDirectory() as tmp:
+            recorded[entry] = numbers(Path(tmp), entry)
+    FIXTURE.write_text(json.dumps(recorded, indent=1) + "\n")
+    print(f"rewrote {sys.argv[1:] or list(RUNS)} in {FIXTURE}")
