@@ -80,7 +80,8 @@ def check_params(node: dict, group: str) -> None:
         return
     if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
         return
-    unknown = sorted(set(node.get("params") or {}) - accepted(base))
+    control = {"_recursive_", "_convert_"}  # steer hydra.utils.instantiate (encoder=torch builds its own model node)
+    unknown = sorted(set(node.get("params") or {}) - accepted(base) - control)
     if unknown:
         valid = sorted(n for n in accepted(base) if not n.startswith("_"))
         raise InvalidInputError(f"{group}: {node['_target_']} has no parameter(s) {unknown}; its parameters are "
