@@ -99,3 +99,21 @@ def test_report_renders_in_headless_chromium(browser, tmp_path):
     tree = dom[dom.index('<section class="tree" id="tree-mmdt"'):]
     assert "<svg" in tree[:tree.index("</section>")]
     assert re.search(r"<li>[^<]*→ cluster 1 · \d+ points · 100% pure · mostly", tree)
+
+
+def test_a_runs_report_renders_in_headless_chromium(browser, tmp_path):
+    """`python -m pipeline dataset=iris explainer=[mmdt,cart]` (composed): report.html beside the results."""
+    from pipeline.app.config import compose_config
+    from pipeline.app.runner import run
+
+    out = tmp_path / "run"
+    run(compose_config([f"paths.output_dir={out}", f"paths.cache_dir={tmp_path / 'cache'}",
+                        f"paths.models_dir={tmp_path / 'models'}", "dataset=iris", "explainer=[mmdt,cart]",
+                        "encoder=identity", "concepts=none", "clustering=gmm", "report.summary=false"]))
+    for name in ("report.html", "figures/mmdt.svg", "figures/mmdt.pdf", "figures/cart.png", "trees/mmdt.dot"):
+        assert (out / name).stat().st_size > 0, name
+    rules = (out / "trees" / "cart.rules.txt").read_text(encoding="utf-8")
+    assert "% pure · mostly \"setosa\"" in rules
+    dom, console = render(browser, (out / "report.html").read_text(encoding="utf-8"), tmp_path)
+    assert console == []
+    assert dom.count('<section class="tree"') == 2 and "MMDT on iris: 3 leaves" in dom and "<svg" in dom

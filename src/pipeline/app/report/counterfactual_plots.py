@@ -85,7 +85,7 @@ def plot_pair_scores(table: pd.DataFrame, method: str | None = None, max_pairs: 
              for m, a, b in zip(shown["method"], shown["from"], shown["to"])]
     ax.set_yticks(pos[::-1], names[::-1], fontsize=7)
     ax.set_xlim(0, 1)
-    ax.set_xlabel("share of the source cluster's points")
+    ax.set_xlabel("share of points (correctness: of the source cluster; coverage: of the target)")
     ax.legend(loc="lower right", fontsize=7)
     who = (method or "/".join(sorted(df["method"].str.upper().unique()))).upper()
     more = f"; {len(df) - len(shown)} more pairs not shown" if len(df) > len(shown) else ""

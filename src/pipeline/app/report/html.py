@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,7 +72,10 @@ class TreeView:
 def svg_of(fig: Figure) -> str:
     """The ``<svg>`` element of ``fig`` (text kept as text), ready to inline in HTML."""
     text = figure_bytes(fig, "svg").decode("utf-8")
-    return text[text.index("<svg"):]
+    text = text[text.index("<svg"):]
+    head, rest = text.split(">", 1)  # shown 1.3x the print size on screen (the viewBox keeps the drawing)
+    head = re.sub(r'(width|height)="([\d.]+)pt"', lambda m: f'{m[1]}="{float(m[2]) * 1.3:.1f}pt"', head)
+    return head + ">" + rest
 
 
 def png_data_uri(data: bytes) -> str:
@@ -234,7 +238,7 @@ def _tree_html(view: TreeView) -> str:
 def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[TreeView], *,
                   subtitle: str = "", cav_summary: list[dict] | None = None, scatter_svg: str | None = None,
                   counterfactuals: pd.DataFrame | None = None,
-                  counterfactual_svgs: list[str] = (), notes: list[str] = ()) -> str:
+                  counterfactual_svgs: list[str] = (), notes: list[str] = (), max_counterfactuals: int = 20) -> str:
     """The whole page as one HTML string (UTF-8, no external resources)."""
     body = [f"<h1>{_e(title)}</h1>"]
     if subtitle:
@@ -253,7 +257,14 @@ def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[T
     if scatter_svg:
         body += ["<h2>Clusters in concept space</h2>", f'<div class="fig">{scatter_svg}</div>']
     if counterfactuals is not None and len(counterfactuals):
-        body += ["<h2>Counterfactual explanations</h2>", table_html(counterfactuals)]
+        shown = counterfactuals.head(max_counterfactuals)
+        more = len(counterfactuals) - len(shown)
+        body += ["<h2>Counterfactual explanations</h2>",
+                 '<p class="sub">translations between pairs of reference clusters, best-explained first; '
+                 "correctness: share of the source cluster's points that land near a target point when translated; "
+                 "coverage: share of the target's points that some translated source point lands near (Plumb et al., "
+                 "2020)."
+                 + (f" {more} more pairs in counterfactuals.csv." if more > 0 else "") + "</p>", table_html(shown)]
         body += [f'<div class="fig">{s}</div>' for s in counterfactual_svgs]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{_e(title)}</title>"

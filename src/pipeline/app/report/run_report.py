@@ -36,7 +36,7 @@ def tree_data(load: dict, cluster: dict, project: dict) -> dict:
            "class_names": list(load["class_names"]) if load.get("class_names") is not None else None}
     kind = load.get("kind")
     images = load.get("images") if load.get("images") is not None else (load.get("X") if kind == "image" else None)
-    if kind == "image" and fits(images):
+    if images is not None and fits(images):  # image data, or a table that brings its images (digits)
         out.update(kind="image", data=images)
     elif kind == "text" and fits(load.get("texts")):
         out.update(kind="text", data=load["texts"])
@@ -115,7 +115,7 @@ def run_report_html(cfg: dict, load: dict, cluster: dict, project: dict, results
         from pipeline.app.report.counterfactual_plots import counterfactual_table, plot_pair_scores
 
         cf_table = counterfactual_table(counterfactuals)
-        cf_svgs = [svg_of(plot_pair_scores(cf_table, m)) for m in cf_table["method"].unique()]
+        cf_svgs = [svg_of(plot_pair_scores(cf_table, m, max_pairs=15)) for m in cf_table["method"].unique()]
     n = len(cluster.get("labels", []))
     subtitle = (f"{load.get('name')} · {n} samples · encoder {cfg.get('encoder', {}).get('name')} · reference "
                 f"{cluster.get('method', cfg.get('clustering', {}).get('name'))}"
