@@ -30,3 +30,15 @@ def test_console_handler_writes_around_progress_bars():
         bar.update(1)
         handler.emit(record("x", logging.INFO, "hello"))
     assert stream.getvalue() == "INFO hello\n"
+
+
+def test_help_describes_the_tool_its_groups_and_examples():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "pipeline", "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert text.startswith("concept trees: explain the clusters") and "powered by Hydra" not in text
+    assert "== Config groups" in text and "explainer: " in text and "dataset: " in text
+    assert text.count("python -m pipeline") >= 4  # usage + three examples
