@@ -204,3 +204,18 @@ def test_an_edited_user_file_is_read_again(tmp_path, capsys):
     run(cfg(tmp_path, *overrides))
     second = capsys.readouterr().out
     assert "circular" not in first and "circular" in second.split("concept_cart rules:")[1]
+
+
+def test_feature_names_option_and_an_explicit_noise_label(tmp_path, capsys):
+    make_files(tmp_path)
+    labels = (tmp_path / "labels.csv").read_text().splitlines()
+    labels[:5] = ["noise"] * 5
+    (tmp_path / "noisy.csv").write_text("\n".join(labels) + "\n")
+    names = "[hue,size,stripes,gloss,weight,age]"
+    df = run(cfg(tmp_path, "dataset=files", f"dataset.path={tmp_path / 'emb.npy'}",
+                 f"dataset.labels={tmp_path / 'noisy.csv'}", "dataset.noise_label=noise",
+                 f"dataset.feature_names={names}", "explainer=[cart]"))
+    rules = " ".join(rules_of(capsys.readouterr().out, "cart"))
+    assert any(n in rules for n in ("hue", "size", "gloss", "weight")) and "x0" not in rules
+    assert df.set_index("explainer").loc["reference", "ari"] > 0.9  # noise rows left out, not a 4th class
+    assert df.set_index("explainer").loc["reference", "n_leaves"] == 3
