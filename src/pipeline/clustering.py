@@ -13,10 +13,11 @@ import logging
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.cluster import DBSCAN, KMeans, SpectralClustering
+from sklearn.cluster import DBSCAN, KMeans, MiniBatchKMeans, SpectralClustering
 from sklearn.metrics import adjusted_rand_score
 from sklearn.mixture import GaussianMixture
-from sklearn.neighbors import NearestNeighbors
+from sklearn.neighbors import NearestNeighbors, kneighbors_graph
+from sklearn.preprocessing import StandardScaler
 
 from pipeline.trees.mixture import gmm_covariances
 from pipeline.validation import InvalidInputError, check_matrix
@@ -77,13 +78,30 @@ def _gmm(X, k, params, seed):
 
 
 def _kmeans(X, k, params, seed):
-    km = KMeans(n_clusters=k, random_state=seed, **params).fit(X)
-    return Clustering(km.labels_.astype(np.int64), "kmeans", centers=km.cluster_centers_)
+    params = dict(params)
+    minibatch, standardize = bool(params.pop("minibatch", False)), bool(params.pop("standardize", False))
+    Xs = StandardScaler().fit_transform(X) if standardize else X
+    km = (MiniBatchKMeans if minibatch else KMeans)(n_clusters=k, random_state=seed, **params).fit(Xs)
+    labels = km.labels_.astype(np.int64)
+    # centres in the units of X (what the trees see): the cluster means when k-means ran on scaled data
+    centers = (np.stack([X[labels == c].mean(axis=0) if (labels == c).any() else np.full(X.shape[1], np.nan)
+                         for c in range(k)]) if standardize else km.cluster_centers_)
+    return Clustering(labels, "kmeans", centers=centers)
 
 
 def _spectral(X, k, params, seed):
-    sc = SpectralClustering(n_clusters=k, random_state=seed, **params).fit(X)
-    return Clustering(sc.labels_.astype(np.int64), "spectral", graph=sc.affinity_matrix_)
+    params = dict(params)
+    standardize, graph = bool(params.pop("standardize", False)), params.pop("graph", "affinity")
+    if graph not in ("affinity", "knn"):
+        raise InvalidInputError(f"clustering.params.graph must be 'affinity' (the clustering's own affinity "
+                                f"matrix) or 'knn' (a symmetrised k-NN graph), got {graph!r}.")
+    Xs = StandardScaler().fit_transform(X) if standardize else X
+    sc = SpectralClustering(n_clusters=k, random_state=seed, **params).fit(Xs)
+    G = sc.affinity_matrix_
+    if graph == "knn":  # A + Aᵀ of the k-NN connectivity graph (no self-loops): SpEx's published notebook
+        A = kneighbors_graph(Xs, n_neighbors=min(int(params.get("n_neighbors", 10)), len(X) - 1))
+        G = (A + A.T).tocsr()
+    return Clustering(sc.labels_.astype(np.int64), "spectral", graph=G)
 
 
 def dbscan_eps(X: np.ndarray, min_samples: int, quantile: float) -> float:
@@ -172,12 +190,24 @@ def fit_gmm(X, n_clusters: int, random_state: int = 0, **params) -> Clustering:
 
 
 def fit_kmeans(X, n_clusters: int, random_state: int = 0, **params) -> Clustering:
-    """k-means (``params``: :class:`sklearn.cluster.KMeans` arguments); keeps the centres."""
+    """k-means (``params``: :class:`sklearn.cluster.KMeans` arguments); keeps the centres.
+
+    Extra ``params``: ``minibatch=True`` runs :class:`sklearn.cluster.MiniBatchKMeans` instead;
+    ``standardize=True`` clusters the standardised features (zero mean, unit variance) and
+    keeps the clusters' means in the original units as centres (the SpEx authors' published
+    notebook: MiniBatchKMeans on standardised data, trees on the raw features).
+    """
     return cluster(X, "kmeans", n_clusters, params, random_state)
 
 
 def fit_spectral(X, n_clusters: int, random_state: int = 0, **params) -> Clustering:
-    """Spectral clustering (``params``: :class:`sklearn.cluster.SpectralClustering` arguments); keeps its graph."""
+    """Spectral clustering (``params``: :class:`sklearn.cluster.SpectralClustering` arguments); keeps a graph.
+
+    Extra ``params``: ``standardize=True`` clusters the standardised features; ``graph`` is
+    the graph handed to graph-based explainers: ``"affinity"`` (default) the clustering's own
+    affinity matrix, ``"knn"`` the symmetrised ``n_neighbors``-NN connectivity graph ``A + Aᵀ``
+    of the (standardised) features, as the SpEx authors' published notebook builds for SpEx-kNN.
+    """
     return cluster(X, "spectral", n_clusters, params, random_state)
 
 
