@@ -194,3 +194,11 @@ def test_one_label_too_many_is_an_error_not_a_header(emb):
     (d / "extra.txt").write_text("\n".join(["cat"] * 21 + ["dog"] * 20))
     with pytest.raises(InvalidInputError, match="has 41 labels but the data have 40 rows"):
         load_files(d / "emb.npy", str(d / "extra.txt"))
+
+
+def test_large_photos_are_scaled_down_by_default(tmp_path):
+    (tmp_path / "big").mkdir()
+    for i in range(2):
+        _image(tmp_path / "big" / f"{i}.jpg", (1024, 768), 100)
+    assert load_files(tmp_path / "big").X.shape == (2, 384, 512, 3)
+    assert load_files(tmp_path / "big", image_size=32).X.shape == (2, 32, 32, 3)

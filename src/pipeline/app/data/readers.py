@@ -270,40 +270,56 @@ def folder_layout(folder: Path, key: str) -> tuple[list[Path], list[str] | None,
     return files, classes, kinds.pop()
 
 
+MAX_SIDE = 512  # images larger than this (photos) are scaled down by default: n x 4000 x 3000 x 3 bytes would not fit
+
+
 def read_images(files: list[Path], key: str, size=None, channels: int | None = None) -> np.ndarray:
     """Decode image files to one uint8 array (n, H, W, C).
 
     ``size`` (int or (H, W)) resizes every image; with None, images keep their size when all
-    agree, else all are resized to the most common size (logged). ``channels`` 1 or 3; None:
-    1 when every image is greyscale, else 3 (RGB).
+    agree, else all are resized to the most common size (logged), and a size above
+    :data:`MAX_SIDE` is scaled down to it (aspect kept). ``channels`` 1 or 3; None: 1 when every
+    image is greyscale, else 3 (RGB). Headers are read first, then each image is decoded and
+    resized on its own, so memory holds the result only.
     """
     from PIL import Image, UnidentifiedImageError
 
-    images = []
+    def bad(f, exc):
+        return InvalidInputError(f"{key}: image {f} cannot be decoded ({type(exc).__name__}: {exc}). Replace or "
+                                 "remove that file.")
+
+    sizes, modes = [], []
     for f in files:
         try:
             with Image.open(f) as im:
-                im.load()
-                images.append(im.copy())
+                sizes.append(im.size)
+                modes.append(im.mode)
         except (UnidentifiedImageError, OSError, ValueError) as exc:
-            raise InvalidInputError(f"{key}: image {f} cannot be decoded ({type(exc).__name__}: {exc}). Replace or "
-                                    "remove that file.") from None
+            raise bad(f, exc) from None
     if channels is None:
-        channels = 1 if all(im.mode in ("1", "L", "LA", "I", "I;16", "F") for im in images) else 3
+        channels = 1 if all(m in ("1", "L", "LA", "I", "I;16", "F") for m in modes) else 3
     if size is None:
-        sizes = Counter(im.size for im in images)
-        target = sizes.most_common(1)[0][0]
-        if len(sizes) > 1:
+        counts = Counter(sizes)
+        target = counts.most_common(1)[0][0]
+        if max(target) > MAX_SIDE:
+            scale = MAX_SIDE / max(target)
+            target = (max(1, round(target[0] * scale)), max(1, round(target[1] * scale)))
+            log.info("%s: images scaled down to %dx%d (set dataset.image_size=<side> to choose)", key, *target)
+        elif len(counts) > 1:
             log.info("%s: images have %d different sizes; all resized to %dx%d (set dataset.image_size=<side> to "
-                     "choose)", key, len(sizes), target[0], target[1])
+                     "choose)", key, len(counts), target[0], target[1])
     else:
         target = (int(size), int(size)) if np.isscalar(size) else (int(size[1]), int(size[0]))
-    out = np.empty((len(images), target[1], target[0], channels), dtype=np.uint8)
-    for i, im in enumerate(images):
-        im = im.convert("L" if channels == 1 else "RGB")
-        if im.size != target:
-            im = im.resize(target, Image.BILINEAR)
-        arr = np.asarray(im, dtype=np.uint8)
+    out = np.empty((len(files), target[1], target[0], channels), dtype=np.uint8)
+    for i, f in enumerate(files):
+        try:
+            with Image.open(f) as im:
+                im = im.convert("L" if channels == 1 else "RGB")
+                if im.size != target:
+                    im = im.resize(target, Image.BILINEAR)
+                arr = np.asarray(im, dtype=np.uint8)
+        except (UnidentifiedImageError, OSError, ValueError) as exc:
+            raise bad(f, exc) from None
         out[i] = arr[..., None] if channels == 1 else arr
     return out
 
