@@ -161,7 +161,6 @@ def test_extreme_scales_give_the_same_clusters(name, scale):
 # ------------------------------------------------------------------ malformed arrays
 BAD_X = {
     "complex": (X0 + 1j, ValueError, "Complex data not supported"),
-    "sparse": (sp.csr_matrix(X0), TypeError, "[Ss]parse"),
     "1-D": (X0[:, 0], ValueError, "2D array"),
     "empty": (np.empty((0, 3)), ValueError, "0 sample"),
     "nan": (np.where(np.arange(X0.size).reshape(X0.shape) == 5, np.nan, X0), ValueError, "NaN"),
@@ -183,6 +182,24 @@ def test_malformed_X_is_rejected(name, case):
             est.fit(X, y)
         else:
             est.fit(X)
+
+
+SPARSE_OK = ["MMDT", "RandomizedMMDT", "ConceptMMDT", "CART"]  # algorithms that only need sums / sklearn
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+@pytest.mark.parametrize("name", NAMES)
+def test_sparse_X_is_supported_where_the_algorithm_allows_else_rejected(name, fmt):
+    Xsp = sp.csr_matrix(np.where(X0 > 1.0, X0, 0.0)).asformat(fmt)
+    if name in SPARSE_OK:
+        dense, sparse = fit(name, Xsp.toarray()), fit(name, Xsp)
+        assert np.array_equal(dense.predict(Xsp.toarray()), sparse.predict(Xsp))
+        # the same tree; CART scales sparse columns without centring, so thresholds may differ in the last bits
+        assert np.array_equal(dense.tree_.feature, sparse.tree_.feature)
+        assert np.allclose(dense.tree_.threshold, sparse.tree_.threshold, equal_nan=True)
+    else:
+        with pytest.raises(TypeError, match="Sparse data was passed"):
+            fit(name, Xsp)
 
 
 @pytest.mark.parametrize("name", REFERENCE)

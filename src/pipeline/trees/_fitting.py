@@ -13,6 +13,7 @@ from __future__ import annotations
 from numbers import Integral
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
@@ -31,14 +32,26 @@ NOISE_CONSTRAINT = {"noise_label": [Integral, str, None]}
 N_LEAVES_CONSTRAINT = {"n_leaves": [Interval(Integral, 1, None, closed="left"), None]}
 
 
-def validate_X(est, X, *, reset: bool, min_samples: int = 1) -> np.ndarray:
-    """``X`` as a finite float64 array through sklearn's ``validate_data``.
+def validate_X(est, X, *, reset: bool, min_samples: int = 1):
+    """``X`` as a finite float64 array (CSR matrix if ``est`` accepts sparse) via ``validate_data``.
 
     At fit (``reset=True``) this sets ``n_features_in_`` and, for a DataFrame with string
     column names, ``feature_names_in_``; at predict it checks them (reordered or renamed
-    columns raise). Sparse and complex input is rejected with sklearn's messages.
+    columns raise). Complex input, and sparse input for estimators whose algorithm needs
+    dense columns, is rejected with sklearn's messages.
     """
-    return validate_data(est, X, reset=reset, dtype=np.float64, ensure_min_samples=min_samples)
+    sparse = "csr" if getattr(est, "_accepts_sparse", False) else False
+    return validate_data(est, X, reset=reset, dtype=np.float64, ensure_min_samples=min_samples,
+                         accept_sparse=sparse)
+
+
+def tree_predict(tree: ExplanationTree, X) -> np.ndarray:
+    """``tree.predict(X)``; a sparse ``X`` is densified a block of rows at a time."""
+    if not sp.issparse(X):
+        return tree.predict(X)
+    step = max(1, (1 << 22) // max(X.shape[1], 1))
+    X = X.tocsr()
+    return np.concatenate([tree.predict(X[i:i + step].toarray()) for i in range(0, X.shape[0], step)])
 
 
 def predict_tree(est, X) -> np.ndarray:
@@ -47,9 +60,9 @@ def predict_tree(est, X) -> np.ndarray:
     X = validate_X(est, X, reset=False)
     n_jobs = getattr(est, "n_jobs", None)
     if n_jobs is None:  # the enclosing limit (or all cores) already holds; entering a block costs ~5 ms
-        return est.tree_.predict(X)
+        return tree_predict(est.tree_, X)
     with limit_threads(n_jobs):
-        return est.tree_.predict(X)
+        return tree_predict(est.tree_, X)
 
 
 def resolve_feature_names(est, feature_names, n_features: int):
@@ -85,7 +98,10 @@ def reset_features(est, n_features: int) -> None:
 
 def check_not_constant(X: np.ndarray, what: str = "X") -> None:
     """Raise if every row of ``X`` is identical: no cut could separate anything."""
-    if X.shape[0] > 1 and np.all(X == X[0]):
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    if sp.issparse(lo):
+        lo, hi = lo.toarray(), hi.toarray()
+    if X.shape[0] > 1 and np.array_equal(lo, hi):
         raise InvalidInputError(
             f"every column of {what} is constant (all {X.shape[0]} rows are identical), so no cut can "
             "separate the clusters; pass data that varies across rows."
@@ -108,7 +124,7 @@ def power_of_two_scale(X: np.ndarray, *, always: bool = False) -> float:
     Dividing by a power of two is exact in binary floating point, so a tree grown on ``X / s``
     and rescaled with :func:`rescale_tree` partitions ``X`` exactly as the grown tree does.
     """
-    top = max(abs(float(X.max())), abs(float(X.min()))) if X.size else 0.0  # no |X| temporary
+    top = max(abs(float(X.max())), abs(float(X.min()))) if X.shape[0] * X.shape[1] else 0.0  # no |X| copy
     if top == 0.0 or not np.isfinite(top) or (not always and 2.0**-60 <= top <= 2.0**60):
         return 1.0
     return float(np.ldexp(1.0, int(np.frexp(top)[1])))
@@ -150,13 +166,22 @@ class ReferenceTree(ClassifierMixin, BaseEstimator):
 
     Subclasses call :meth:`_validate_reference` at the start of ``fit`` and label the tree's
     leaves with :meth:`_leaf_label`; ``predict`` then returns labels from ``classes_``.
-    Rows whose label equals ``noise_label`` are left out of fitting.
+    Rows whose label equals ``noise_label`` are left out of fitting. Subclasses whose
+    algorithm works on sparse X set ``_accepts_sparse = True``.
     """
+
+    _accepts_sparse = False
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = self._accepts_sparse
+        return tags
 
     def _validate_reference(self, X, y, feature_names=None, *, min_clusters: int = 2):
         """Validate ``X``/``y``; return (X without noise rows, codes 0..k-1, keep mask, names)."""
         self._validate_params()
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
+                             accept_sparse="csr" if self._accepts_sparse else False)
         check_classification_targets(y)
         keep = ~noise_mask(y, self.noise_label)
         classes, codes = np.unique(y[keep], return_inverse=True)

@@ -13,6 +13,7 @@ import warnings
 from numbers import Integral
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils._param_validation import Interval, RealNotInt
 from sklearn.utils.validation import check_is_fitted
@@ -125,11 +126,28 @@ def pull_back_threshold(t: float, center: float, scale: float) -> float:
     return _from_ordered(lo)
 
 
+def _scale_columns(X):
+    """(X - center) / scale per column into [-1, 1]; sparse X is only scaled (zeros stay zeros)."""
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    if sp.issparse(X):
+        lo, hi = lo.toarray().ravel(), hi.toarray().ravel()
+        center, scale = np.zeros(X.shape[1]), np.maximum(np.abs(lo), np.abs(hi))
+        scale[scale == 0] = 1.0
+        Xs = X.copy()
+        Xs.data /= scale[Xs.indices]  # the same division the pulled-back thresholds assume
+        return Xs, center, scale
+    center = lo / 2 + hi / 2
+    scale = hi / 2 - lo / 2
+    scale[scale == 0] = 1.0
+    with np.errstate(over="ignore"):
+        return (X - center) / scale, center, scale
+
+
 class CART(ReferenceTree):
     """CART baseline: a DecisionTreeClassifier with K leaves fitted on the reference labels.
 
-    Features are centred and scaled to [-1, 1] before sklearn (which casts to float32) sees
-    them, and every threshold is mapped back exactly (:func:`pull_back_threshold`), so the
+    Features are centred and scaled to [-1, 1] (sparse X: only scaled, so it stays sparse)
+    before sklearn (which casts to float32) sees them, and every threshold is mapped back exactly (:func:`pull_back_threshold`), so the
     tree is the same at any scale of the data and ``tree_`` predicts as ``estimator_`` does
     on ``(X - x_center_) / x_scale_``.
 
@@ -168,6 +186,7 @@ class CART(ReferenceTree):
         "min_samples_leaf": [Interval(Integral, 1, None, closed="left"), Interval(RealNotInt, 0, 1, closed="neither")],
         **NOISE_CONSTRAINT, **COMMON_CONSTRAINTS,
     }
+    _accepts_sparse = True
 
     def __init__(self, n_leaves=None, *, max_depth=None, min_samples_leaf=1, noise_label=-1, random_state=None,
                  n_jobs=None):
@@ -197,12 +216,7 @@ class CART(ReferenceTree):
         check_not_constant(X)
         k = self.classes_.size
         n_leaves = check_n_leaves(self.n_leaves, k, X.shape[0], at_least=k, why=" (the number of clusters)")
-        lo, hi = X.min(axis=0), X.max(axis=0)
-        center = lo / 2 + hi / 2
-        scale = hi / 2 - lo / 2
-        scale[scale == 0] = 1.0
-        with np.errstate(over="ignore"):
-            Xs = (X - center) / scale
+        Xs, center, scale = _scale_columns(X)
         self.estimator_ = DecisionTreeClassifier(max_leaf_nodes=n_leaves, max_depth=self.max_depth,
                                                  min_samples_leaf=self.min_samples_leaf,
                                                  random_state=self.random_state)

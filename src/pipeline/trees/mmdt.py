@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
@@ -99,6 +100,28 @@ def _randomized_split(means: np.ndarray, sigma: np.ndarray, rng: np.random.Rando
             return axis, theta
 
 
+def cluster_moments(X, codes: np.ndarray):
+    """Per-cluster means and (population) variances (K, d) of ``X`` for codes 0..K-1.
+
+    Dense ``X`` uses :func:`~pipeline.trees.mixture.estimate_mixture` (two-pass variances); a
+    sparse ``X`` one sparse product per moment, variance = E[x²] − mean², never densified.
+    """
+    if not sp.issparse(X):
+        _, means, variances = estimate_mixture(X, codes)
+        return means, variances
+    K, n = int(codes.max()) + 1, codes.size
+    member = sp.csr_matrix((np.ones(n), (codes, np.arange(n))), shape=(K, n))
+    counts = np.bincount(codes, minlength=K).astype(float)[:, None]
+    means = (member @ X).toarray() / counts
+    second = (member @ X.multiply(X)).toarray() / counts
+    return means, np.maximum(second - means**2, 0.0)
+
+
+def _project(Z, C) -> np.ndarray:
+    """Concept coordinates Z Cᵀ of dense or sparse latents."""
+    return np.asarray(Z @ C.T) if sp.issparse(Z) else project(Z, C)
+
+
 def grow_means_tree(means: np.ndarray, sigma: np.ndarray, split_rule, labels, rng, feature_names=None):
     """Grow the tree that separates ``means`` one cut at a time (no validation).
 
@@ -140,6 +163,7 @@ class _MeansTree(ReferenceTree):
     """Shared estimator plumbing for trees grown from K means and per-axis σ."""
 
     _split_rule = None  # set by subclasses: callable(node_means, sigma, rng) -> (axis, threshold)
+    _accepts_sparse = True  # only per-cluster means and variances are read
 
     _parameter_constraints = {**COMMON_CONSTRAINTS, **NOISE_CONSTRAINT, **N_LEAVES_CONSTRAINT}
 
@@ -195,7 +219,7 @@ class _MeansTree(ReferenceTree):
 
         Parameters
         ----------
-        X : array-like or DataFrame of shape (n_samples, d)
+        X : array-like, sparse matrix or DataFrame of shape (n_samples, d)
             A DataFrame's column names become ``feature_names_in_`` and name the rules.
         y : array-like of shape (n_samples,)
             Reference cluster labels.
@@ -211,7 +235,7 @@ class _MeansTree(ReferenceTree):
         self._check_n_leaves(self.classes_.size)
         scale = power_of_two_scale(X)
         with limit_threads(self.n_jobs):
-            _, means, variances = estimate_mixture(X / scale if scale != 1.0 else X, codes)
+            means, variances = cluster_moments(X / scale if scale != 1.0 else X, codes)
         sigma = np.sqrt(variances.max(axis=0))
         means = check_means(means, name="estimated cluster means")
         sigma = check_sigma(sigma, X.shape[1], from_data=True, scale=np.abs(means).max(axis=0))
@@ -336,6 +360,7 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
         "cavs": ["array-like", None], "concept_names": ["array-like", None],
         **NOISE_CONSTRAINT, **COMMON_CONSTRAINTS,
     }
+    _accepts_sparse = True
 
     def __init__(self, cavs=None, concept_names=None, *, noise_label=-1, random_state=None, n_jobs=None):
         self.cavs = cavs
@@ -411,10 +436,10 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
         scale = power_of_two_scale(Z)
         Zs = Z / scale if scale != 1.0 else Z
         with limit_threads(self.n_jobs):
-            _, means, _ = estimate_mixture(Zs, codes)
+            means, _ = cluster_moments(Zs, codes)
             # σ̄_m² = max_k c_mᵀ Σ_k c_m equals the largest per-cluster variance of the projection C z,
             # so the (d, d) covariances never need to be formed.
-            _, _, proj_var = estimate_mixture(project(Zs, C), codes)
+            _, _, proj_var = estimate_mixture(_project(Zs, C), codes)
         return self._grow(means, C, np.sqrt(proj_var.max(axis=0)), scale)
 
     def _grow(self, means, C, concept_sigma, scale: float = 1.0):
@@ -440,7 +465,7 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
         """Concept coordinates C z of latents ``Z`` (Eq. 4), shape (n_samples, M)."""
         check_is_fitted(self, "tree_")
         Z = validate_X(self, Z, reset=False)
-        return project(Z, self.cavs_)
+        return _project(Z, self.cavs_)
 
     def predict(self, Z):
         """Cluster label for each latent row: project onto the CAVs, then apply the tree.
