@@ -42,8 +42,13 @@ def test_limit_threads_restores_after_error():
     assert numba.get_num_threads() == before
 
 
+@pytest.mark.parametrize("parallel_min_work", [0, None])  # 0: every kernel call takes the prange path
 @pytest.mark.parametrize("make", [lambda: IMM(), lambda: ExKMC(n_leaves=8), lambda: SpExClique(n_leaves=6)])
-def test_trees_do_not_depend_on_thread_count(make):
+def test_trees_do_not_depend_on_thread_count(make, parallel_min_work, monkeypatch):
+    from pipeline.trees import _kernels
+
+    if parallel_min_work is not None:
+        monkeypatch.setattr(_kernels, "PARALLEL_MIN_WORK", parallel_min_work)
     X, y = make_blobs(n_samples=3000, n_features=40, centers=4, cluster_std=8.0, random_state=1)  # overlapping
     trees = []
     for threads in (1, available_cores()):

@@ -18,6 +18,8 @@ import numpy as np
 import numba
 from numba import prange
 
+from pipeline.trees._kernels import SizeDispatch
+
 
 @numba.njit(cache=True, nogil=True)
 def _count_le(X, order_row, j, value, strict):
@@ -166,3 +168,7 @@ def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, out_cost, out_pos, ou
         out_pos[j] = best_p
         out_left[j] = best_l
         out_right[j] = best_r
+
+
+mistakes_sweep = SizeDispatch(mistakes_sweep, work_arg=1)  # work: the node's orders
+surrogate_sweep = SizeDispatch(surrogate_sweep)

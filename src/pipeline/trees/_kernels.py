@@ -350,3 +350,45 @@ if AVAILABLE:
                     same_key[r, i] = same
                     n_same += same
         return n_same
+
+
+PARALLEL_MIN_WORK = 1 << 17  # below this many elements a kernel runs serially: waking threads costs more
+
+
+class SizeDispatch:
+    """A ``prange`` kernel and its serial twin, chosen per call.
+
+    The serial twin (the same Python source compiled without ``parallel``) runs when the
+    current thread setting is 1 or the call is small (``args[work_arg].size`` below
+    :data:`PARALLEL_MIN_WORK`): a parallel launch wakes the thread pool, which costs
+    microseconds on an idle machine and milliseconds on a busy one, more than a small node's
+    whole sweep. Both compile to the same arithmetic, so results do not depend on the choice.
+    """
+
+    def __init__(self, kernel, work_arg: int = 0):
+        import types
+
+        f = kernel.py_func
+        twin = types.FunctionType(f.__code__, f.__globals__, f.__name__ + "_serial", f.__defaults__, f.__closure__)
+        twin.__qualname__ = f.__qualname__ + "_serial"  # its own on-disk cache entry
+        twin.__doc__ = f.__doc__
+        self.parallel = kernel
+        self.serial = numba.njit(cache=True, nogil=True)(twin)
+        self.work_arg = work_arg
+        self.__doc__ = f.__doc__
+        self.__name__ = f.__name__
+
+    def __call__(self, *args):
+        if args[self.work_arg].size < PARALLEL_MIN_WORK or numba.get_num_threads() == 1:
+            return self.serial(*args)
+        return self.parallel(*args)
+
+
+if AVAILABLE:
+    clique_sweep = SizeDispatch(clique_sweep)
+    clique_split_sweep = SizeDispatch(clique_split_sweep)
+    graph_sweep = SizeDispatch(graph_sweep)
+    partition_rows = SizeDispatch(partition_rows)
+    group_rows = SizeDispatch(group_rows)
+    pack_keys = SizeDispatch(pack_keys)
+    unpack_keys = SizeDispatch(unpack_keys)
