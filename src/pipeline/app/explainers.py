@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.utils._param_validation import InvalidParameterError
 
 from pipeline.app.capabilities import check_provided
-from pipeline.app.instantiate import accepted, call, factory, locate, target_of
+from pipeline.app.instantiate import call, check_params, factory, locate, target_of
 from pipeline.concepts.projection import mixture_sigma
 from pipeline.validation import InvalidInputError
 
@@ -183,10 +183,8 @@ def fit_explainer(row: str, config: dict, inputs: FitInputs, random_state: int, 
     """
     proto = protocol(config)
     check_provided(row, config, inputs.capabilities(), clustering, inputs.cavs is None)
+    check_params(config, f"explainer.{row}")  # misspelt names (also checked before any stage runs)
     target = locate(target_of(config, "explainer"), "explainer")
-    unknown = sorted(set(config.get("params") or {}) - accepted(target))
-    if unknown:
-        raise InvalidInputError(parameter_help(row, target, f"unknown parameter(s) {unknown}"))
     try:
         est = proto.fit(build(config, inputs, random_state), inputs)
     except InvalidParameterError as exc:  # the estimator's own _parameter_constraints, checked at fit
