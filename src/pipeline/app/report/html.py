@@ -163,6 +163,9 @@ def _num(v) -> str:
     return _e(v)
 
 
+# The results columns shown first (the rest are one click away).
+RESULT_COLUMNS = ["run", "explainer", "method", "ari", "ami", "ref_ari", "misassignment", "q", "n_leaves", "depth",
+                  "fit_seconds", "error"]
 _COUNTS = {"n_leaves", "depth", "n_noise", "n_runs", "k", "from", "to", "samples", "K", "CAVs", "independent CAVs", "positives",
            "negatives", "size", "leaf", "cluster"}  # count columns: shown as integers even when read as floats
 
@@ -244,10 +247,15 @@ def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[T
     if subtitle:
         body.append(f'<p class="sub">{_e(subtitle)}</p>')
     body += [f"<p>{_e(n)}</p>" for n in notes]
-    body += ["<h2>Configuration</h2>", _config_summary(config), "<h2>Results</h2>", table_html(results),
-             '<p class="sub">ari/ami: agreement of each explanation with the ground truth; ref_ari/ref_ami: with the '
-             "reference clustering; misassignment: share of points the tree puts outside their reference cluster.</p>",
-             "<h2>Trees</h2>"]
+    main = [c for c in RESULT_COLUMNS if c in results.columns] or list(results.columns)
+    hidden = [c for c in results.columns if c not in main]
+    body += ["<h2>Configuration</h2>", _config_summary(config), "<h2>Results</h2>", table_html(results[main])]
+    if hidden:
+        body.append(f"<details><summary>all columns ({', '.join(map(str, hidden))})</summary>"
+                    f"{table_html(results)}</details>")
+    body += ['<p class="sub">ari/ami: agreement of each explanation with the ground truth; ref_ari/ref_ami: with '
+             "the reference clustering; misassignment: share of points the tree puts outside their reference cluster; "
+             "q: explainability-to-noise ratio (mean-based trees).</p>", "<h2>Trees</h2>"]
     body += [_tree_html(v) for v in trees] or ["<p>no tree was fitted.</p>"]
     if cav_summary:
         body += ["<h2>Concept activation vectors</h2>",
