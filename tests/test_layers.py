@@ -109,7 +109,6 @@ PENDING = {
     "encoders/vade.py": "the pre-training cache reads/writes files (to move into the app layer)",
     "encoders/contrastive.py": "init_checkpoint is read with torch.load (to move into the app layer)",
     "encoders/resnet.py": "backbone weights read with torch.load (to move into the app layer)",
-    "encoders/sbert.py": "switches HF_HUB_OFFLINE in os.environ while loading (to use huggingface_hub's own switch)",
 }
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -32,20 +31,20 @@ def offline_model_dir() -> Path | None:
 
 @contextmanager
 def _hub_offline():
-    """Temporarily force Hugging Face hub offline mode (env + already-imported constants)."""
+    """Temporarily force Hugging Face hub offline mode.
+
+    huggingface_hub, transformers and sentence-transformers all ask
+    ``huggingface_hub.constants.is_offline_mode()``, which reads the module flag set here; the
+    process environment is left alone (library code never changes ``os.environ``).
+    """
     import huggingface_hub.constants as hf_constants
 
-    saved_env, saved_flag = os.environ.get("HF_HUB_OFFLINE"), hf_constants.HF_HUB_OFFLINE
-    os.environ["HF_HUB_OFFLINE"] = "1"
+    saved_flag = hf_constants.HF_HUB_OFFLINE
     hf_constants.HF_HUB_OFFLINE = True
     try:
         yield
     finally:
         hf_constants.HF_HUB_OFFLINE = saved_flag
-        if saved_env is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = saved_env
 
 
 class SBERTEncoder(Encoder):
