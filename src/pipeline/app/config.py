@@ -87,6 +87,7 @@ class DatasetConfig:
     id_column: Optional[str] = None  # a column of row ids (kept out of the features)
     noise_label: Optional[Any] = None  # the label value meaning noise (none by default)
     image_size: Optional[int] = None  # resize images to this side (default: their own / most common size)
+    array: Optional[str] = None  # the features array of an .npz (default: X / embeddings / features / the only 2-D one)
 
 
 @dataclass
