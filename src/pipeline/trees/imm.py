@@ -132,14 +132,12 @@ class _CentreTree(ReferenceTree):
         codes = codes.astype(np.int8 if classes.size < 128 else np.int16 if classes.size < 32768 else np.int32)
         centers = reference_centers(X, codes, classes.size, centers)
         self.centers_ = centers * scale
-        self._scale = scale
-        return X, codes, classes, centers, feature_names
+        return X, codes, classes, centers, feature_names, scale
 
-    def _label(self, tree, leaf_center):
+    def _label(self, tree, leaf_center, scale):
         for leaf, c in leaf_center.items():
             tree.set_label(leaf, self._leaf_label(c))
-        self.tree_ = rescale_tree(tree, self._scale)
-        del self._scale
+        self.tree_ = rescale_tree(tree, scale)
         self.n_leaves_ = tree.n_leaves
         return self
 
@@ -150,7 +148,7 @@ class _CentreTree(ReferenceTree):
         centre of the i-th class in ``classes_`` (sorted labels); default: the means of the
         reference clusters.
         """
-        X, codes, classes, centers, feature_names = self._prepare(X, y, centers, feature_names)
+        X, codes, classes, centers, feature_names, scale = self._prepare(X, y, centers, feature_names)
         k = classes.size
         n_leaves = check_n_leaves(self.n_leaves, k, X.shape[0], at_least=k,
                                   why=" (the number of reference clusters)")
@@ -163,7 +161,7 @@ class _CentreTree(ReferenceTree):
             tree, leaf_center = build_imm_tree(X, codes, centers, self._ratio,
                                                feature_priority(X.shape[1], self.random_state),
                                                feature_names, self.verbose)
-        return self._label(tree, leaf_center)
+        return self._label(tree, leaf_center, scale)
 
 
 class IMM(_CentreTree):
@@ -218,7 +216,7 @@ class ExKMC(_CentreTree):
 
     def fit(self, X, y, feature_names=None, centers=None):
         """Fit to X (n_samples, n_features) and reference labels y; see :meth:`IMM.fit`."""
-        X, codes, classes, centers, feature_names = self._prepare(X, y, centers, feature_names)
+        X, codes, classes, centers, feature_names, scale = self._prepare(X, y, centers, feature_names)
         k = classes.size
         n_leaves = check_n_leaves(self.n_leaves, k, X.shape[0], at_least=k,
                                   why=" (the number of reference clusters)")
@@ -229,7 +227,7 @@ class ExKMC(_CentreTree):
                                                root)
             if n_leaves > k:
                 self._expand(X, codes, centers, tree, leaf_center, root, n_leaves, priority)
-        return self._label(tree, leaf_center)
+        return self._label(tree, leaf_center, scale)
 
     def _expand(self, X, codes, centers, tree, leaf_center, root, n_leaves, priority):
         n, d = X.shape
