@@ -29,8 +29,8 @@ from tqdm.auto import tqdm
 from pipeline.trees import _imm_kernels as kern
 from pipeline.trees._column_order import ColumnOrder, feature_priority, pick_best
 from pipeline.trees._fitting import (
-    COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, check_n_leaves, power_of_two_scale,
-    rescale_tree,
+    COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, check_n_leaves, check_not_constant,
+    power_of_two_scale, rescale_tree,
 )
 from pipeline.trees._threads import limit_threads
 from pipeline.trees.tree import ExplanationTree
@@ -124,6 +124,8 @@ class _CentreTree(ReferenceTree):
 
     def _prepare(self, X, y, centers, feature_names):
         X, codes, _, feature_names = self._validate_reference(X, y, feature_names)
+        if centers is None:  # (given centres can be separated even on constant data)
+            check_not_constant(X)
         classes = self.classes_
         scale = power_of_two_scale(X)
         if scale != 1.0:

@@ -35,6 +35,7 @@ from pipeline.trees._fitting import (
     NOISE_CONSTRAINT,
     ReferenceTree,
     _labels_are_codes,
+    check_not_constant,
     power_of_two_scale,
     rescale_tree,
     reset_features,
@@ -232,6 +233,7 @@ class _MeansTree(ReferenceTree):
             ``predict`` then returns the original label values of ``y``.
         """
         X, codes, _, names = self._validate_reference(X, y, feature_names)
+        check_not_constant(X)  # the estimated means would all coincide
         self._check_n_leaves(self.classes_.size)
         scale = power_of_two_scale(X)
         with limit_threads(self.n_jobs):
@@ -432,6 +434,7 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
             ``predict`` returns the original label values of ``y``.
         """
         Z, codes, _, _ = self._validate_reference(Z, y)
+        check_not_constant(Z, "Z")
         C = self._cavs(Z.shape[1])
         scale = power_of_two_scale(Z)
         Zs = Z / scale if scale != 1.0 else Z
