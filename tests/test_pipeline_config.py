@@ -73,11 +73,14 @@ def test_every_option_of_every_group_fits_the_schema_and_instantiates(group):
                 assert set(run.get("explainers") or []) <= set(cfg["explainer"])
 
 
-def test_default_config_is_the_deep_digits_concept_run():
+def test_default_config_is_the_papers_mnist_concept_run():
     cfg = to_plain(compose_config(["paths.output_dir=/tmp/unused"]))
-    assert cfg["dataset"]["name"] == "digits" and cfg["encoder"]["name"] == "vade"
-    assert cfg["clustering"]["name"] == "encoder" and cfg["concepts"]["name"] == "mnist_geometric"
+    assert cfg["dataset"]["name"] == "mnist" and cfg["dataset"]["root"] is None  # the bundled real digits
+    assert cfg["encoder"]["name"] == "vade" and cfg["encoder"]["params"]["hidden_dims"] == [500, 500, 2000]
+    assert cfg["clustering"]["name"] == "gmm" and cfg["concepts"]["name"] == "mnist_geometric"  # GMM on latents
     assert list(cfg["explainer"]) == ["concept_mmdt", "concept_cart"]
+    digits = to_plain(compose_config(["dataset=digits", "paths.output_dir=/tmp/unused"]))  # still a choice
+    assert digits["dataset"]["name"] == "digits" and digits["encoder"]["name"] == "vade"
 
 
 def test_tabular_datasets_default_to_raw_features_and_the_command_line_wins():
