@@ -95,3 +95,14 @@ def test_pooling_shapes():
     assert pool_activations(torch.ones(2, 5, 3, 3)).shape == (2, 5)
     assert pool_activations(torch.ones(2, 7, 4)).shape == (2, 4)  # tokens (n, T, D)
     assert pool_activations(torch.ones(2, 5, 3, 3), "flatten").shape == (2, 45)
+
+
+def test_torch_export_archive_is_read_at_a_named_layer(tmp_path, images):
+    torch.manual_seed(0)
+    net = torchvision.models.resnet18(num_classes=3).eval()
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    program = torch.export.export(net, (torch.zeros(2, 3, 16, 16),), dynamic_shapes=({0: batch},))
+    torch.export.save(program, tmp_path / "net.pt2")
+    enc = build_torch_encoder(torchscript=str(tmp_path / "net.pt2"), layer="layer3", progress=False)
+    direct = TorchModuleEncoder(net, "layer3", progress=False)
+    assert np.allclose(enc.transform(images), direct.transform(images), atol=1e-5)

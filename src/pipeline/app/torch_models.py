@@ -4,8 +4,9 @@ Either an architecture named by ``_target_`` (any importable callable returning 
 ``nn.Module``, e.g. ``torchvision.models.resnet18`` with ``num_classes: 10``) plus a local
 weights file (a state dict saved with ``torch.save(model.state_dict(), path)``; a checkpoint
 dict holding ``state_dict`` / ``model_state_dict`` / ``model`` works too), or a TorchScript file
-(``torch.jit.save(torch.jit.script(model), path)``). Nothing is downloaded and the files are
-only read.
+(``torch.jit.save(torch.jit.script(model), path)``; read at its output) or a ``torch.export``
+archive (``.pt2``, ``torch.export.save``; read at any layer). Nothing is downloaded and the
+files are only read.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def build_module(model=None, weights: str | None = None, torchscript: str | None
 
     if torchscript:
         p = _file(torchscript, "encoder.torchscript")
+        if p.suffix == ".pt2":
+            return _exported_program(p)
         try:
             return torch.jit.load(str(p), map_location="cpu").eval()
         except Exception as exc:  # noqa: BLE001
@@ -42,6 +45,19 @@ def build_module(model=None, weights: str | None = None, torchscript: str | None
         log.warning("encoder=torch: no encoder.weights given, the network %s is randomly initialised",
                     _describe(model))
     return module.eval()
+
+
+def _exported_program(p: Path):
+    """A ``torch.export`` archive (``torch.export.save``) as a module with the original submodule
+    hierarchy (``torch.export.unflatten``), so any layer can be hooked."""
+    import torch
+
+    try:
+        return torch.export.unflatten(torch.export.load(str(p))).eval()
+    except Exception as exc:  # noqa: BLE001
+        raise InvalidInputError(f"encoder.torchscript={p} is not a torch.export archive ({type(exc).__name__}: "
+                                f"{str(exc).splitlines()[0] if str(exc) else ''}). Save one with "
+                                "torch.export.save(torch.export.export(model, (x,), dynamic_shapes=...), path).") from None
 
 
 def _describe(model) -> str:
