@@ -127,8 +127,9 @@ class TorchModuleEncoder(Encoder):
         if isinstance(self.module, torch.jit.ScriptModule):
             raise InvalidInputError(
                 f"encoder.layer={self.layer!r}: a TorchScript model cannot be read at an inner layer (torch does not "
-                "hook scripted modules). Set encoder.layer=null to use the scripted model's output, script a module "
-                "that returns the wanted layer, or give the architecture (encoder.model._target_) and its weights.")
+                "hook scripted modules). Set encoder.layer=null to use the scripted model's output, save the model as a "
+                "torch.export archive (.pt2, read at any layer), or give the architecture (encoder.model._target_) "
+                "and its weights.")
         try:
             return self.module.get_submodule(str(self.layer))
         except AttributeError:
