@@ -174,12 +174,16 @@ class SpExClique(_SpExBase, ReferenceTree):
     predict = _SpExBase.predict
 
 
+DEFAULT_LEAVES = 8  # reference-free SpEx without y: scikit-learn's KMeans default of 8 clusters
+
+
 def _fit_graph(est, X, A, y, feature_names):
     """Shared body of SpExGraph/SpExKNN fitting once the graph is known (noise rows dropped)."""
     codes = None
     if y is not None:
         est.classes_, codes = np.unique(y, return_inverse=True)
-    n_leaves = check_n_leaves(est.n_leaves, None if codes is None else est.classes_.size, X.shape[0])
+    default = DEFAULT_LEAVES if codes is None else est.classes_.size
+    n_leaves = check_n_leaves(est.n_leaves, default, X.shape[0])
     graph = GraphData(A)
     priority = feature_priority(X.shape[1], est.random_state)
     tree = grow_spex_tree(X, n_leaves, lambda o: graph_best_cut(o, graph, priority), feature_names, est.verbose)
@@ -221,7 +225,8 @@ class SpExGraph(_ClusterSpEx):
     Parameters
     ----------
     n_leaves : int, optional
-        Number of leaves; required unless ``y`` is passed to ``fit`` (then: number of clusters).
+        Number of leaves; default: the number of reference clusters if ``y`` is passed to
+        ``fit``, else 8 (scikit-learn's KMeans default).
     noise_label : int, str or None, default=-1
         Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
@@ -267,7 +272,8 @@ class SpExKNN(_ClusterSpEx):
     Parameters
     ----------
     n_leaves : int, optional
-        Number of leaves; required unless ``y`` is passed to ``fit``.
+        Number of leaves; default: the number of reference clusters if ``y`` is passed to
+        ``fit``, else 8 (scikit-learn's KMeans default).
     n_neighbors : int, default=20
         Neighbours per point in the kNN graph (mutual neighbours get edge weight 2); at most
         n_samples - 1 are used (with a warning).
