@@ -118,7 +118,7 @@ def test_pipeline_loads_a_named_checkpoint_and_rejects_another_k(saved, tmp_path
     def config(k, out):
         return compose_config([
             f"paths.output_dir={tmp_path / out}", f"paths.cache_dir={tmp_path / 'cache'}",
-            f"paths.models_dir={tmp_path / 'models'}", "encoder=vade", "encoder.device=cpu",
+            f"paths.models_dir={tmp_path / 'models'}", "dataset=digits", "encoder=vade", "encoder.device=cpu",
             "encoder.params.hidden_dims=[16,16]", "encoder.params.latent_dim=4", f"encoder.params.n_clusters={k}",
             f"encoder.checkpoint={path}", "clustering=encoder", f"clustering.n_clusters={k}", "dataset.n_samples=150",
             "concepts=none", "explainer=[cart]", "report.figures=false", "report.summary=false"])

@@ -13,6 +13,7 @@ from pipeline.encoders import ContrastiveClusteringEncoder, build_encoder
 from pipeline.encoders import resnet as resnet_module
 from pipeline.encoders.contrastive import (ContrastiveClusteringNet, cluster_loss, instance_loss,
                                            map_authors_state_dict)
+from pipeline.app.checkpoint import read_weights
 from pipeline.validation import InvalidInputError
 
 SMALL = dict(n_clusters=3, backbone="resnet34", backbone_weights="none", image_size=32, batch_size=8, epochs=1,
@@ -112,7 +113,7 @@ def test_authors_checkpoint_keys_are_mapped(tmp_path):
     mapped = map_authors_state_dict(torch.load(path, weights_only=True))
     assert set(mapped) == set(net.state_dict())
     X = _images(4)
-    enc = ContrastiveClusteringEncoder(**SMALL, mode="pretrained", init_checkpoint=str(path),
+    enc = ContrastiveClusteringEncoder(**SMALL, mode="pretrained", init_checkpoint=read_weights(path, "init_checkpoint"),
                                        representation="cluster").fit(X)
     net.eval()
     x = torch.from_numpy(X).permute(0, 3, 1, 2).float() / 255
@@ -120,7 +121,26 @@ def test_authors_checkpoint_keys_are_mapped(tmp_path):
         expected = net.cluster_projector(net.resnet(x)).numpy()
     np.testing.assert_allclose(enc.transform(X), expected, atol=1e-5)
     with pytest.raises(InvalidInputError, match="n_clusters"):
-        ContrastiveClusteringEncoder(**{**SMALL, "n_clusters": 5}, mode="pretrained", init_checkpoint=str(path)).fit(X)
+        ContrastiveClusteringEncoder(**{**SMALL, "n_clusters": 5}, mode="pretrained",
+                                     init_checkpoint=read_weights(path, "init_checkpoint")).fit(X)
+
+
+def test_weight_files_named_in_the_config_are_read_by_the_app_layer(tmp_path):
+    """encoder.params.init_checkpoint=<file>: pipeline.app.stages.encode.build reads it; the
+    library encoder only ever sees the state in memory."""
+    from pipeline.app.stages.encode import build
+
+    torch.manual_seed(1)
+    net = ContrastiveClusteringNet("resnet34", 3)
+    path = tmp_path / "checkpoint_1000.tar"
+    torch.save({"net": {f"module.{k}": v for k, v in net.state_dict().items()}}, path)
+    cfg = {"encoder": {"_target_": "pipeline.encoders.contrastive.ContrastiveClusteringEncoder", "name": "contrastive",
+                       "device": "cpu", "params": {**SMALL, "mode": "pretrained", "init_checkpoint": str(path)}}}
+    enc = build(cfg)
+    assert isinstance(enc.init_checkpoint, dict) and "net" in enc.init_checkpoint
+    cfg["encoder"]["params"]["init_checkpoint"] = str(tmp_path / "missing.tar")
+    with pytest.raises(InvalidInputError, match=r"encoder.params.init_checkpoint=.*missing.tar does not exist"):
+        build(cfg)
 
 
 def test_imagenet_weights_unavailable_falls_back_to_random(monkeypatch, caplog):
@@ -170,7 +190,7 @@ def test_registry():
 
 
 def test_checkpoint_round_trip(trained, tmp_path):
-    from pipeline.encoders import load_encoder, save_encoder
+    from pipeline.app.checkpoint import load_encoder, save_encoder
 
     enc, X, _ = trained
     path = tmp_path / "contrastive" / "k.pt"

@@ -107,8 +107,6 @@ LIBRARY = [p for p in modules() if is_library(p)]
 PENDING = {
     "encoders/training.py": "periodic checkpoints and resume read/write files (to become in-memory state + app callback)",
     "encoders/vade.py": "the pre-training cache reads/writes files (to move into the app layer)",
-    "encoders/contrastive.py": "init_checkpoint is read with torch.load (to move into the app layer)",
-    "encoders/resnet.py": "backbone weights read with torch.load (to move into the app layer)",
 }
 
 

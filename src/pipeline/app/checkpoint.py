@@ -75,7 +75,7 @@ def save_encoder(encoder: Encoder, path: str | os.PathLike, metadata: dict | Non
     metrics.update(metadata.pop("metrics", {}) or {})
     sidecar = {
         "encoder": encoder.name, "target": f"{type(encoder).__module__}.{type(encoder).__qualname__}",
-        "config": encoder.get_params(), "architecture": encoder.architecture(),
+        "config": _plain_params(encoder.get_params()), "architecture": encoder.architecture(),
         "seed": state["seed"], "epoch": state["epoch"], "metrics": metrics,
         "seed_report": getattr(encoder, "seed_report_", None), "data": metadata.pop("data", None),
         "metadata": metadata,
@@ -83,6 +83,36 @@ def save_encoder(encoder: Encoder, path: str | os.PathLike, metadata: dict | Non
     sha = save_state(path, state, sidecar)
     logger.info("saved %s checkpoint %s (epoch %d, sha256 %s)", encoder.name, path, state["epoch"], sha[:12])
     return sha
+
+
+def _holds_tensors(value) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_tensors(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_tensors(v) for v in value)
+    return False
+
+
+def _plain_params(params: dict) -> dict:
+    """Constructor parameters for the sidecar: in-memory weights (initial state dicts, read from
+    files by :func:`read_weights`) are not stored; the checkpoint itself holds the trained state."""
+    return {k: (None if _holds_tensors(v) else v) for k, v in params.items()}
+
+
+def read_weights(path: str | os.PathLike, key: str) -> dict:
+    """A weights file (a torch state dict / checkpoint) read with ``torch.load(weights_only=True)``,
+    for encoder parameters that take in-memory weights (``weight_params``); ``key`` names the
+    config entry in error messages."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise InvalidInputError(f"{key}={path} does not exist; point it at a local weights file (a torch state "
+                                "dict or checkpoint), or use 'imagenet' / 'none' where the encoder allows them.")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure means an unusable file
+        raise InvalidInputError(f"{key}={path} is not a readable torch file ({type(exc).__name__}: {exc}).") from None
 
 
 def save_state(path: str | os.PathLike, state: dict, sidecar: dict) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import torch
@@ -106,11 +107,12 @@ class ContrastiveClusteringEncoder(TorchEncoder):
         K, outputs of the cluster projector.
     backbone : {"resnet34", "resnet18", "resnet50"}
         torchvision ResNet (paper: resnet34).
-    backbone_weights : {"imagenet", "none"} or path
+    backbone_weights : {"imagenet", "none"} or a state dict
         Backbone initialisation for ``mode`` scratch / finetune_heads (ImageNet when obtainable).
-    init_checkpoint : path, optional
-        A checkpoint of the original authors' code (or a state dict with our keys) loaded
-        before training (modes finetune_heads / pretrained).
+    init_checkpoint : dict, optional
+        A checkpoint of the original authors' code (or a state dict with our keys), as read by
+        ``torch.load``, loaded before training (modes finetune_heads / pretrained). Files are
+        read by the application layer (``encoder.params.init_checkpoint=/path/checkpoint_1000.tar``).
     mode : {"scratch", "finetune_heads", "pretrained"}
         Train everything; train only the heads on a frozen backbone; or only load ``init_checkpoint``.
     train_heads : {"both", "cluster"}
@@ -130,6 +132,7 @@ class ContrastiveClusteringEncoder(TorchEncoder):
 
     name = "contrastive"
     architecture_params = ("n_clusters", "backbone", "feature_dim")
+    weight_params = ("backbone_weights", "init_checkpoint")  # given as in-memory state; the app reads files
 
     def __init__(self, n_clusters: int = 10, backbone: str = "resnet34", backbone_weights: str | None = "imagenet",
                  init_checkpoint: str | None = None, mode: str = "scratch", train_heads: str = "both",
@@ -209,14 +212,12 @@ class ContrastiveClusteringEncoder(TorchEncoder):
         return ContrastiveClusteringNet(self.backbone, int(self.n_clusters), int(self.feature_dim))
 
     def _load_init_checkpoint(self, net: ContrastiveClusteringNet) -> None:
-        path = self.init_checkpoint
-        try:
-            raw = torch.load(path, map_location="cpu", weights_only=True)
-        except FileNotFoundError:
-            raise InvalidInputError(f"encoder.init_checkpoint={path} does not exist; point it at the authors' "
-                                    "checkpoint file (e.g. checkpoint_1000.tar).") from None
-        except Exception as exc:  # noqa: BLE001
-            raise InvalidInputError(f"encoder.init_checkpoint={path} is not a readable torch file ({exc}).") from None
+        raw = self.init_checkpoint
+        if not isinstance(raw, Mapping):
+            raise InvalidInputError(f"encoder.init_checkpoint={raw!r}: give the checkpoint as read by torch.load (a dict); "
+                                    "the pipeline reads encoder.params.init_checkpoint=/path/to/checkpoint_1000.tar "
+                                    "itself (pipeline.app.checkpoint.read_weights).")
+        path = "init_checkpoint"
         state = map_authors_state_dict(raw)
         expected = net.state_dict()
         for key in ("cluster_projector.2.weight", "instance_projector.2.weight", "resnet.conv1.weight"):
@@ -230,7 +231,7 @@ class ContrastiveClusteringEncoder(TorchEncoder):
         except RuntimeError as exc:
             raise InvalidInputError(f"{path} does not fit a {self.backbone} contrastive-clustering network ({exc}); "
                                     "check encoder.backbone.") from None
-        logger.info("contrastive: loaded initial weights from %s", path)
+        logger.info("contrastive: loaded the initial weights of init_checkpoint")
 
     # ---- training ---------------------------------------------------------------------
     def _fit_single(self, data: np.ndarray, generator: torch.Generator, resume: bool) -> None:
@@ -238,7 +239,7 @@ class ContrastiveClusteringEncoder(TorchEncoder):
             net = self._build_module()
             if self.init_checkpoint:
                 self._load_init_checkpoint(net)
-                self.backbone_source_ = f"init_checkpoint:{self.init_checkpoint}"
+                self.backbone_source_ = "init_checkpoint"
             elif self.mode == "pretrained":
                 raise InvalidInputError("mode='pretrained' needs encoder.init_checkpoint (a path to trained weights).")
             else:

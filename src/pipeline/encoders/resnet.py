@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
+from collections.abc import Mapping
 
 import torch
 import torchvision
@@ -26,15 +26,17 @@ def build_backbone(name: str) -> tuple[nn.Module, int]:
     return net, rep_dim
 
 
-def load_backbone_weights(net: nn.Module, name: str, weights: str | None) -> str:
+def load_backbone_weights(net: nn.Module, name: str, weights) -> str:
     """Load ``weights`` into a backbone from :func:`build_backbone`; return what was loaded.
 
     Parameters
     ----------
-    weights : {"imagenet", "none"} or a path, or None
+    weights : {"imagenet", "none"}, a state dict, or None
         "imagenet": torchvision's default ImageNet weights (downloaded into TORCH_HOME);
         when they cannot be obtained (offline) the backbone stays randomly initialised and
-        a warning says so. A path: a torchvision-format state dict (required to exist).
+        a warning says so. A torchvision-format state dict (a mapping of tensors, possibly
+        under ``state_dict``): loaded as given. Files are read by the application layer
+        (``encoder.params.backbone_weights=/path/to/resnet34.pth`` in the pipeline).
     """
     if weights in (None, "none", "random"):
         logger.info("%s backbone: random initialisation (encoder.backbone_weights=none)", name)
@@ -51,14 +53,13 @@ def load_backbone_weights(net: nn.Module, name: str, weights: str | None) -> str
         _load_state(net, state, f"torchvision ImageNet weights {spec}")
         logger.info("%s backbone: ImageNet weights %s", name, spec)
         return f"imagenet:{spec}"
-    path = Path(weights)
-    if not path.is_file():
-        raise InvalidInputError(f"backbone weights file {path} does not exist; fix encoder.backbone_weights "
-                                "(a local torchvision state dict, 'imagenet' or 'none').")
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    _load_state(net, state.get("state_dict", state), str(path))
-    logger.info("%s backbone: weights from %s", name, path)
-    return str(path)
+    if not isinstance(weights, Mapping):
+        raise InvalidInputError(f"encoder.backbone_weights={weights!r}: give 'imagenet', 'none' or a state dict "
+                                "(read a weights file with pipeline.app.checkpoint.read_weights; the pipeline does "
+                                "that for encoder.params.backbone_weights=/path/to/weights.pth).")
+    _load_state(net, weights.get("state_dict", weights), "the given backbone state dict")
+    logger.info("%s backbone: weights from the given state dict", name)
+    return "state dict"
 
 
 def _load_state(net: nn.Module, state: dict, source: str) -> None:

@@ -12,8 +12,10 @@ and mixture prior if any, and again the checkpoint path + sha256, which is all l
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -38,10 +40,28 @@ def build(cfg: dict):
     from pipeline.app.network import needs_hub, prepare_hub_access
 
     enc = cfg["encoder"]
-    encoder = call(factory(enc, "encoder"), "encoder", offered={k: enc[k] for k in _RUNTIME_FIELDS if k in enc})
+    encoder = call(_with_weight_files(factory(enc, "encoder")), "encoder",
+                   offered={k: enc[k] for k in _RUNTIME_FIELDS if k in enc})
     if needs_hub(encoder):  # an unreachable hub: offline mode within ~2 s instead of minutes of retries
         prepare_hub_access(cfg.get("offline"), f"{enc['name']} weights")
     return encoder
+
+
+def _looks_like_file(value) -> bool:
+    return isinstance(value, str) and (os.sep in value or Path(value).suffix in (".pt", ".pth", ".tar", ".bin")
+                                       or Path(value).expanduser().is_file())
+
+
+def _with_weight_files(fn: functools.partial) -> functools.partial:
+    """Read the weights files named in the parameters the encoder class lists in ``weight_params``
+    (library encoders take weights in memory; reading files is the application's job)."""
+    files = {k: v for k, v in fn.keywords.items() if k in getattr(fn.func, "weight_params", ()) and _looks_like_file(v)}
+    if not files:
+        return fn
+    from pipeline.app.checkpoint import read_weights
+
+    return functools.partial(fn.func, *fn.args, **{**fn.keywords, **{k: read_weights(v, f"encoder.params.{k}")
+                                                                       for k, v in files.items()}})
 
 
 def checkpoint_path(cfg: dict, training_key: str) -> Path:
