@@ -90,18 +90,24 @@ def test_resume_from_full_state_checkpoint(saved, data, tmp_path, caplog):
     state, _ = read_checkpoint(path)
     assert state["optimizer"] is not None and state["epoch"] == 2
     with caplog.at_level("INFO"):
-        resumed = VaDEEncoder(**{**TINY, "epochs": 4, "resume_from": str(path)}).fit(data)
+        resumed = VaDEEncoder(**{**TINY, "epochs": 4, "resume_from": state}).fit(data)
     assert "resuming" in caplog.text and "from epoch 2" in caplog.text
     train = [h["epoch"] for h in resumed.history_ if h["phase"] == "train"]
     assert train == [1, 2, 3, 4] and resumed.epoch_ == 4
     with pytest.raises(InvalidInputError, match="n_clusters"):
-        VaDEEncoder(**{**TINY, "n_clusters": 4, "epochs": 4, "resume_from": str(path)}).fit(data)
+        VaDEEncoder(**{**TINY, "n_clusters": 4, "epochs": 4, "resume_from": state}).fit(data)
 
 
 def test_periodic_checkpoints(data, tmp_path):
     path = tmp_path / "periodic.pt"
-    VaDEEncoder(**{**TINY, "epochs": 3, "checkpoint_path": str(path), "checkpoint_every": 1}).fit(data)
-    assert load_encoder(path).epoch_ == 3
+    saved = []
+
+    def every_epoch(encoder):  # the app's side: write the encoder's state after each epoch
+        saved.append(encoder.epoch_)
+        save_encoder(encoder, path, {"note": "periodic full-state checkpoint"})
+
+    VaDEEncoder(**{**TINY, "epochs": 3}).fit(data, epoch_callback=every_epoch)
+    assert saved == [1, 2, 3] and load_encoder(path).epoch_ == 3
 
 
 def test_untrainable_encoder_has_no_checkpoint(tmp_path):

@@ -90,7 +90,9 @@ def test_decoder_starts_at_the_mean_image(digits3):
 
 def test_pretraining_is_cached(digits3, tmp_path, caplog):
     X, _ = digits3
-    params = {**TINY, "epochs": 1, "pretrain_cache": str(tmp_path)}
+    from pipeline.app.checkpoint import StateDir  # the app's store; VaDE itself never touches files
+
+    params = {**TINY, "epochs": 1, "pretrain_cache": StateDir(tmp_path)}
     first = VaDEEncoder(**params).fit(X)
     files = list(tmp_path.glob("vade-ae-*.pt"))
     assert len(files) == 1 and files[0].with_suffix(".json").is_file()

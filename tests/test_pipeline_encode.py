@@ -12,7 +12,7 @@ from pipeline.app.runner import run
 from pipeline.concepts.sets import ConceptExamples
 from pipeline.encoders.base import Encoder
 
-TINY_VADE = ["encoder=vade", "encoder.device=cpu", "encoder.params.hidden_dims=[16]", "encoder.params.latent_dim=2",
+TINY_VADE = ["dataset=digits", "encoder=vade", "encoder.device=cpu", "encoder.params.hidden_dims=[16]", "encoder.params.latent_dim=2",
              "encoder.params.n_clusters=3", "encoder.params.pretrain_epochs=1", "encoder.params.epochs=1",
              "clustering=encoder", "clustering.n_clusters=3", "dataset.classes=[0,1,7]", "dataset.n_samples=150",
              "concepts=none", "explainer=[mmdt,cart]", "report.figures=false", "report.summary=false"]

@@ -97,8 +97,35 @@ def _holds_tensors(value) -> bool:
 
 def _plain_params(params: dict) -> dict:
     """Constructor parameters for the sidecar: in-memory weights (initial state dicts, read from
-    files by :func:`read_weights`) are not stored; the checkpoint itself holds the trained state."""
-    return {k: (None if _holds_tensors(v) else v) for k, v in params.items()}
+    files by :func:`read_weights`) and stores (:class:`StateDir`) are not stored; the checkpoint
+    itself holds the trained state."""
+    return {k: (None if _holds_tensors(v) or isinstance(v, StateDir) else v) for k, v in params.items()}
+
+
+class StateDir:
+    """A directory of named torch states: what the library's ``load(name)`` / ``save(name, state,
+    sidecar)`` stores (VaDE's ``pretrain_cache``) are given, so that the library never opens files.
+
+    ``load`` returns None for a name never saved and verifies the sha256 of one that was.
+    """
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root).expanduser()
+
+    def __repr__(self) -> str:
+        return f"StateDir({str(self.root)!r})"
+
+    def path(self, name: str) -> Path:
+        return self.root / f"{name}.pt"
+
+    def load(self, name: str) -> dict | None:
+        path = self.path(name)
+        if not path.is_file():
+            return None
+        return read_checkpoint(path)[0]
+
+    def save(self, name: str, state: dict, sidecar: dict) -> str:
+        return save_state(self.path(name), state, sidecar)
 
 
 def read_weights(path: str | os.PathLike, key: str) -> dict:

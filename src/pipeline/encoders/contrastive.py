@@ -141,8 +141,7 @@ class ContrastiveClusteringEncoder(TorchEncoder):
                  blur: bool = False, normalize: str = "none", epochs: int = 50, lr: float = 3e-4,
                  weight_decay: float = 0.0, batch_size: int = 256, n_init: int = 1, random_state: int = 0,
                  device: str = "auto", amp: bool = True, num_workers: int = 0, progress: bool = True,
-                 collapse_threshold: float = 0.8, checkpoint_path: str | None = None, checkpoint_every: int = 0,
-                 resume_from: str | None = None):
+                 collapse_threshold: float = 0.8, resume_from: dict | None = None):
         self.n_clusters = n_clusters
         self.backbone = backbone
         self.backbone_weights = backbone_weights
@@ -168,8 +167,6 @@ class ContrastiveClusteringEncoder(TorchEncoder):
         self.num_workers = num_workers
         self.progress = progress
         self.collapse_threshold = collapse_threshold
-        self.checkpoint_path = checkpoint_path
-        self.checkpoint_every = checkpoint_every
         self.resume_from = resume_from
 
     # ---- data -------------------------------------------------------------------------

@@ -60,9 +60,7 @@ COMMON_CONSTRAINTS = {
     "num_workers": [Interval(Integral, 0, None, closed="left")],
     "progress": ["boolean"],
     "collapse_threshold": [Interval(Real, 0, 1, closed="right")],
-    "checkpoint_path": [str, None],
-    "checkpoint_every": [Interval(Integral, 0, None, closed="left")],
-    "resume_from": [str, None],
+    "resume_from": [dict, None],
 }
 
 
@@ -105,7 +103,8 @@ class TorchEncoder(Encoder):
 
     Common parameters (set by subclasses' ``__init__``): ``n_clusters``, ``random_state``,
     ``n_init``, ``device``, ``amp``, ``batch_size``, ``num_workers``, ``progress``,
-    ``collapse_threshold``, ``checkpoint_path``, ``checkpoint_every``, ``resume_from``.
+    ``collapse_threshold``, ``resume_from`` (a :meth:`checkpoint_state` dict to continue training from;
+    files are read by :mod:`pipeline.app.checkpoint`). Periodic checkpoints: ``fit(epoch_callback=...)``.
     """
 
     trainable = True
@@ -164,18 +163,14 @@ class TorchEncoder(Encoder):
             )
         self.device_ = select_device(self.device)
         self._epoch_callback = epoch_callback
-        self._resuming = resume_state is not None or bool(self.resume_from)
+        if resume_state is None and self.resume_from is not None:
+            resume_state = dict(self.resume_from)
+            resume_state.pop("rng", None)  # resume_from continues the weights, with fresh random streams
+        self._resuming = resume_state is not None
         if resume_state is not None:
-            self._restore(resume_state)
+            self._restore_checked(resume_state)
             logger.info("%s: resuming from epoch %d", self.name, self.epoch_)
             seeds = [int(self.seed_)]
-        elif self.resume_from:
-            from pipeline.app.checkpoint import read_checkpoint
-
-            state, sidecar = read_checkpoint(self.resume_from, expected=self._architecture())
-            self._restore(state)
-            logger.info("%s: resuming %s from epoch %d", self.name, self.resume_from, self.epoch_)
-            seeds = [int(sidecar.get("seed") if sidecar.get("seed") is not None else self.random_state)]
         else:
             seeds = [int(self.random_state) + i for i in range(max(1, int(self.n_init)))]
         runs = []
@@ -226,8 +221,8 @@ class TorchEncoder(Encoder):
         """Call ``run_epoch(epoch) -> (mean_loss, labels or None)`` for the remaining epochs.
 
         Records ``history_``, logs loss and cluster occupancy, warns on collapse (one cluster
-        holding more than ``collapse_threshold`` of the samples) and writes a full-state
-        checkpoint every ``checkpoint_every`` epochs of the main phase.
+        holding more than ``collapse_threshold`` of the samples) and hands the encoder to
+        ``fit(epoch_callback=...)`` after every epoch of the main phase (the app writes checkpoints).
         """
         start = self.epoch_ if phase == self.main_phase else 0
         for epoch in tqdm(range(start, int(n_epochs)), desc=f"{self.name} {phase} (seed {self.seed_})",
@@ -250,10 +245,6 @@ class TorchEncoder(Encoder):
                 self.epoch_ = epoch + 1
                 if getattr(self, "_epoch_callback", None) is not None:
                     self._epoch_callback(self)
-                elif self.checkpoint_path and self.checkpoint_every and self.epoch_ % int(self.checkpoint_every) == 0:
-                    from pipeline.app.checkpoint import save_encoder
-
-                    save_encoder(self, self.checkpoint_path, {"note": "periodic full-state checkpoint"})
 
     def _collapsed(self) -> bool:
         last = [h for h in self.history_ if "occupancy" in h]
@@ -285,6 +276,16 @@ class TorchEncoder(Encoder):
     def architecture(self) -> dict:
         """What a checkpoint must match to be loaded into this encoder (needs ``input_shape_``)."""
         return self._architecture()
+
+    def _restore_checked(self, state: dict) -> None:
+        """:meth:`_restore` with one clear error when the state is another architecture / K."""
+        try:
+            self._restore(state)
+        except (RuntimeError, KeyError, TypeError) as exc:
+            keys = ", ".join(getattr(self, "architecture_params", ()))
+            raise InvalidInputError(f"{self.name}: the state to resume from does not fit the configured encoder "
+                                    f"({keys}; {str(exc).splitlines()[0]}); resume with the configuration it was "
+                                    "trained with.") from None
 
     def _restore(self, state: dict) -> None:
         """Rebuild the module from a checkpoint state (see :meth:`checkpoint_state`)."""

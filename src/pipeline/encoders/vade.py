@@ -18,13 +18,12 @@ import hashlib
 import json
 import logging
 from numbers import Integral, Real
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from sklearn.mixture import GaussianMixture
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from torch import nn
 
 from pipeline.encoders.device import seed_everything, worker_init
@@ -144,23 +143,26 @@ class VaDEEncoder(TorchEncoder):
         Likelihood; "bernoulli" needs inputs in [0, 1] (see ``input_scaling``).
     input_scaling : {"minmax", "none"}
         "minmax" maps the training data's global range to [0, 1] (uint8 images: /255).
-    pretrain_cache : str, optional
-        Directory caching the pre-trained autoencoder, keyed by data, architecture,
-        pre-training settings and seed (reused across ELBO runs with other settings).
+    pretrain_cache : object with ``load(name) -> dict | None`` and ``save(name, state, sidecar)``, optional
+        Where the pre-trained autoencoder is kept, under a name made of the data, architecture,
+        pre-training settings and seed (reused across ELBO runs with other settings). The
+        pipeline passes :class:`pipeline.app.checkpoint.StateDir` for a directory
+        (``encoder.params.pretrain_cache=<dir>``); this class never touches files.
     n_init : int
         Seeds ``random_state, random_state+1, ...`` trained; the lowest final loss is kept.
     collapse_threshold : float
         Occupancy share above which an epoch is reported as a cluster collapse.
-    checkpoint_path, checkpoint_every : optional
-        Write a full-state checkpoint every ``checkpoint_every`` ELBO epochs.
-    resume_from : str, optional
-        A full-state checkpoint to continue ELBO training from.
+    resume_from : dict, optional
+        A full-state :meth:`checkpoint_state` to continue ELBO training from (read a checkpoint
+        file with :func:`pipeline.app.checkpoint.read_checkpoint`). Periodic checkpoints:
+        ``fit(epoch_callback=...)``.
     device, amp, batch_size, num_workers, progress, random_state
         See :class:`pipeline.encoders.training.TorchEncoder`.
     """
 
     name = "vade"
     architecture_params = ("n_clusters", "latent_dim", "hidden_dims")
+    store_params = ("pretrain_cache",)  # a directory in the config: the app passes a store for it
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,
         "latent_dim": [Interval(Integral, 1, None, closed="left")],
@@ -173,16 +175,16 @@ class VaDEEncoder(TorchEncoder):
         "weight_decay": [Interval(Real, 0, None, closed="left")],
         "reconstruction": [StrOptions({"bernoulli", "gaussian"})],
         "input_scaling": [StrOptions({"minmax", "none"})],
-        "pretrain_cache": [str, None],
+        "pretrain_cache": [HasMethods(["load", "save"]), None],
     }
 
     def __init__(self, n_clusters: int = 10, latent_dim: int = 10, hidden_dims=(500, 500, 2000),
                  pretrain_epochs: int = 50, epochs: int = 100, pretrain_lr: float = 1e-3, lr: float = 2e-3,
                  lr_decay: float = 0.9, weight_decay: float = 0.0, reconstruction: str = "bernoulli",
-                 input_scaling: str = "minmax", pretrain_cache: str | None = None, batch_size: int = 128,
+                 input_scaling: str = "minmax", pretrain_cache=None, batch_size: int = 128,
                  n_init: int = 1, random_state: int = 0, device: str = "auto", amp: bool = False,
                  num_workers: int = 0, progress: bool = True, collapse_threshold: float = 0.8,
-                 checkpoint_path: str | None = None, checkpoint_every: int = 0, resume_from: str | None = None):
+                 resume_from: dict | None = None):
         self.n_clusters = n_clusters
         self.latent_dim = latent_dim
         self.hidden_dims = hidden_dims
@@ -203,8 +205,6 @@ class VaDEEncoder(TorchEncoder):
         self.num_workers = num_workers
         self.progress = progress
         self.collapse_threshold = collapse_threshold
-        self.checkpoint_path = checkpoint_path
-        self.checkpoint_every = checkpoint_every
         self.resume_from = resume_from
 
     def _check_common_params(self) -> None:
@@ -302,16 +302,15 @@ class VaDEEncoder(TorchEncoder):
 
     def _pretrain(self, data: torch.Tensor, generator: torch.Generator) -> None:
         """Deterministic autoencoder pre-training (x -> mu(x) -> x); cached when ``pretrain_cache`` is set."""
-        from pipeline.app.checkpoint import read_checkpoint, save_state
-
         net = self.module_
         ae_params = [p for n, p in net.named_parameters() if n.split(".")[0] in ("encoder", "mu", "decoder")]
-        path = Path(self.pretrain_cache) / f"vade-ae-{self._pretrain_key(data)}.pt" if self.pretrain_cache else None
-        if path is not None and path.is_file():
-            state, _ = read_checkpoint(path)
+        store = self.pretrain_cache
+        name = f"vade-ae-{self._pretrain_key(data)}" if store is not None else None
+        state = store.load(name) if store is not None else None
+        if state is not None:
             net.load_state_dict(state["module"], strict=False)
             self.history_.extend(state["history"])
-            logger.info("VaDE: loaded cached autoencoder pre-training %s", path)
+            logger.info("VaDE: loaded cached autoencoder pre-training %s", name)
             return
         opt = adam(ae_params, lr=float(self.pretrain_lr))
 
@@ -326,12 +325,12 @@ class VaDEEncoder(TorchEncoder):
             return total / len(data), None
 
         self._run_epochs("pretrain", int(self.pretrain_epochs), run_epoch)
-        if path is not None:
+        if store is not None:
             ae_state = {k: v for k, v in net.state_dict().items() if k.split(".")[0] in ("encoder", "mu", "decoder")}
             history = [h for h in self.history_ if h["phase"] == "pretrain"]
-            save_state(path, {"module": ae_state, "history": history},
+            store.save(name, {"module": ae_state, "history": history},
                        {"stage": "vade-pretrain", "architecture": self._architecture(), "seed": self.seed_})
-            logger.info("VaDE: cached autoencoder pre-training at %s", path)
+            logger.info("VaDE: cached autoencoder pre-training %s", name)
 
     @torch.no_grad()
     def _init_output_bias(self, data: torch.Tensor) -> None:

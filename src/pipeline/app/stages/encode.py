@@ -53,15 +53,18 @@ def _looks_like_file(value) -> bool:
 
 
 def _with_weight_files(fn: functools.partial) -> functools.partial:
-    """Read the weights files named in the parameters the encoder class lists in ``weight_params``
-    (library encoders take weights in memory; reading files is the application's job)."""
-    files = {k: v for k, v in fn.keywords.items() if k in getattr(fn.func, "weight_params", ()) and _looks_like_file(v)}
-    if not files:
+    """Library encoders never open files; the app turns file parameters into what they take:
+    weights files named in the class's ``weight_params`` are read (in-memory state dicts), and
+    directories named in ``store_params`` become :class:`pipeline.app.checkpoint.StateDir` stores."""
+    weights = {k: v for k, v in fn.keywords.items() if k in getattr(fn.func, "weight_params", ()) and _looks_like_file(v)}
+    stores = {k: v for k, v in fn.keywords.items() if k in getattr(fn.func, "store_params", ()) and isinstance(v, str)}
+    if not weights and not stores:
         return fn
-    from pipeline.app.checkpoint import read_weights
+    from pipeline.app.checkpoint import StateDir, read_weights
 
-    return functools.partial(fn.func, *fn.args, **{**fn.keywords, **{k: read_weights(v, f"encoder.params.{k}")
-                                                                       for k, v in files.items()}})
+    given = {**{k: read_weights(v, f"encoder.params.{k}") for k, v in weights.items()},
+             **{k: StateDir(v) for k, v in stores.items()}}
+    return functools.partial(fn.func, *fn.args, **{**fn.keywords, **given})
 
 
 def checkpoint_path(cfg: dict, training_key: str) -> Path:
