@@ -166,7 +166,9 @@ class ReferenceTree(ClassifierMixin, BaseEstimator):
 
     Subclasses call :meth:`_validate_reference` at the start of ``fit`` and label the tree's
     leaves with :meth:`_leaf_label`; ``predict`` then returns labels from ``classes_``.
-    Rows whose label equals ``noise_label`` are left out of fitting. Subclasses whose
+    Rows whose label equals ``noise_label`` are left out of fitting. ``tree_``'s leaves carry
+    the labels themselves when they are integers, else their index into ``classes_`` (so
+    ``tree_.rules()`` then read "cluster 0" for ``classes_[0]``). Subclasses whose
     algorithm works on sparse X set ``_accepts_sparse = True``.
     """
 
