@@ -193,3 +193,21 @@ def test_an_identity_run_imports_no_torch():
             "pipeline.encoders.base; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_raw_feature_iris_run_never_imports_torch(tmp_path):
+    """The whole ``dataset=iris explainer=[mmdt,cart]`` run (identity encoder) stays torch-free."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from pipeline.app.config import compose_config\n"
+        "from pipeline.app.runner import run\n"
+        f"run(compose_config(['dataset=iris', 'explainer=[mmdt,cart]', 'paths.output_dir={tmp_path / 'out'}', "
+        f"'paths.cache_dir={tmp_path / 'cache'}', 'report.figures=false', 'report.summary=false']))\n"
+        "print('TORCH', 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "TORCH False" in out.stdout
