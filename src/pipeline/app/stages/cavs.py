@@ -27,7 +27,9 @@ from pipeline.validation import InvalidInputError
 log = logging.getLogger(__name__)
 
 def fitter_name(cfg: dict, suggested: str | None) -> str:
-    """``cav.name``; ``linear`` (the default) means the concept set's suggestion, else logistic."""
+    """``cav.name``; ``linear`` (the default) means the concept set's suggestion, else logistic.
+    (``cav.params.fitter`` wins: a fitter name, or any ``pipeline.concepts.fitters.Fitter`` given
+    as a ``{_target_: ...}`` node.)"""
     name = cfg["cav"]["name"]
     return (suggested or "logistic") if name == "linear" else name
 
@@ -99,7 +101,8 @@ def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> dict:
     return {
         "concept_names": fitter.concept_names_, "cavs": fitter.cavs_, "cav_summary": summary,
         "cav_dropped": fitter.dropped_, "cav_scores": fitter.scores_, "cav_random_scores": fitter.random_scores_,
-        "concept_set": examples.set_name, "cav_fitter": fitter_name(cfg, examples.fitter),
+        "concept_set": examples.set_name,
+        "cav_fitter": fitter.fitter if isinstance(fitter.fitter, str) else type(fitter.fitter).__name__,
         "n_concept_examples": int(Zex.shape[0]),
     }
 
