@@ -1,6 +1,7 @@
 """The two layers stay apart, and the package has no import cycles (issue 11).
 
-LIBRARY: every module of ``pipeline`` outside ``pipeline/app/`` and ``pipeline/__main__.py``.
+LIBRARY: every module of ``pipeline`` outside ``pipeline/app/`` and the entry points
+``pipeline/__main__.py`` and ``pipeline/collect.py``.
 It must not import the application layer, Hydra or omegaconf, and must not do file I/O or
 touch the environment: no ``open()``, ``print()``, ``Path.read_*/write_*/open/mkdir/unlink``,
 ``np.save*/np.load/np.loadtxt/np.savetxt``, ``torch.save/torch.load``, ``os.environ`` writes,
@@ -41,9 +42,13 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+# Command-line doors into the application layer: ``python -m pipeline``, ``python -m pipeline.collect``.
+ENTRY_POINTS = ("__main__.py", "collect.py")
+
+
 def is_library(path: Path) -> bool:
     rel = path.relative_to(PACKAGE)
-    return rel.parts[0] not in ("app", "conf") and rel.name != "__main__.py"
+    return rel.parts[0] not in ("app", "conf") and rel.as_posix() not in ENTRY_POINTS
 
 
 def modules() -> list[Path]:

@@ -54,7 +54,7 @@ def test_two_job_multirun_with_a_failure_and_collect(tmp_path):
     assert proc.returncode != 0  # the sweep reports the failed job...
     assert (sweep / "0" / "results.csv").exists()  # ...after the other job finished
     assert '"failed"' in (sweep / "1" / "status.json").read_text()
-    collected = pipeline(tmp_path, str(sweep), module="pipeline.app.collect")
+    collected = pipeline(tmp_path, str(sweep), module="pipeline.collect")
     assert collected.returncode == 1 and "job 1 failed: InvalidInputError: clustering benchmark" in collected.stderr
     table = pd.read_csv(sweep / "collected.csv")
     assert list(table["job"]) == [0, 0] and list(table["dataset_override"]) == ["iris", "iris"]
@@ -74,7 +74,7 @@ def test_joblib_launcher_two_parallel_jobs_and_collect(tmp_path):
     proc = pipeline(tmp_path, "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "dataset=iris,wine",
                     f"hydra.sweep.dir={sweep}", *FAST)
     assert proc.returncode == 0, proc.stderr
-    collected = pipeline(tmp_path, str(sweep), module="pipeline.app.collect")
+    collected = pipeline(tmp_path, str(sweep), module="pipeline.collect")
     assert collected.returncode == 0, collected.stderr
     table = pd.read_csv(sweep / "collected.csv")
     assert sorted(set(table["dataset"])) == ["iris", "wine"] and len(table) == 4

@@ -53,7 +53,7 @@ def test_failed_rows_are_left_out_and_plot_has_error_bars():
 
 
 def test_collect_writes_summary_of_a_two_seed_sweep(tmp_path, capsys):
-    """`python -m pipeline.app.collect` on a fake two-seed sweep: summary.csv by hand, figure files."""
+    """`python -m pipeline.collect` on a fake two-seed sweep: summary.csv by hand, figure files."""
     import json
 
     from pipeline.app.collect import main

@@ -38,7 +38,7 @@ def test_submitit_local_two_job_sweep_shares_the_cache_then_collect(tmp_path):
         events += [(e["stage"], e["hit"]) for e in status["cache"]]
     for stage in ("load", "encode", "cluster"):  # computed by one job, read by the other
         assert sorted(hit for s, hit in events if s == stage) == [False, True], events
-    collected = pipeline(tmp_path, str(sweep), module="pipeline.app.collect")
+    collected = pipeline(tmp_path, str(sweep), module="pipeline.collect")
     assert collected.returncode == 0, collected.stderr
     table = pd.read_csv(sweep / "collected.csv")
     assert sorted(set(table["explainer"])) == ["cart", "mmdt", "reference"] and set(table["job"]) == {0, 1}

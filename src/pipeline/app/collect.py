@@ -44,7 +44,7 @@ def write_summary(sweep_dir: Path, results, override_keys) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.app.collect", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m pipeline.collect", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path, help="a Hydra multirun directory (outputs/multiruns/<date>/<time>)")
     parser.add_argument("--allow-failed", action="store_true", help="exit 0 even if some jobs failed")
     args = parser.parse_args(argv)

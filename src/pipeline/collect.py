@@ -1,0 +1,14 @@
+"""Entry point: ``python -m pipeline.collect <sweep dir>`` gathers a multirun's results.
+
+A thin command-line door into the application layer (like ``pipeline/__main__.py``); the
+work is in :mod:`pipeline.app.collect`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pipeline.app.collect import main
+
+if __name__ == "__main__":
+    sys.exit(main())
