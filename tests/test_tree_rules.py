@@ -134,3 +134,22 @@ def test_from_json_rejects_malformed_documents(text, match):
 def test_from_json_round_trip_still_exact():
     t = redundant_tree()
     assert ExplanationTree.from_json(t.to_json()) == t
+
+
+def test_string_labels_name_the_leaves_in_rules_dot_and_json():
+    """Fitted to string labels, rules read the class names ("→ setosa"), also after a JSON round-trip."""
+    import numpy as np
+    from sklearn.datasets import load_iris
+
+    from pipeline.trees import CART, IMM, MMDT, ExplanationTree
+
+    data = load_iris()
+    names = np.array(data.target_names)[data.target]
+    for est in (MMDT(), CART(), IMM()):
+        tree = est.fit(data.data, names).tree_
+        rules = tree.rules(data.data, est.predict(data.data), names)
+        assert {r.to_dict()["text"].split("→ ")[1].split(" ·")[0] for r in rules} == set(data.target_names)
+        assert all(r.stats.purity == 1.0 for r in rules)  # the reference is the tree's own prediction
+        assert "setosa" in tree.to_dot() and "setosa" in tree.to_text()
+        assert [str(r) for r in ExplanationTree.from_json(tree.to_json()).rules()] == [str(r) for r in tree.rules()]
+    assert MMDT().fit(data.data, data.target).tree_.label_names is None  # integer labels stay "cluster k"

@@ -141,6 +141,7 @@ def rescale_tree(tree: ExplanationTree, scale: float, center=None) -> Explanatio
         return tree
     center = np.zeros(tree.n_features) if center is None else np.asarray(center, dtype=float)
     out = ExplanationTree(tree.n_features, tree.feature_names, root_label=int(tree.label[0]))
+    out.label_names = tree.label_names
     feature, threshold = tree.feature, tree.threshold
     left, right, label = tree.children_left, tree.children_right, tree.label
     stack = [(0, 0)]
@@ -159,6 +160,13 @@ def rescale_tree(tree: ExplanationTree, scale: float, center=None) -> Explanatio
         stack.append((int(left[old]), a))
         stack.append((int(right[old]), b))
     return out
+
+
+def name_leaves(tree: ExplanationTree, classes: np.ndarray) -> ExplanationTree:
+    """Give ``tree`` the class names when its leaves store indices into ``classes`` (non-integer labels)."""
+    if _labels_are_codes(classes):
+        tree.label_names = [str(c) for c in classes]
+    return tree
 
 
 class ReferenceTree(ClassifierMixin, BaseEstimator):
@@ -196,6 +204,9 @@ class ReferenceTree(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         names = resolve_feature_names(self, feature_names, X.shape[1])
         return X, codes, keep, names
+
+    def _name_leaves(self, tree: ExplanationTree) -> ExplanationTree:
+        return name_leaves(tree, self.classes_)
 
     def _leaf_label(self, code: int) -> int:
         """What a leaf stores for class index ``code``: the label itself, or the index."""

@@ -139,7 +139,7 @@ class _CentreTree(ReferenceTree):
     def _label(self, tree, leaf_center, scale):
         for leaf, c in leaf_center.items():
             tree.set_label(leaf, self._leaf_label(c))
-        self.tree_ = rescale_tree(tree, scale)
+        self.tree_ = rescale_tree(self._name_leaves(tree), scale)
         self.n_leaves_ = tree.n_leaves
         return self
 

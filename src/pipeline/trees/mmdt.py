@@ -259,7 +259,7 @@ class _MeansTree(ReferenceTree):
         rng = check_random_state(self.random_state)
         labels = np.array([self._leaf_label(k) for k in range(means.shape[0])], dtype=np.int64)
         tree = grow_means_tree(means, sigma, type(self)._split_rule, labels, rng, feature_names)
-        self.tree_ = rescale_tree(tree, scale)
+        self.tree_ = rescale_tree(self._name_leaves(tree), scale)
         self.means_, self.sigma_ = means * scale, sigma * scale
         logger.debug("%s: grew %d leaves, depth %d", type(self).__name__, self.tree_.n_leaves, self.tree_.depth)
         return self
@@ -458,7 +458,7 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
         rng = check_random_state(self.random_state)
         labels = np.array([self._leaf_label(k) for k in range(means.shape[0])], dtype=np.int64)
         tree = grow_means_tree(concept_means, concept_sigma, _mmdt_split, labels, rng, self._names())
-        self.tree_ = rescale_tree(tree, scale)
+        self.tree_ = rescale_tree(self._name_leaves(tree), scale)
         self.means_, self.concept_means_ = means * scale, concept_means * scale
         self.concept_sigma_ = concept_sigma * scale
         self.cavs_ = C

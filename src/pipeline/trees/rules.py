@@ -194,6 +194,7 @@ class Rule:
     label: int
     conditions: list[Condition]
     stats: LeafStats | None = None
+    name: str | None = None  # how the leaf's label reads ("cluster 3", or a class name)
 
     @property
     def intervals(self) -> list[Interval]:
@@ -202,7 +203,7 @@ class Rule:
     def format(self, max_terms: int | None = MAX_TERMS, simplified: bool = True) -> str:
         parts = self.intervals if simplified else self.conditions
         body = " and ".join(p.format(max_terms) for p in parts) or "always"
-        text = f"{body} → cluster {self.label}"
+        text = f"{body} → {self.name or f'cluster {self.label}'}"
         if self.stats is not None:
             text += "".join(f" · {p}" for p in self.stats.parts())
         return text

@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 from pipeline.trees._column_order import ColumnOrder, feature_priority
 from pipeline.trees._fitting import (
     COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, _labels_are_codes, check_n_leaves,
-    majority_labels, noise_mask, power_of_two_scale, predict_tree, resolve_feature_names,
+    majority_labels, name_leaves, noise_mask, power_of_two_scale, predict_tree, resolve_feature_names,
     unsplittable_error, validate_X,
 )
 from pipeline.trees._threads import limit_threads
@@ -97,6 +97,7 @@ class _SpExBase(BaseEstimator):
             labels = majority_labels(tree.apply(X), codes, np.arange(self.classes_.size), tree.n_nodes)
             for leaf in tree.leaves:
                 tree.set_label(leaf, self._leaf_label(int(labels[leaf])))
+            tree = name_leaves(tree, self.classes_)
         else:
             for i, leaf in enumerate(tree.leaves):
                 tree.set_label(leaf, i)

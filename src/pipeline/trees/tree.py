@@ -39,6 +39,12 @@ class ExplanationTree:
         Names used in rules and plots (concept names for concept trees).
     root_label : int, default=-1
         Label of the single leaf a new tree starts with.
+
+    Attributes
+    ----------
+    label_names : list of str or None
+        Names of the leaf labels (``label_names[k]`` for label ``k``), set by estimators fitted
+        to string labels; rules then read "→ zebra" instead of "→ cluster 0".
     """
 
     def __init__(self, n_features: int, feature_names: Sequence[str] | None = None, root_label: int = -1):
@@ -59,6 +65,14 @@ class ExplanationTree:
         self._label: list[int] = [int(root_label)]
         self._weights: dict[int, dict[int, float]] = {}
         self._arrays = None
+        self.label_names: list[str] | None = None
+
+    def leaf_name(self, label: int) -> str:
+        """How a leaf label reads: its name from ``label_names``, else ``cluster <label>``."""
+        names = self.label_names
+        if names is not None and 0 <= int(label) < len(names):
+            return str(names[int(label)])
+        return f"cluster {int(label)}"
 
     # ------------------------------------------------------------------ growing
     def _new_leaf(self, label: int) -> int:
@@ -281,7 +295,10 @@ class ExplanationTree:
             if v is not None and len(v) != len(rows):
                 raise InvalidInputError(f"{name} has {len(v)} entries but X has {len(rows)} rows; they must match.")
         leaves = self.leaves
-        return leaf_stats(rows, leaves, [self._label[n] for n in leaves], reference, y, class_names)
+        labels = [self._label[n] for n in leaves]
+        if self.label_names is not None and reference is not None and np.asarray(reference).dtype.kind not in "iub":
+            labels = [self.leaf_name(label) for label in labels]  # a reference given in the class names
+        return leaf_stats(rows, leaves, labels, reference, y, class_names)
 
     def rules(self, X=None, reference=None, y=None, class_names=None) -> list[Rule]:
         """One rule per leaf (depth-first order), in feature names.
@@ -297,7 +314,8 @@ class ExplanationTree:
         def walk(n: int, conds: list[Condition]) -> None:
             f = self._feature[n]
             if f == LEAF:
-                out.append(Rule(leaf=n, label=self._label[n], conditions=list(conds), stats=stats.get(n)))
+                out.append(Rule(leaf=n, label=self._label[n], conditions=list(conds), stats=stats.get(n),
+                                name=self.leaf_name(self._label[n])))
                 return
             walk(self._left[n], conds + [self.condition(n, "<=")])
             walk(self._right[n], conds + [self.condition(n, ">")])
@@ -326,7 +344,7 @@ class ExplanationTree:
         nodes, edges = [], []
         for n in self._dfs():
             if self._feature[n] == LEAF:
-                parts = [f"cluster {self._label[n]}"] + (stats[n].parts() if n in stats else [])
+                parts = [self.leaf_name(self._label[n])] + (stats[n].parts() if n in stats else [])
                 nodes.append((n, "\n".join(parts), True))
             else:
                 nodes.append((n, self.condition(n).format(max_terms), False))
@@ -339,7 +357,7 @@ class ExplanationTree:
 
         def walk(n: int, indent: str) -> None:
             if self._feature[n] == LEAF:
-                lines.append(f"{indent}leaf {n}: cluster {self._label[n]}")
+                lines.append(f"{indent}leaf {n}: {self.leaf_name(self._label[n])}")
                 return
             cond = self.condition(n)
             lines.append(f"{indent}if {cond}:")
@@ -368,8 +386,11 @@ class ExplanationTree:
             else:
                 nodes.append({"feature": f, "threshold": self._threshold[n],
                               "left": self._left[n], "right": self._right[n]})
-        return {"format": "explanation-tree", "version": FORMAT_VERSION, "n_features": self.n_features,
-                "feature_names": self.feature_names, "nodes": nodes}
+        doc = {"format": "explanation-tree", "version": FORMAT_VERSION, "n_features": self.n_features,
+               "feature_names": self.feature_names, "nodes": nodes}
+        if self.label_names is not None:
+            doc["label_names"] = list(self.label_names)
+        return doc
 
     def to_json(self, **kwargs) -> str:
         """Lossless JSON (floats are written with full precision)."""
@@ -399,6 +420,11 @@ class ExplanationTree:
             tree._right.append(int(node["right"]))
             tree._label.append(-1)
         tree._arrays = None
+        names = data.get("label_names")
+        if names is not None:
+            if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+                raise InvalidInputError("the tree document's 'label_names' must be a list of strings.")
+            tree.label_names = names
         return tree
 
     @classmethod
