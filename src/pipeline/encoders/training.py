@@ -59,7 +59,7 @@ COMMON_CONSTRAINTS = {
     "batch_size": [Interval(Integral, 2, None, closed="left")],
     "num_workers": [Interval(Integral, 0, None, closed="left")],
     "progress": ["boolean"],
-    "collapse_threshold": [Interval(Real, 0, 1, closed="right")],
+    "collapse_threshold": [Interval(Real, 0, 1, closed="both")],
     "resume_from": [dict, None],
 }
 
