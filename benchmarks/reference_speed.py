@@ -228,6 +228,7 @@ def run_worker(impl, data, threads, repeats, workdir, exkmc_dir, spex_dir):
     env = dict(os.environ)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
         env[var] = str(threads)
+    env.setdefault("OMP_WAIT_POLICY", "passive")  # as `python -m pipeline` sets it; for every implementation
     paths = [str(OURS_SRC)]
     paths += [str(exkmc_dir)] if impl.startswith("exkmc") else [str(spex_dir)] if impl.startswith("spex") else []
     env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])
