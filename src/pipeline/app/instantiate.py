@@ -70,20 +70,54 @@ def accepted(fn: Callable) -> set[str]:
     return {n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
-def check_params(node: dict, group: str) -> None:
-    """Every key of ``node["params"]`` is a parameter of its ``_target_`` (unless it takes ``**kwargs``)."""
-    target = locate(target_of(node, group), group)
-    base = target
+def declared_params(path: str) -> tuple[set[str], bool] | None:
+    """(parameter names, takes ``**kwargs``) of the class ``path`` read from its module's source
+    without importing it, when the class is defined there with its own plain ``__init__``; None
+    otherwise (then the caller imports it). Keeps a warm run from importing torch just to check
+    an encoder's ``params`` (issue 17)."""
+    import ast
+    import importlib.util
+    import sys
+
+    module, _, name = path.rpartition(".")
+    if not module or module in sys.modules:
+        return None
     try:
-        sig = inspect.signature(base)
-    except (TypeError, ValueError):
-        return
-    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        spec = importlib.util.find_spec(module)
+        source = spec.loader.get_source(module) if spec and spec.loader else None
+        tree = ast.parse(source) if source else None
+    except (ImportError, ValueError, SyntaxError, AttributeError):
+        return None
+    cls = next((n for n in (tree.body if tree else ()) if isinstance(n, ast.ClassDef) and n.name == name), None)
+    init = next((n for n in (cls.body if cls else ()) if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    if init is None or init.decorator_list or cls.decorator_list:
+        return None
+    args = init.args
+    return {a.arg for a in (args.args[1:] + args.kwonlyargs)}, args.kwarg is not None
+
+
+def check_params(node: dict, group: str, cheap: bool = False) -> None:
+    """Every key of ``node["params"]`` is a parameter of its ``_target_`` (unless it takes ``**kwargs``).
+
+    ``cheap``: read a class's ``__init__`` from its source when its module is not imported yet
+    (:func:`declared_params`) instead of importing it."""
+    declared = declared_params(target_of(node, group)) if cheap else None
+    if declared is not None:
+        names, var_keyword = declared
+    else:
+        base = locate(target_of(node, group), group)
+        try:
+            sig = inspect.signature(base)
+        except (TypeError, ValueError):
+            return
+        var_keyword = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+        names = accepted(base)
+    if var_keyword:
         return
     control = {"_recursive_", "_convert_"}  # steer hydra.utils.instantiate (encoder=torch builds its own model node)
-    unknown = sorted(set(node.get("params") or {}) - accepted(base) - control)
+    unknown = sorted(set(node.get("params") or {}) - names - control)
     if unknown:
-        valid = sorted(n for n in accepted(base) if not n.startswith("_"))
+        valid = sorted(n for n in names if not n.startswith("_"))
         raise InvalidInputError(f"{group}: {node['_target_']} has no parameter(s) {unknown}; its parameters are "
                                 f"{valid}. Fix {group}.params.")
 

@@ -17,15 +17,16 @@ import html
 import io
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import yaml
-from matplotlib.figure import Figure
 
-from pipeline.app.report.concept_plots import leaf_examples
-from pipeline.app.report.figures import figure_bytes, plot_tree, tree_title
 from pipeline.trees.tree import ExplanationTree
+
+if TYPE_CHECKING:  # matplotlib only when a figure is drawn (a warm run reuses cached views)
+    from matplotlib.figure import Figure
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:0 auto;max-width:72em;
@@ -71,6 +72,8 @@ class TreeView:
 
 def svg_of(fig: Figure) -> str:
     """The ``<svg>`` element of ``fig`` (text kept as text), ready to inline in HTML."""
+    from pipeline.app.report.figures import figure_bytes
+
     text = figure_bytes(fig, "svg").decode("utf-8")
     text = text[text.index("<svg"):]
     head, rest = text.split(">", 1)  # shown 1.3x the print size on screen (the viewBox keeps the drawing)
@@ -129,6 +132,9 @@ def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y
     data : array-like or list of str, optional
         The inputs in the same row order (images, texts or a feature table).
     """
+    from pipeline.app.report.concept_plots import leaf_examples
+    from pipeline.app.report.figures import plot_tree, tree_title
+
     title = tree_title(row, method, tree, dataset, ari)
     fig = plot_tree(tree, X, reference, y, class_names)  # the section heading carries the title
     rules = tree.rules(X, reference, y, class_names)

@@ -90,26 +90,36 @@ def _ari(results: "pd.DataFrame", row: str) -> float | None:
 
 
 def run_report_html(cfg: dict, load: dict, cluster: dict, project: dict, results: "pd.DataFrame",
-                    fits: dict[str, dict], concepts: dict | None = None, counterfactuals: dict | None = None) -> str:
-    """The whole ``report.html`` of one run (see :mod:`pipeline.app.report.html`)."""
+                    fits: dict[str, dict], concepts: dict | None = None, counterfactuals: dict | None = None,
+                    cache=None) -> str:
+    """The whole ``report.html`` of one run (see :mod:`pipeline.app.report.html`); ``cache``
+    (:class:`pipeline.app.report.render_cache.RenderCache`) reuses tree views and the scatter drawn before."""
     from pipeline.app.report.html import render_report, svg_of, tree_view
+    from pipeline.app.report.render_cache import RenderCache
 
+    cache = cache or RenderCache(None)
     data = tree_data(load, cluster, project)
     views = []
     for row, fit in fits.items():
         tree = ExplanationTree.from_dict(fit["tree"])
         gallery = data if tree.n_leaves <= MAX_GALLERY_LEAVES else {k: data[k] for k in _annotations(data)}
-        views.append(tree_view(row, fit["name"], tree, gallery["X"], gallery.get("reference"), gallery.get("y"),
-                               gallery.get("class_names"), kind=gallery.get("kind"), data=gallery.get("data"),
-                               data_feature_names=gallery.get("data_feature_names"), dataset=load.get("name"),
-                               ari=_ari(results, row)))
+        args = dict(row=row, method=fit["name"], tree=tree, X=gallery["X"], reference=gallery.get("reference"),
+                    y=gallery.get("y"), class_names=gallery.get("class_names"), kind=gallery.get("kind"),
+                    data=gallery.get("data"), data_feature_names=gallery.get("data_feature_names"),
+                    dataset=load.get("name"), ari=_ari(results, row))
+        views.append(cache.get("tree_view", {**args, "tree": fit["tree"]}, lambda args=args: tree_view(**args)))
     scatter = None
     if concepts and fits and data["reference"] is not None and project["X"].shape[1] >= 2:
-        from pipeline.app.report.concept_plots import plot_concept_scatter
-
         first = next((r for r in fits if "concept" in fits[r]["name"]), next(iter(fits)))
-        scatter = svg_of(plot_concept_scatter(ExplanationTree.from_dict(fits[first]["tree"]), data["X"],
-                                              data["reference"], title=None))
+
+        def draw_scatter() -> str:
+            from pipeline.app.report.concept_plots import plot_concept_scatter
+
+            return svg_of(plot_concept_scatter(ExplanationTree.from_dict(fits[first]["tree"]), data["X"],
+                                               data["reference"], title=None))
+
+        scatter = cache.get("concept_scatter", {"tree": fits[first]["tree"], "X": data["X"],
+                                                "reference": data["reference"]}, draw_scatter)
     cf_table, cf_svgs = None, []
     if counterfactuals:
         from pipeline.app.report.counterfactual_plots import counterfactual_table, plot_pair_scores

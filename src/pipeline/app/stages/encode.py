@@ -76,11 +76,14 @@ def checkpoint_path(cfg: dict, training_key: str) -> Path:
     return Path(cfg["paths"]["models_dir"]).expanduser() / enc["name"] / f"{key}.pt"
 
 
-def _checkpoint_sha(path: Path) -> str:
-    from pipeline.app.checkpoint import sidecar_path
+def _sidecar(path: Path) -> Path:
+    """:func:`pipeline.app.checkpoint.sidecar_path` without importing that module (it imports torch)."""
+    return Path(path).with_suffix(".json")
 
+
+def _checkpoint_sha(path: Path) -> str:
     try:
-        return json.loads(sidecar_path(path).read_text())["sha256"]
+        return json.loads(_sidecar(path).read_text())["sha256"]
     except (OSError, KeyError, ValueError) as exc:
         raise InvalidInputError(f"checkpoint {path} has no readable sidecar with a sha256 ({exc}); "
                                 "delete the checkpoint to retrain.") from None
@@ -98,6 +101,17 @@ def _train(cfg: dict, load: dict, ctx: RunContext) -> dict:
     """The encoder behind the latents: built, or loaded / trained through its checkpoint file."""
     from filelock import FileLock
 
+    split = fit_split(cfg)
+    train_cfg = cfg if split == cfg["dataset"].get("split") else {**cfg, "dataset": {**cfg["dataset"], "split": split}}
+    forced = ctx.cache.forced("encode") or ctx.cache.forced("train")
+    if not cfg["encoder"].get("checkpoint") and not forced:
+        # a finished checkpoint at the path this config's training would write (only a trainable
+        # encoder writes one): the same answer as below without building the encoder, so a fully
+        # cached run does not import torch (issue 17)
+        path = checkpoint_path(cfg, LOAD.key(train_cfg, {}))
+        if path.exists() and _sidecar(path).exists():
+            return {"encoder": None, "checkpoint": str(path), "checkpoint_sha256": _checkpoint_sha(path),
+                    "model_used": None}
     encoder = build(cfg)
     out = {"encoder": encoder, "checkpoint": None, "checkpoint_sha256": None, "model_used": None}
     if not encoder.trainable:
@@ -107,8 +121,6 @@ def _train(cfg: dict, load: dict, ctx: RunContext) -> dict:
             encoder.fit(None)
             out["model_used"] = encoder.model_used_.split(" (")[0]
         return out
-    split = fit_split(cfg)
-    train_cfg = cfg if split == cfg["dataset"].get("split") else {**cfg, "dataset": {**cfg["dataset"], "split": split}}
     train = execute(LOAD, train_cfg, ctx, {})  # the same stage, cached under the training split's key
     path = checkpoint_path(cfg, train.key)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -116,7 +128,6 @@ def _train(cfg: dict, load: dict, ctx: RunContext) -> dict:
         from pipeline.app.checkpoint import remove_temporaries
 
         remove_temporaries(path)  # left by a run killed while saving
-        forced = ctx.cache.forced("encode") or ctx.cache.forced("train")
         if path.exists() and not forced:
             out.update(encoder=None, checkpoint=str(path), checkpoint_sha256=_checkpoint_sha(path))
             return out  # loaded later, only if the embeddings are not cached

@@ -28,7 +28,8 @@ def report_stage(rows, counterfactuals: bool = False) -> Stage:
 
         data = tree_data(load, cluster, project)  # leaf annotations: size, purity, majority class
         ari = dict(zip(df["explainer"], df["ari"])) if "ari" in df.columns else {}
-        write_trees(out_dir, fits, cfg["report"]["figures"], data, load["name"], ari)
+        renders = render_cache(cfg, ctx)
+        write_trees(out_dir, fits, cfg["report"]["figures"], data, load["name"], ari, cache=renders)
         csv, _ = write_tables(out_dir, df)
         out = {"df": df, "csv": csv, "fits": fits, "table2": None, "counterfactuals_csv": None, "html": None}
         if concepts:  # Table-2 row, CAV table, files for the notebook (issue 6)
@@ -44,8 +45,17 @@ def report_stage(rows, counterfactuals: bool = False) -> Stage:
         if cfg["report"]["html"]:  # one self-contained page (issue 14)
             from pipeline.app.report.run_report import run_report_html
 
-            page = run_report_html(cfg, load, cluster, project, df, fits, concepts or None, counterfactuals)
+            page = run_report_html(cfg, load, cluster, project, df, fits, concepts or None, counterfactuals,
+                                   cache=renders)
             out["html"] = atomic_write(out_dir / "report.html", page.encode("utf-8"))
         return out
 
     return Stage("report", inputs, lambda cfg: {}, compute, cached=False, context=True)
+
+
+def render_cache(cfg: dict, ctx: RunContext):
+    """Figures drawn by earlier runs, kept under ``<cache_dir>/report`` (``+force=report`` redraws)."""
+    from pipeline.app.report.render_cache import RenderCache
+
+    root = getattr(ctx.cache, "root", None) or (cfg.get("paths") or {}).get("cache_dir")
+    return RenderCache(None if root is None or ctx.cache.forced("report") else Path(root) / "report")

@@ -1,0 +1,100 @@
+"""Rendered report pieces (tree figures, the HTML page's tree views and scatter) kept between runs.
+
+Drawing the figures is most of a warm run's report stage (and the only reason it imports
+matplotlib). A rendering is a pure function of its inputs, so :class:`RenderCache` stores each
+one under a hash of those inputs and of the code that draws it (the report and tree modules'
+sources and the matplotlib version): a run whose trees and data are unchanged copies the bytes
+instead of redrawing them, and the files are identical to freshly drawn ones (issue 17).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import pickle
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+_CODE = ("app/report/figures.py", "app/report/html.py", "app/report/run_report.py", "app/report/concept_plots.py",
+         "app/report/render_cache.py", "trees/tree.py", "trees/rules.py")
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """Hash of the sources that draw the report and of the matplotlib version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    h = hashlib.blake2b(digest_size=16)
+    root = Path(__file__).resolve().parents[2]
+    for rel in _CODE:
+        path = root / rel
+        h.update(rel.encode() + (path.read_bytes() if path.exists() else b"-"))
+    try:
+        h.update(version("matplotlib").encode())
+    except PackageNotFoundError:
+        pass
+    return h.hexdigest()
+
+
+def _feed(h, value: Any) -> None:
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        h.update(f"{type(value).__name__}:{value!r};".encode())
+    elif isinstance(value, np.ndarray) and value.dtype != object:
+        h.update(f"nd:{value.dtype.str}:{value.shape};".encode())
+        h.update(np.ascontiguousarray(value).tobytes())
+    elif isinstance(value, (list, tuple)):
+        h.update(f"{type(value).__name__}:{len(value)}[".encode())
+        for v in value:
+            _feed(h, v)
+        h.update(b"]")
+    elif isinstance(value, dict):
+        h.update(f"dict:{len(value)}{{".encode())
+        for k in sorted(value, key=repr):
+            _feed(h, k)
+            _feed(h, value[k])
+        h.update(b"}")
+    elif isinstance(value, np.generic):
+        _feed(h, value.item())
+    else:  # anything else by its pickle (a different pickle only costs a redraw)
+        h.update(b"pickle:" + pickle.dumps(value, protocol=4))
+
+
+def key_of(kind: str, inputs: Any) -> str:
+    h = hashlib.blake2b(digest_size=20)
+    h.update(f"{kind};{code_version()};".encode())
+    _feed(h, inputs)
+    return h.hexdigest()
+
+
+class RenderCache:
+    """``get(kind, inputs, render)``: ``render()`` once per distinct ``inputs``, kept under ``root``.
+
+    ``root=None`` always renders (no files). Values are any picklable object (bytes, str, views).
+    """
+
+    def __init__(self, root: str | Path | None) -> None:
+        self.root = None if root is None else Path(root)
+
+    def get(self, kind: str, inputs: Any, render: Callable[[], Any]) -> Any:
+        if self.root is None:
+            return render()
+        path = self.root / kind / f"{key_of(kind, inputs)}.pkl"
+        try:
+            return pickle.loads(path.read_bytes())
+        except FileNotFoundError:
+            pass
+        except Exception as exc:  # a damaged entry is redrawn and replaced
+            log.warning("redrawing %s: cached rendering %s unreadable (%s)", kind, path, exc)
+        value = render()
+        from pipeline.app.report.writer import atomic_write
+
+        try:
+            atomic_write(path, pickle.dumps(value, protocol=4))
+        except OSError as exc:  # a read-only cache only costs the redraw next time
+            log.warning("could not keep the rendered %s in %s (%s)", kind, path, exc)
+        return value
