@@ -70,6 +70,8 @@ def test_warm_run_imports_no_torch_and_reuses_figures(tmp_path, monkeypatch):
 
     monkeypatch.setattr(figures, "plot_tree", no_drawing)
     run(compose_config(overrides(tmp_path, "c")))  # served from the render cache
+    with pytest.raises(AssertionError, match="redrawn"):  # cache.enabled=false draws and keeps nothing
+        run(compose_config(overrides(tmp_path, "e") + ["cache.enabled=false"]))
     with pytest.raises(AssertionError, match="redrawn"):  # +force=report redraws
         run(compose_config(overrides(tmp_path, "d") + ["+force=report"]))
 

@@ -54,8 +54,10 @@ def report_stage(rows, counterfactuals: bool = False) -> Stage:
 
 
 def render_cache(cfg: dict, ctx: RunContext):
-    """Figures drawn by earlier runs, kept under ``<cache_dir>/report`` (``+force=report`` redraws)."""
+    """Figures drawn by earlier runs, kept under ``<cache_dir>/report`` (``+force=report`` redraws;
+    ``cache.enabled=false`` draws everything and keeps nothing)."""
     from pipeline.app.report.render_cache import RenderCache
 
-    root = getattr(ctx.cache, "root", None) or (cfg.get("paths") or {}).get("cache_dir")
-    return RenderCache(None if root is None or ctx.cache.forced("report") else Path(root) / "report")
+    cache = ctx.cache
+    keep = getattr(cache, "enabled", False) and not cache.forced("report")
+    return RenderCache(Path(cache.root) / "report" if keep else None)
