@@ -349,8 +349,8 @@ def _same_examples(labels: np.ndarray, m: int, kept: list[int], names, binary: b
         used = np.isin(col, (0.0, 1.0)) & np.isin(other, (0.0, 1.0))
         same_rows = np.array_equal(np.isin(col, (0.0, 1.0)), np.isin(other, (0.0, 1.0)))
         if same_rows and used.any() and np.all(col[used] == 1.0 - other[used]):
-            return (f"is the complement of {names[j]!r} (positives and negatives swapped), so its CAV is the "
-                    f"reverse of {names[j]!r}'s and gives no independent cut")
+            return (f"is the complement of {names[j]!r} (positives and negatives swapped), so its CAV would be "
+                    f"the reverse of the {names[j]!r} CAV and give no independent cut")
     return None
 
 
