@@ -86,49 +86,25 @@ def check_sigma(sigma, n_features: int, name: str = "sigma", *, from_data: bool 
     return arr
 
 
-def _group(y: np.ndarray):
-    """Cluster values (excluding -1) and each row's cluster index (-1 for noise)."""
-    keep = y != -1
-    if not keep.any():
-        raise InvalidInputError("every label is -1 (noise); at least two clusters are needed.")
-    lo, hi = int(y[keep].min()), int(y[keep].max())
-    if hi - lo <= 4 * y.size + 1024:  # dense label range: counting beats sorting
-        counts = np.bincount(y[keep] - lo, minlength=hi - lo + 1)
-        classes = np.flatnonzero(counts) + lo
-        lut = np.full(hi - lo + 1, -1, dtype=np.int64)
-        lut[classes - lo] = np.arange(classes.size)
-        index = np.full(y.shape, -1, dtype=np.int64)
-        index[keep] = lut[y[keep] - lo]
-    else:
-        classes, inv = np.unique(y[keep], return_inverse=True)
-        index = np.full(y.shape, -1, dtype=np.int64)
-        index[keep] = inv
-    return classes.astype(np.int64), index
-
-
-def estimate_mixture(X: np.ndarray, y: np.ndarray):
-    """Per-cluster means and (population) variances per axis, ignoring rows labelled -1.
+def estimate_mixture(X: np.ndarray, codes: np.ndarray):
+    """Per-cluster means and (population) variances per axis.
 
     Parameters
     ----------
     X : ndarray of shape (n_samples, d)
-        Validated, finite data.
-    y : ndarray of shape (n_samples,)
-        Validated integer labels; -1 marks noise.
+        Validated, finite data (noise rows already removed).
+    codes : ndarray of shape (n_samples,)
+        Cluster code 0..K-1 of each row, every code present (as returned by
+        ``ReferenceTree._validate_reference``).
 
     Returns
     -------
-    classes : ndarray of shape (K,)
-        Sorted cluster labels.
     means : ndarray of shape (K, d)
     variances : ndarray of shape (K, d)
         Two-pass (numerically stable) variance of each cluster on each axis.
     """
-    classes, index = _group(y)
-    keep = index >= 0
-    rows = None if keep.all() else np.flatnonzero(keep)  # never copy X just to drop noise rows
-    idx = index if rows is None else index[rows]
-    K, d = classes.size, X.shape[1]
+    idx = np.asarray(codes, dtype=np.int64)
+    K, d = int(idx.max()) + 1, X.shape[1]
     counts = np.bincount(idx, minlength=K).astype(float)[:, None]
     # one-hot membership: a sparse product sums each cluster's rows in row order (float64)
     member = sp.csr_matrix((np.ones(idx.size), (idx, np.arange(idx.size))), shape=(K, idx.size))
@@ -136,13 +112,12 @@ def estimate_mixture(X: np.ndarray, y: np.ndarray):
     variances = np.empty((K, d))
     step = max(1, _BLOCK_VALUES // max(idx.size, 1))  # float64 column blocks of ~32 MB
     for s in range(0, d, step):
-        block = X[:, s:s + step] if rows is None else X[rows, s:s + step]
-        block = np.array(block, dtype=np.float64)  # float32 data: only this block is widened
+        block = np.array(X[:, s:s + step], dtype=np.float64)  # float32 data: only this block is widened
         means[:, s:s + step] = member @ block / counts
         block -= means[idx, s:s + step]
         np.square(block, out=block)
         variances[:, s:s + step] = member @ block / counts
-    return classes, means, variances
+    return means, variances
 
 
 def gmm_covariances(gmm) -> np.ndarray:

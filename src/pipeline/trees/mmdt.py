@@ -108,8 +108,7 @@ def cluster_moments(X, codes: np.ndarray):
     sparse ``X`` one sparse product per moment, variance = E[x²] − mean², never densified.
     """
     if not sp.issparse(X):
-        _, means, variances = estimate_mixture(X, codes)
-        return means, variances
+        return estimate_mixture(X, codes)
     K, n = int(codes.max()) + 1, codes.size
     member = sp.csr_matrix((np.ones(n), (codes, np.arange(n))), shape=(K, n))
     counts = np.bincount(codes, minlength=K).astype(float)[:, None]
@@ -442,7 +441,7 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
             means, _ = cluster_moments(Zs, codes)
             # σ̄_m² = max_k c_mᵀ Σ_k c_m equals the largest per-cluster variance of the projection C z,
             # so the (d, d) covariances never need to be formed.
-            _, _, proj_var = estimate_mixture(_project(Zs, C), codes)
+            _, proj_var = estimate_mixture(_project(Zs, C), codes)
         return self._grow(means, C, np.sqrt(proj_var.max(axis=0)), scale)
 
     def _grow(self, means, C, concept_sigma, scale: float = 1.0):
