@@ -66,15 +66,10 @@ class Clustering:
         return int((self.labels < 0).sum())
 
 
-def full_covariances(gmm: GaussianMixture) -> np.ndarray:
-    """Covariances of a fitted GaussianMixture as (K, d, d) for any covariance_type."""
-    return gmm_covariances(gmm)
-
-
 def _gmm(X, k, params, seed):
     gmm = GaussianMixture(n_components=k, random_state=seed, **params).fit(X)
     return Clustering(gmm.predict(X).astype(np.int64), "gmm", centers=gmm.means_, weights=gmm.weights_,
-                      means=gmm.means_, covariances=full_covariances(gmm))
+                      means=gmm.means_, covariances=gmm_covariances(gmm))
 
 
 def _kmeans(X, k, params, seed):
