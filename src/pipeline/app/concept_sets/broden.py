@@ -21,6 +21,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from pipeline.app.concept_sets.manifest import resolve_root
+from pipeline.app.data.readers import read_images
 from pipeline.concepts.sets import ConceptExamples
 from pipeline.validation import InvalidInputError
 
@@ -71,16 +72,6 @@ def read_presence(root: Path, categories, max_rows: int | None = None, progress:
     return images, {k: np.asarray(v) for k, v in hits.items()}
 
 
-def _load_images(root: Path, paths, size: tuple[int, int]) -> np.ndarray:
-    from PIL import Image
-
-    out = np.empty((len(paths), size[0], size[1], 3), dtype=np.uint8)
-    for j, p in enumerate(paths):
-        with Image.open(root / "images" / p) as im:
-            out[j] = np.asarray(im.convert("RGB").resize((size[1], size[0]), Image.BILINEAR))
-    return out
-
-
 def broden_examples(spec: dict, dataset) -> ConceptExamples:
     """Balanced BRODEN examples for every concept with enough positives.
 
@@ -114,7 +105,7 @@ def broden_examples(spec: dict, dataset) -> ConceptExamples:
         seen.add(name)
         names.append(name)
     size = tuple(dataset.X.shape[1:3]) if dataset.kind == "image" else (224, 224)
-    images = _load_images(root, [paths[i] for i in pool], size)
+    images = read_images([root / "images" / paths[i] for i in pool], f"BRODEN ({root})", size=size, channels=3)
     return ConceptExamples(spec["name"], names, labels, inputs=images, input_kind="image",
                            meta={"root": str(root), "n_images": len(pool), "min_positives": min_pos,
                                  "n_dropped": n_dropped})
