@@ -56,6 +56,12 @@ def test_image_folder_layout_is_resized_to_the_data(tmp_path):
     assert np.isnan(ex.labels[0, 1])  # a "dots" example says nothing about stripes
 
 
+def test_image_folder_layout_keeps_the_data_height_and_width(tmp_path):
+    _folder(tmp_path / "concepts", "image", {"dots": 2, "random": 2})
+    data = Dataset("imgs", np.zeros((5, 4, 7, 3), np.uint8), None, "image")  # (n, H, W, C), not square
+    assert read_concept_examples(tmp_path / "concepts", data).inputs.shape == (4, 4, 7, 3)
+
+
 def test_text_folder_layout(tmp_path):
     _folder(tmp_path / "c", "text", {"sports": 2, "random": 2})
     ex = read_concept_examples(tmp_path / "c", Dataset("t", ["a", "b"], None, "text"))

@@ -152,7 +152,7 @@ def _folder(p: Path, dataset, name: str, key: str) -> ConceptExamples:
                                 "are embedded by the data's encoder, so they must be of the same kind.")
     if kind == "image":
         X = np.asarray(dataset.X)
-        inputs = r.read_images(files, key, size=(X.shape[2], X.shape[1]), channels=X.shape[3])
+        inputs = r.read_images(files, key, size=X.shape[1:3], channels=X.shape[3])
     else:
         inputs = r.read_documents(files, key)
     names = [d.name for d in concepts]
