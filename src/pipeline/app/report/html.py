@@ -139,6 +139,7 @@ def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y
     fig = plot_tree(tree, X, reference, y, class_names)  # the section heading carries the title
     rules = tree.rules(X, reference, y, class_names)
     picks = leaf_examples(tree, X, n_examples, random_state) if data is not None else {}
+    leaf_of = tree.apply(X) if kind not in (None, "image", "text") and data is not None else None
     leaves = []
     for rule in rules:
         view = LeafView(rule.leaf, str(rule))
@@ -148,7 +149,7 @@ def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y
         elif kind == "text":
             view.snippets = [" ".join(str(data[i]).split())[:160] for i in rows[:3]]
         elif kind is not None and data is not None:
-            members = np.flatnonzero(tree.apply(X) == rule.leaf)
+            members = np.flatnonzero(leaf_of == rule.leaf)
             view.features = feature_summary(data, members, data_feature_names)
         leaves.append(view)
     return TreeView(row, title, svg_of(fig), [str(r) for r in rules], [r.raw() for r in rules], leaves)
