@@ -50,9 +50,10 @@ def verify_cifar10(root: Path) -> None:
         return
     for name, md5 in cifar10_checksums().items():
         path = folder / name
-        if path.is_file() and file_digest(path, "md5") != md5:
+        found = file_digest(path, "md5") if path.is_file() else md5
+        if found != md5:
             raise InvalidInputError(
-                f"CIFAR-10 file {path} is not the published one (md5 {file_digest(path, 'md5')} instead of {md5}); "
+                f"CIFAR-10 file {path} is not the published one (md5 {found} instead of {md5}); "
                 "it is corrupted or was replaced, and CIFAR-10 batches are pickles, so it is not opened. Delete "
                 f"{folder} and download again (dataset.download=true), or restore the original files."
             )
