@@ -46,12 +46,13 @@ def validate_X(est, X, *, reset: bool, min_samples: int = 1):
 
 
 def tree_predict(tree: ExplanationTree, X) -> np.ndarray:
-    """``tree.predict(X)``; a sparse ``X`` is densified a block of rows at a time."""
+    """``tree.predict(X)`` for an ``X`` that :func:`validate_X` already checked (finite float64);
+    a sparse ``X`` is densified a block of rows at a time."""
     if not sp.issparse(X):
-        return tree.predict(X)
+        return tree._predict(X)
     step = max(1, (1 << 22) // max(X.shape[1], 1))
     X = X.tocsr()
-    return np.concatenate([tree.predict(X[i:i + step].toarray()) for i in range(0, X.shape[0], step)])
+    return np.concatenate([tree._predict(X[i:i + step].toarray()) for i in range(0, X.shape[0], step)])
 
 
 def predict_tree(est, X) -> np.ndarray:

@@ -244,7 +244,11 @@ class ExplanationTree:
         rows that reach it, so the cost is O(n_samples * depth) numpy work plus O(n_nodes)
         Python steps.
         """
-        X = check_matrix(X, "X", min_rows=0)
+        return self._apply(check_matrix(X, "X", min_rows=0))
+
+    def _apply(self, X: np.ndarray) -> np.ndarray:
+        """:meth:`apply` for an ``X`` already checked to be a finite 2-D float array (the
+        estimators' ``predict`` has run sklearn's ``validate_data``; no second NaN scan)."""
         check_n_features(X, self.n_features)
         out = np.zeros(X.shape[0], dtype=np.int64)
         stack = [(0, None)]  # (node, indices of the rows that reach it; None = all rows)
@@ -274,6 +278,10 @@ class ExplanationTree:
     def predict(self, X) -> np.ndarray:
         """Cluster id of the leaf each row of X falls in, shape (n_samples,), dtype int64."""
         return self._as_arrays()[4][self.apply(X)]
+
+    def _predict(self, X: np.ndarray) -> np.ndarray:
+        """:meth:`predict` for an already validated ``X`` (see :meth:`_apply`)."""
+        return self._as_arrays()[4][self._apply(X)]
 
     # ------------------------------------------------------------------- rules
     def leaf_stats(self, X, reference=None, y=None, class_names=None) -> dict[int, LeafStats]:
