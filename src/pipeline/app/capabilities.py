@@ -87,7 +87,9 @@ def check_request(cfg: dict) -> None:
     check_user_files(cfg)
     declared = cfg["clustering"].get("provides")
     have = None if declared is None else set(declared) | {"labels"}
-    concepts_off = not cfg["concepts"].get("_target_") or cfg["concepts"]["name"] == "none"
+    from pipeline.app.stages.concepts import enabled as concepts_enabled
+
+    concepts_off = not concepts_enabled(cfg)
     for row, spec in cfg["explainer"].items():
         needs = set(needs_of(spec))
         missing = set()
@@ -106,7 +108,9 @@ def check_user_files(cfg: dict) -> None:
     does not exist fails now, not after the stages before the one reading it."""
     from pathlib import Path
 
-    concepts_on = bool(cfg["concepts"].get("_target_")) and cfg["concepts"]["name"] != "none"
+    from pipeline.app.stages.concepts import enabled as concepts_enabled
+
+    concepts_on = concepts_enabled(cfg)
     for group, key, used in (("dataset", "path", True), ("concepts", "path", concepts_on),
                              ("encoder", "weights", True), ("encoder", "torchscript", True)):
         value = cfg.get(group, {}).get(key)
