@@ -206,14 +206,21 @@ def read_label_file(path: Path, key: str, column: str | None = None) -> np.ndarr
     if s not in (".csv", ".tsv", ".txt", ""):
         raise InvalidInputError(f"{key}={path}: unknown label file type {s!r}; use .txt/.csv (one label per line), "
                                 ".npy (1-D array) or a .csv/.parquet table with dataset.label_column=<name>.")
+    lines = _text_lines(path, key, "text ({exc}); one label per line, UTF-8.")
+    quoted = s == ".csv" or s == ".tsv"
+    return np.asarray([_unquote(ln.strip()) if quoted else ln.strip() for ln in lines], dtype=object)
+
+
+def _text_lines(path: Path, key: str, what: str) -> list[str]:
+    """The lines of a UTF-8 text file without its trailing blank lines; unreadable: an error
+    "could not be read as <what>" (``what`` may use ``{exc}``)."""
     try:
         lines = path.read_text(encoding="utf-8-sig").splitlines()  # -sig: a spreadsheet's byte-order mark
     except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"{key}={path} could not be read as text ({exc}); one label per line, UTF-8.") from None
+        raise InvalidInputError(f"{key}={path} could not be read as " + what.format(exc=exc)) from None
     while lines and not lines[-1].strip():
         lines.pop()
-    quoted = s == ".csv" or s == ".tsv"
-    return np.asarray([_unquote(ln.strip()) if quoted else ln.strip() for ln in lines], dtype=object)
+    return lines
 
 
 def _unquote(value: str) -> str:
@@ -337,12 +344,7 @@ def read_documents(files: list[Path], key: str) -> list[str]:
 
 def read_lines(path: Path, key: str) -> list[str]:
     """Documents of a ``.txt`` file, one per line; an empty line in the middle is an error."""
-    try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"{key}={path} could not be read as UTF-8 text ({exc}).") from None
-    while lines and not lines[-1].strip():
-        lines.pop()
+    lines = _text_lines(path, key, "UTF-8 text ({exc}).")
     empty = [i for i, ln in enumerate(lines) if not ln.strip()]
     if empty:
         raise InvalidInputError(f"{key}={path}: line {empty[0] + 1} is empty ({len(empty)} empty line(s)); the file "
