@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from pipeline.app.report.tables import format_cell
 from pipeline.trees.tree import ExplanationTree
 
 if TYPE_CHECKING:  # matplotlib only when a figure is drawn (a warm run reuses cached views)
@@ -164,9 +165,7 @@ def _num(v) -> str:
     if isinstance(v, (bool, np.bool_)):
         return '<span class="yes">yes</span>' if v else '<span class="no">no</span>'
     if isinstance(v, (float, np.floating)):
-        if np.isnan(v):
-            return ""
-        return f"{v:.4g}" if 0 < abs(v) < 1e-2 else f"{v:.3f}"
+        return format_cell(float(v))
     return _e(v)
 
 
