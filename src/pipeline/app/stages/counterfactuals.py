@@ -97,10 +97,6 @@ def _fit_tgt(spec: dict, encoder, X, labels, k, seed: int) -> TGT:
     return tune_l1(encoder, X, labels, k, l1_grid=l1_grid, progress=False, **params)
 
 
-def enabled(cfg: dict) -> bool:
-    return cfg.get("counterfactuals", {}).get("name", "none") != "none"
-
-
 def _compute(cfg: dict, load: dict, encode: dict, cluster: dict, project: dict, *,
              encoder_loader: Callable[[], Encoder] | None = None) -> dict:
     spec = cfg["counterfactuals"]
