@@ -93,10 +93,6 @@ def fit_split(cfg: dict) -> str | None:
     return cfg["encoder"].get("fit_split") or cfg["dataset"].get("split")
 
 
-def _train_config(cfg: dict) -> dict:
-    return encoder_key_config(cfg)
-
-
 def _train(cfg: dict, load: dict, ctx: RunContext) -> dict:
     """The encoder behind the latents: built, or loaded / trained through its checkpoint file."""
     from filelock import FileLock
@@ -200,7 +196,7 @@ def _train_key(key: str, artifact: dict) -> str:
                     [key])
 
 
-TRAIN = Stage("train", ("load",), _train_config, _train, cached=False, context=True, output_key=_train_key)
+TRAIN = Stage("train", ("load",), encoder_key_config, _train, cached=False, context=True, output_key=_train_key)
 
 
 def fitted_encoder(cfg: dict, artifact: dict):
