@@ -163,6 +163,15 @@ def rescale_tree(tree: ExplanationTree, scale: float, center=None) -> Explanatio
     return out
 
 
+def leaf_labels(leaf: np.ndarray, classes: np.ndarray | None) -> np.ndarray:
+    """Reference labels for what the leaves store (``leaf``): index into ``classes`` or the label itself."""
+    if classes is None:
+        return leaf
+    if _labels_are_codes(classes):
+        return classes[leaf]
+    return leaf.astype(classes.dtype, copy=False)
+
+
 def name_leaves(tree: ExplanationTree, classes: np.ndarray) -> ExplanationTree:
     """Give ``tree`` the class names when its leaves store indices into ``classes`` (non-integer labels)."""
     if _labels_are_codes(classes):
@@ -215,10 +224,7 @@ class ReferenceTree(ClassifierMixin, BaseEstimator):
 
     def predict(self, X) -> np.ndarray:
         """Reference label of the leaf each row of ``X`` falls in, shape (n_samples,)."""
-        leaf = predict_tree(self, X)
-        if _labels_are_codes(self.classes_):
-            return self.classes_[leaf]
-        return leaf.astype(self.classes_.dtype, copy=False)
+        return leaf_labels(predict_tree(self, X), self.classes_)
 
 
 def check_n_leaves(n_leaves, default: int | None, n_points: int, *, at_least: int = 1, why: str = "") -> int:

@@ -34,8 +34,8 @@ from pipeline.trees._fitting import (
     N_LEAVES_CONSTRAINT,
     NOISE_CONSTRAINT,
     ReferenceTree,
-    _labels_are_codes,
     check_not_constant,
+    leaf_labels,
     power_of_two_scale,
     rescale_tree,
     reset_features,
@@ -486,6 +486,4 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
         else:
             with limit_threads(self.n_jobs):
                 leaf = self.tree_.predict(C)
-        if _labels_are_codes(self.classes_):
-            return self.classes_[leaf]
-        return leaf.astype(self.classes_.dtype, copy=False)
+        return leaf_labels(leaf, self.classes_)

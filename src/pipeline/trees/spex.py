@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from pipeline.trees._column_order import ColumnOrder, feature_priority
 from pipeline.trees._fitting import (
-    COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, _labels_are_codes, check_n_leaves,
+    COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, check_n_leaves, leaf_labels,
     majority_labels, name_leaves, noise_mask, power_of_two_scale, predict_tree, resolve_feature_names,
     unsplittable_error, validate_X,
 )
@@ -111,11 +111,7 @@ class _SpExBase(BaseEstimator):
         The majority reference label of the leaf's training points when fitted with a
         reference clustering, otherwise the leaf index 0..n_leaves-1 (left-to-right).
         """
-        leaf = predict_tree(self, X)
-        classes = getattr(self, "classes_", None)
-        if classes is not None and _labels_are_codes(classes):
-            return classes[leaf]
-        return leaf if classes is None else leaf.astype(classes.dtype, copy=False)
+        return leaf_labels(predict_tree(self, X), getattr(self, "classes_", None))
 
 
 _SPEX_CONSTRAINTS = {**N_LEAVES_CONSTRAINT, **NOISE_CONSTRAINT, **COMMON_CONSTRAINTS, "verbose": ["verbose"]}
