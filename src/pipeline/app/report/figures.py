@@ -90,7 +90,7 @@ def leaf_lines(tree: ExplanationTree, leaf: int, stats: dict[int, LeafStats] | N
                cluster_names=None) -> list[str]:
     """The text of a leaf box: cluster (and its name), size · purity, majority class."""
     label = int(tree.label[leaf])
-    head = f"cluster {label}" if label >= 0 else "no cluster"
+    head = tree.leaf_name(label) if label >= 0 else "no cluster"
     lines = [head]
     if cluster_names is not None and 0 <= label < len(cluster_names):
         lines.append(str(cluster_names[label]))
