@@ -131,3 +131,34 @@ def test_concepts_embed_examples_with_the_checkpoint_of_fit_split(tmp_path):
     assert meta["concept_names"] == ["bright", "left"] and meta["n_concept_examples"] == 80
     encode = json.loads(next((tmp_path / "cache" / "encode").glob("*/meta.json")).read_text())
     assert encode["checkpoint"].startswith("${paths.models_dir}/vade/")  # relative: survives moving models/
+
+
+def test_checkpoint_sha_trusts_the_sidecar_only_while_size_and_mtime_match(tmp_path):
+    """A warm run does not re-hash a checkpoint whose size and mtime are the recorded ones, and a
+    replaced checkpoint (same sidecar) is caught instead of keying later stages on a stale sha256."""
+    import hashlib
+
+    import pytest
+    import json
+    import os
+
+    from pipeline.app.stages.encode import _checkpoint_sha
+    from pipeline.validation import InvalidInputError
+
+    path = tmp_path / "model.pt"
+    path.write_bytes(b"weights")
+    st = os.stat(path)
+    sha = hashlib.sha256(b"weights").hexdigest()
+    side = {"sha256": sha, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    path.with_suffix(".json").write_text(json.dumps(side))
+    assert _checkpoint_sha(path) == sha
+    path.with_suffix(".json").write_text(json.dumps({**side, "sha256": "0" * 64}))
+    assert _checkpoint_sha(path) == "0" * 64  # size and mtime match: the recorded value, no re-hash
+    path.with_suffix(".json").write_text(json.dumps(side))
+    path.write_bytes(b"WEIGHTS")  # replaced: same size, new mtime
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    with pytest.raises(InvalidInputError, match="corrupted or was replaced"):
+        _checkpoint_sha(path)
+    path.write_bytes(b"weights")
+    path.with_suffix(".json").write_text(json.dumps({"sha256": sha}))  # an older sidecar: hashed, checked
+    assert _checkpoint_sha(path) == sha

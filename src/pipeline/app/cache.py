@@ -35,6 +35,8 @@ from typing import Any, Callable, Iterable
 import numpy as np
 from filelock import FileLock
 
+from pipeline.validation import InvalidInputError
+
 log = logging.getLogger(__name__)
 
 Artifact = dict
@@ -103,6 +105,17 @@ def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def checked_sha256(path: str | os.PathLike, recorded, sidecar_name: str) -> str:
+    """The sha256 of checkpoint ``path``, which must equal the ``recorded`` one of its sidecar."""
+    sha = file_digest(path, "sha256")
+    if sha != recorded:
+        raise InvalidInputError(
+            f"checkpoint {path} is corrupted or was replaced: its sha256 {sha[:12]}... does not match the sidecar's "
+            f"{str(recorded)[:12]}...; delete {path} and {sidecar_name} to retrain, or restore the original file."
+        )
+    return sha
 
 
 def fsync_path(path: Path) -> None:

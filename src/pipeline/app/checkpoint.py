@@ -162,7 +162,9 @@ def save_state(path: str | os.PathLike, state: dict, sidecar: dict) -> str:
     torch.save(state, tmp)
     fsync_path(tmp)
     sha = file_sha256(tmp)
-    full = {"format": state.get("format", 1), **sidecar, "sha256": sha}
+    st = os.stat(tmp)  # kept through the rename: a warm run trusts the sha256 while size and mtime match
+    full = {"format": state.get("format", 1), **sidecar, "sha256": sha, "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns}
     side = sidecar_path(path)
     tmp_json = side.with_name(side.name + ".tmp")
     with open(tmp_json, "w") as fh:
@@ -218,12 +220,9 @@ def read_checkpoint(path: str | os.PathLike, expected: dict | None = None) -> tu
         sidecar = json.loads(side.read_text())
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"sidecar {side} is not valid JSON ({exc}); delete {path} and its sidecar to retrain.") from None
-    sha = file_sha256(path)
-    if sha != sidecar.get("sha256"):
-        raise InvalidInputError(
-            f"checkpoint {path} is corrupted or was replaced: its sha256 {sha[:12]}... does not match the sidecar's "
-            f"{str(sidecar.get('sha256'))[:12]}...; delete {path} and {side.name} to retrain, or restore the original file."
-        )
+    from pipeline.app.cache import checked_sha256
+
+    checked_sha256(path, sidecar.get("sha256"), side.name)
     if expected is not None:
         check_architecture(sidecar.get("architecture", {}), expected, path)
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.app.cache import localize, make_key, portable
+from pipeline.app.cache import checked_sha256, localize, make_key, portable
 from pipeline.app.instantiate import call, factory
 from pipeline.app.stages.base import RunContext, Stage, execute
 from pipeline.app.stages.load import LOAD, artifact_to_dataset
@@ -82,11 +82,18 @@ def _sidecar(path: Path) -> Path:
 
 
 def _checkpoint_sha(path: Path) -> str:
+    """The checkpoint's sha256: the sidecar's while the file's size and mtime are the recorded
+    ones (no re-hash on a warm run), else hashed again and checked against the sidecar."""
     try:
-        return json.loads(_sidecar(path).read_text())["sha256"]
+        sidecar = json.loads(_sidecar(path).read_text())
+        recorded = sidecar["sha256"]
+        st = os.stat(path)
     except (OSError, KeyError, ValueError) as exc:
         raise InvalidInputError(f"checkpoint {path} has no readable sidecar with a sha256 ({exc}); "
                                 "delete the checkpoint to retrain.") from None
+    if (sidecar.get("size"), sidecar.get("mtime_ns")) == (st.st_size, st.st_mtime_ns):
+        return recorded
+    return checked_sha256(path, recorded, _sidecar(path).name)
 
 
 def fit_split(cfg: dict) -> str | None:
