@@ -65,6 +65,7 @@ def _mistakes_row(X, order_row, tie_row, has_ties, j, codes, centers, node_cente
     best = np.inf
     best_mis = np.iinfo(np.int64).max
     best_t = np.nan
+    best_p = -1  # sorted position of the best data-value threshold (-1: a centre value or none)
     denom = 1.0
     r = 0
     i = 0
@@ -83,10 +84,10 @@ def _mistakes_row(X, order_row, tie_row, has_ties, j, codes, centers, node_cente
                 score = mis / denom
                 if score < best:
                     best = score
-                    best_t = X[x, j]
+                    best_p = p - 1  # the threshold is read once at the end: X[x, j] is a cache miss
             elif mis < best_mis:
                 best_mis = mis
-                best_t = X[x, j]
+                best_p = p - 1
         c0 = cv[srt[i]]
         while i < mc and enter[i] == e and cv[srt[i]] == c0:  # centres entering together
             c = node_centers[srt[i]]
@@ -102,10 +103,14 @@ def _mistakes_row(X, order_row, tie_row, has_ties, j, codes, centers, node_cente
                 score = mis / denom
                 if score < best:
                     best = score
+                    best_p = -1
                     best_t = c0
             elif mis < best_mis:
                 best_mis = mis
+                best_p = -1
                 best_t = c0
+    if best_p >= 0:
+        best_t = X[order_row[best_p], j]
     if not ratio and best_mis < np.iinfo(np.int64).max:
         best = float(best_mis)
     return best, best_t
