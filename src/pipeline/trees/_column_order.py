@@ -204,7 +204,8 @@ class ColumnOrder:
         has_ties = self.tie_ids is not None
         ties = self.tie_ids if has_ties else np.empty((0, 0), np.int32)
         out, t_out = _kernels.group_rows(self.order, ties, has_ties, group.astype(np.int64, copy=False), offsets)
-        return [ColumnOrder(np.ascontiguousarray(out[:, a:b]), np.ascontiguousarray(t_out[:, a:b]) if has_ties else None)
+        d = self.order.shape[0]
+        return [ColumnOrder(out[a * d:b * d].reshape(d, b - a), t_out[a * d:b * d].reshape(d, b - a) if has_ties else None)
                 for a, b in zip(offsets[:-1], offsets[1:])]
 
     def split(self, feature: int, position: int, n_total: int) -> tuple["ColumnOrder", "ColumnOrder"]:

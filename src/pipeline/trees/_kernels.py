@@ -294,19 +294,24 @@ if AVAILABLE:
     @numba.njit(parallel=True, cache=True, nogil=True)
     def group_rows(order, tie_ids, has_ties, group, offsets):
         """Stable split of every row of ``order`` into groups (``group[point]`` in 0..G-1) in one
-        pass: group g occupies columns ``offsets[g]:offsets[g + 1]`` of the (d, n) result."""
+        pass. Group g's (d, size_g) block is stored contiguously at ``offsets[g] * d`` of the flat
+        results (so each group's orders are a reshaped view, no copy)."""
         d, m = order.shape
-        out = np.empty((d, m), order.dtype)
-        t_out = np.empty((d if has_ties else 0, m), tie_ids.dtype)
+        n_groups = offsets.size - 1
+        out = np.empty(d * m, order.dtype)
+        t_out = np.empty(d * m if has_ties else 0, tie_ids.dtype)
         for j in prange(d):
-            cur = offsets[:-1].copy()
+            cur = np.empty(n_groups, np.int64)  # next write index of each group in this row
+            for g in range(n_groups):
+                cur[g] = offsets[g] * d + j * (offsets[g + 1] - offsets[g])
             for p in range(m):
                 x = order[j, p]
                 g = group[x]
-                out[j, cur[g]] = x
+                at = cur[g]
+                out[at] = x
                 if has_ties:
-                    t_out[j, cur[g]] = tie_ids[j, p]
-                cur[g] += 1
+                    t_out[at] = tie_ids[j, p]
+                cur[g] = at + 1
         return out, t_out
 
     @numba.njit(parallel=True, cache=True, nogil=True)
