@@ -137,38 +137,88 @@ def _first_min(left, c_norm2, n_left, value, total, m, right):
     return -1
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _side_min(left, c_norm2, total, n, right):
+    """(smallest, first index, second smallest) of the k surrogate costs of one side of a cut."""
+    lo = np.inf
+    second = np.inf
+    arg = -1
+    for c in range(left.size):
+        v = (n * c_norm2[c] - 2.0 * (total[c] - left[c])) if right else (n * c_norm2[c] - 2.0 * left[c])
+        if v < lo:
+            second = lo
+            lo = v
+            arg = c
+        elif v < second:
+            second = v
+    return lo, arg, second
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
-def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, out_cost, out_pos, out_left, out_right):
-    """Best ExKMC surrogate-cost cut per feature: min_c sum_left(|c|^2 - 2 x.c) + same on the right."""
+def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, spread, out_cost, out_pos, out_left, out_right):
+    """Best ExKMC surrogate-cost cut per feature: min_c sum_left(|c|^2 - 2 x.c) + same on the right.
+
+    The side minima are not recomputed over all k centres at every position. Moving point x
+    to the left changes centre c's left cost by ``d_c(x) = |c|^2 - 2 x.c`` and its right cost
+    by ``-d_c(x)``, so the lead of the current minimum over every other centre shrinks by at
+    most ``spread[x] = max_c d_c(x) - min_c d_c(x)`` per point. While the running lower bound
+    on that lead stays above a rounding margin, the minimum is the leader's cost (the same
+    expression, hence bit-identical); otherwise all k costs are evaluated again.
+    """
     d, m = order.shape
     k = xc.shape[1]
     total = np.zeros(k)
+    scale = 0.0
     for p in range(m):
+        x = order[0, p]
         for c in range(k):
-            total[c] += xc[order[0, p], c]
+            total[c] += xc[x, c]
+            scale += abs(xc[x, c])
+    big = 0.0
+    for c in range(k):
+        big = max(big, c_norm2[c])
+    margin = 1e-9 * (m * big + 2.0 * scale + 1.0)  # far above the rounding of any cost or lead
     for j in prange(d):
         left = np.zeros(k)
+        best_left = np.zeros(k)  # left sums at the best cut: its argmin centres are found once, at the end
         best = np.inf
+        best_lc = np.inf
+        best_rc = np.inf
         best_p = -1
         best_l = -1
         best_r = -1
+        lead_l = -1.0  # lower bounds on the leaders' leads (negative: recompute)
+        lead_r = -1.0
+        arg_l = 0
+        arg_r = 0
         for p in range(m - 1):
             x = order[j, p]
             for c in range(k):
                 left[c] += xc[x, c]
+            lead_l -= spread[x]
+            lead_r -= spread[x]
             if has_ties and tie_ids[j, p] == tie_ids[j, p + 1]:
                 continue
             n_left = p + 1
-            lc = np.inf  # minima only (a loop without index bookkeeping); argmins on improvement
-            rc = np.inf
-            for c in range(k):
-                lc = min(lc, n_left * c_norm2[c] - 2.0 * left[c])
-                rc = min(rc, (m - n_left) * c_norm2[c] - 2.0 * (total[c] - left[c]))
+            if lead_l > margin:
+                lc = n_left * c_norm2[arg_l] - 2.0 * left[arg_l]
+            else:
+                lc, arg_l, second = _side_min(left, c_norm2, total, n_left, False)
+                lead_l = second - lc
+            if lead_r > margin:
+                rc = (m - n_left) * c_norm2[arg_r] - 2.0 * (total[arg_r] - left[arg_r])
+            else:
+                rc, arg_r, second = _side_min(left, c_norm2, total, m - n_left, True)
+                lead_r = second - rc
             if lc + rc < best:
                 best = lc + rc
                 best_p = p
-                best_l = _first_min(left, c_norm2, n_left, lc, total, m, False)
-                best_r = _first_min(left, c_norm2, n_left, rc, total, m, True)
+                best_lc = lc
+                best_rc = rc
+                best_left[:] = left
+        if best_p >= 0:
+            best_l = _first_min(best_left, c_norm2, best_p + 1, best_lc, total, m, False)
+            best_r = _first_min(best_left, c_norm2, best_p + 1, best_rc, total, m, True)
         out_cost[j] = best
         out_pos[j] = best_p
         out_left[j] = best_l

@@ -378,7 +378,8 @@ class SizeDispatch:
         twin.__qualname__ = f.__qualname__ + "_serial"  # its own on-disk cache entry
         twin.__doc__ = f.__doc__
         self.parallel = kernel
-        self.serial = numba.njit(cache=True, nogil=True)(twin)
+        fastmath = kernel.targetoptions.get("fastmath", False)  # the twin keeps the kernel's float flags
+        self.serial = numba.njit(cache=True, nogil=True, fastmath=fastmath)(twin)
         self.work_arg = work_arg
         self.__doc__ = f.__doc__
         self.__name__ = f.__name__

@@ -235,6 +235,9 @@ class ExKMC(_CentreTree):
         n, d = X.shape
         xc = X @ centers.T
         c_norm2 = np.einsum("ij,ij->i", centers, centers)
+        step = c_norm2 - 2.0 * xc  # change of each centre's cost when a point changes side
+        spread = step.max(axis=1) - step.min(axis=1)
+        del step
         leaf_of = tree.apply(X)
         leaf_ids = np.asarray(tree.leaves)
         index = np.zeros(tree.n_nodes, dtype=np.int64)
@@ -245,7 +248,7 @@ class ExKMC(_CentreTree):
             for leaf, info in leaves.items():
                 if "split" not in info:
                     info["split"] = self._best_surrogate_split(X, codes, info["order"], leaf_center[leaf],
-                                                               xc, c_norm2, priority)
+                                                               xc, c_norm2, spread, priority)
                 cand = info["split"]
                 if cand is not None and (best is None or cand[0] < best[0]):
                     best_leaf, best = leaf, cand
@@ -262,7 +265,7 @@ class ExKMC(_CentreTree):
             leaves[left], leaves[right] = {"order": lo}, {"order": ro}
 
     @staticmethod
-    def _best_surrogate_split(X, codes, order, center, xc, c_norm2, priority):
+    def _best_surrogate_split(X, codes, order, center, xc, c_norm2, spread, priority):
         """(gain, feature, position, centre_left, centre_right) of a leaf's best cut, or None."""
         members = order.order[0]
         if members.size < 2 or np.all(codes[members] == center):
@@ -271,7 +274,7 @@ class ExKMC(_CentreTree):
         cost, pos = np.empty(d), np.empty(d, dtype=np.int64)
         c_left, c_right = np.empty(d, dtype=np.int64), np.empty(d, dtype=np.int64)
         ties, has = _ties(order)
-        kern.surrogate_sweep(order.order, ties, has, xc, c_norm2, cost, pos, c_left, c_right)
+        kern.surrogate_sweep(order.order, ties, has, xc, c_norm2, spread, cost, pos, c_left, c_right)
         j, p, best = pick_best(cost, pos, priority)
         if j < 0:
             return None
