@@ -222,6 +222,12 @@ class ColumnOrder:
         if _kernels.AVAILABLE:
             has_ties = self.tie_ids is not None
             ties = self.tie_ids if has_ties else np.empty((0, 0), np.int32)
+            if n_left == 0 or n_right == 0:  # one child only (e.g. IMM's other child is a leaf)
+                value, n_keep = (1, n_left) if n_right == 0 else (0, n_right)
+                out, t_out = _kernels.compress_rows(self.order, ties, has_ties, side, value, n_keep)
+                kept = ColumnOrder(out, t_out if has_ties else None)
+                empty = ColumnOrder(out[:, :0], t_out[:, :0] if has_ties else None)
+                return (kept, empty) if n_right == 0 else (empty, kept)
             lo, ro, lt, rt = _kernels.partition_rows(self.order, ties, has_ties, side, n_left, n_right)
             return ColumnOrder(lo, lt if has_ties else None), ColumnOrder(ro, rt if has_ties else None)
         return self.filter(side == 1), self.filter(side == 0)

@@ -40,6 +40,10 @@ def _count_le(X, order_row, j, value, strict):
 def _mistakes_row(X, order_row, tie_row, has_ties, j, codes, centers, node_centers, local, ratio):
     """Best (score, threshold) of one feature; see :func:`mistakes_sweep`.
 
+    ``codes[x] == k`` marks a point of the (shared) order that does not belong to the node:
+    it moves no count, so every cut next to it scores as the cut next to the node's nearest
+    point with the same or a smaller value, and the best cut is the node's own.
+
     Only the stretch between the lowest and the highest centre is scanned point by point:
     before the lowest centre no cut is valid and every point is a mistake (only the
     per-cluster counts matter, one branch-free pass), after the highest none is valid.
@@ -57,11 +61,12 @@ def _mistakes_row(X, order_row, tie_row, has_ties, j, codes, centers, node_cente
         c = cv[srt[i]]
         enter[i] = _count_le(X, order_row, j, c, True)
         equal[i] = _count_le(X, order_row, j, c, False) > enter[i]
-    step = np.ones(k, np.int64)  # +1: a point moving left is a mistake (its centre is right)
-    s = np.zeros(k, np.int64)
+    step = np.ones(k + 1, np.int64)  # +1: a point moving left is a mistake (its centre is right)
+    step[k] = 0  # code k: a point of the shared order that is not in this node
+    s = np.zeros(k + 1, np.int64)
     for p in range(enter[0]):
         s[codes[order_row[p]]] += 1
-    mis = enter[0]
+    mis = enter[0] - s[k]
     best = np.inf
     best_mis = np.iinfo(np.int64).max
     best_t = np.nan

@@ -292,6 +292,26 @@ if AVAILABLE:
         return left, right, t_left, t_right
 
     @numba.njit(parallel=True, cache=True, nogil=True)
+    def compress_rows(order, tie_ids, has_ties, side, value, n_keep):
+        """Stable filter of every row of ``order``: the points with ``side[point] == value``
+        (``partition_rows`` when one child is empty: one output stream instead of two)."""
+        d, m = order.shape
+        out = np.empty((d, n_keep), order.dtype)
+        t_out = np.empty((d if has_ties else 0, n_keep), tie_ids.dtype)
+        for j in prange(d):
+            row = order[j]
+            dst = out[j]
+            a = 0
+            for p in range(m):
+                x = row[p]
+                if a < n_keep:  # taken until the last kept point: predictable
+                    dst[a] = x
+                    if has_ties:
+                        t_out[j, a] = tie_ids[j, p]
+                a += side[x] == value
+        return out, t_out
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
     def group_rows(order, tie_ids, has_ties, group, offsets):
         """Stable split of every row of ``order`` into groups (``group[point]`` in 0..G-1) in one
         pass. Group g's (d, size_g) block is stored contiguously at ``offsets[g] * d`` of the flat
@@ -395,6 +415,7 @@ if AVAILABLE:
     clique_split_sweep = SizeDispatch(clique_split_sweep)
     graph_sweep = SizeDispatch(graph_sweep)
     partition_rows = SizeDispatch(partition_rows)
+    compress_rows = SizeDispatch(compress_rows)
     group_rows = SizeDispatch(group_rows)
     pack_keys = SizeDispatch(pack_keys)
     unpack_keys = SizeDispatch(unpack_keys)

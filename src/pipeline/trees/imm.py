@@ -72,20 +72,26 @@ def build_imm_tree(X, codes, centers, ratio: bool, priority, feature_names=None,
         raise InvalidInputError("two reference centres are identical; no coordinate cut can separate them.")
     tree = ExplanationTree(d, feature_names)
     root = ColumnOrder.from_matrix(X) if root is None else root
-    stack = [(0, root, np.arange(k))]
+    # A node is (orders, node codes): its orders may be its parent's, shared, with the points
+    # outside the node coded k (the sweep skips them); a child is compacted into orders of its
+    # own only once it holds less than half of the orders' points, so the peel-one-centre-off
+    # splits typical of IMM do not rewrite nearly all of the orders at every level.
+    stack = [(0, root, codes, np.arange(k))]
     leaf_center: dict[int, int] = {}
     score = np.empty(d)
     thr = np.empty(d)
     with tqdm(total=k - 1, desc="IMM splits" if not ratio else "EMN splits", disable=not verbose) as bar:
         while stack:
-            node, order, cset = stack.pop()
+            node, order, node_codes, cset = stack.pop()
             if cset.size == 1:
                 leaf_center[node] = int(cset[0])
                 continue
             members = order.order[0]
+            if node_codes is not codes:
+                members = members[node_codes[members] < k]
             local = np.bincount(codes[members], minlength=k).astype(np.int64)
             ties, has = _ties(order)
-            kern.mistakes_sweep(X, order.order, ties, has, codes, centers, cset, local, ratio, score, thr)
+            kern.mistakes_sweep(X, order.order, ties, has, node_codes, centers, cset, local, ratio, score, thr)
             j, _, best = pick_best(score, np.zeros(d, dtype=np.int64), priority)
             if j < 0:  # cannot happen for distinct centres; never loop on it
                 raise InvalidInputError(f"no coordinate cut separates the centres {cset.tolist()}.")
@@ -94,18 +100,31 @@ def build_imm_tree(X, codes, centers, ratio: bool, priority, feature_names=None,
             logger.debug("node %d: x[%d] <= %.6g, score %.6g", node, j, t, best)
             c_left = centers[cset, j] <= t
             n_c_left = int(c_left.sum())
-            lo = ro = None  # a child with one centre is a leaf: its points are never needed
-            if n_c_left > 1 or cset.size - n_c_left > 1:
-                side = np.full(n, -1, dtype=np.int8)
-                x_left = X[members, j] <= t
-                ok_left = centers[codes[members], j] <= t
-                if n_c_left > 1:
-                    side[members[x_left & ok_left]] = 1
-                if cset.size - n_c_left > 1:
-                    side[members[~x_left & ~ok_left]] = 0
+            x_left = X[members, j] <= t
+            ok_left = centers[codes[members], j] <= t
+            # a child with one centre is a leaf: its points are never needed
+            kids = [(left, members[x_left & ok_left], 1, cset[c_left]),
+                    (right, members[~x_left & ~ok_left], 0, cset[~c_left])]
+            side = None
+            out: dict[int, tuple] = {}
+            for child, kid_members, tag, kid_centres in kids:
+                if kid_centres.size < 2:
+                    out[tag] = (None, None)
+                elif 2 * kid_members.size >= order.n_points:  # share the orders
+                    kid_codes = np.full(n, k, dtype=codes.dtype)
+                    kid_codes[kid_members] = codes[kid_members]
+                    out[tag] = (order, kid_codes)
+                else:
+                    if side is None:
+                        side = np.full(n, -1, dtype=np.int8)
+                    side[kid_members] = tag
+            if side is not None:
                 lo, ro = order.partition(side)
-            stack.append((right, ro, cset[~c_left]))
-            stack.append((left, lo, cset[c_left]))
+                for tag, kid_order in ((1, lo), (0, ro)):
+                    if tag not in out:
+                        out[tag] = (kid_order, codes)
+            stack.append((right,) + out[0] + (cset[~c_left],))
+            stack.append((left,) + out[1] + (cset[c_left],))
             bar.update(1)
     return tree, leaf_center
 
