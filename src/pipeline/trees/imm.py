@@ -257,7 +257,7 @@ class ExKMC(_CentreTree):
         step = c_norm2 - 2.0 * xc  # change of each centre's cost when a point changes side
         spread = step.max(axis=1) - step.min(axis=1)
         del step
-        leaf_of = tree.apply(X)
+        leaf_of = tree._apply(X)  # X validated by fit: no second NaN scan
         leaf_ids = np.asarray(tree.leaves)
         index = np.zeros(tree.n_nodes, dtype=np.int64)
         index[leaf_ids] = np.arange(leaf_ids.size)

@@ -94,7 +94,7 @@ def grow_spex_tree(X: np.ndarray, n_leaves: int, best_cut, feature_names=None, v
 class _SpExBase(BaseEstimator):
     def _finish(self, X, tree, codes=None):
         if codes is not None:
-            labels = majority_labels(tree.apply(X), codes, np.arange(self.classes_.size), tree.n_nodes)
+            labels = majority_labels(tree._apply(X), codes, np.arange(self.classes_.size), tree.n_nodes)
             for leaf in tree.leaves:
                 tree.set_label(leaf, self._leaf_label(int(labels[leaf])))
             tree = name_leaves(tree, self.classes_)
