@@ -146,14 +146,24 @@ class _CentreTree(ReferenceTree):
         if centers is None:  # (given centres can be separated even on constant data)
             check_not_constant(X)
         classes = self.classes_
-        scale = power_of_two_scale(X)
+        codes = codes.astype(np.int8 if classes.size < 128 else np.int16 if classes.size < 32768 else np.int32)
+        return X, codes, classes, centers, feature_names
+
+    def _sorted(self, X, codes, centers):
+        """(X, centres, scale, root orders): the sorted orders first, whose end points give
+        ``max |X|`` for :func:`power_of_two_scale` without two more passes over X; the rare
+        rescaled X is sorted again (scaling may flush tiny values to zero and tie them)."""
+        root = ColumnOrder.from_matrix(X)
+        cols = np.arange(X.shape[1])
+        ends = X[root.order[:, [0, -1]], cols[:, None]] if X.size else X
+        scale = power_of_two_scale(ends)
         if scale != 1.0:
             X = X / scale
             centers = None if centers is None else check_matrix(centers, "centers") / scale
-        codes = codes.astype(np.int8 if classes.size < 128 else np.int16 if classes.size < 32768 else np.int32)
-        centers = reference_centers(X, codes, classes.size, centers)
+            root = ColumnOrder.from_matrix(X)
+        centers = reference_centers(X, codes, self.classes_.size, centers)
         self.centers_ = centers * scale
-        return X, codes, classes, centers, feature_names, scale
+        return X, centers, scale, root
 
     def _label(self, tree, leaf_center, scale):
         for leaf, c in leaf_center.items():
@@ -169,7 +179,7 @@ class _CentreTree(ReferenceTree):
         centre of the i-th class in ``classes_`` (sorted labels); default: the means of the
         reference clusters.
         """
-        X, codes, classes, centers, feature_names, scale = self._prepare(X, y, centers, feature_names)
+        X, codes, classes, centers, feature_names = self._prepare(X, y, centers, feature_names)
         k = classes.size
         n_leaves = check_n_leaves(self.n_leaves, k, X.shape[0], at_least=k,
                                   why=" (the number of reference clusters)")
@@ -179,9 +189,10 @@ class _CentreTree(ReferenceTree):
                 "Use ExKMC for more leaves."
             )
         with limit_threads(self.n_jobs):
+            X, centers, scale, root = self._sorted(X, codes, centers)
             tree, leaf_center = build_imm_tree(X, codes, centers, self._ratio,
                                                feature_priority(X.shape[1], self.random_state),
-                                               feature_names, self.verbose)
+                                               feature_names, self.verbose, root)
         return self._label(tree, leaf_center, scale)
 
 
@@ -237,13 +248,13 @@ class ExKMC(_CentreTree):
 
     def fit(self, X, y, feature_names=None, centers=None):
         """Fit to X (n_samples, n_features) and reference labels y; see :meth:`IMM.fit`."""
-        X, codes, classes, centers, feature_names, scale = self._prepare(X, y, centers, feature_names)
+        X, codes, classes, centers, feature_names = self._prepare(X, y, centers, feature_names)
         k = classes.size
         n_leaves = check_n_leaves(self.n_leaves, k, X.shape[0], at_least=k,
                                   why=" (the number of reference clusters)")
         priority = feature_priority(X.shape[1], self.random_state)
         with limit_threads(self.n_jobs):
-            root = ColumnOrder.from_matrix(X)
+            X, centers, scale, root = self._sorted(X, codes, centers)
             tree, leaf_center = build_imm_tree(X, codes, centers, False, priority, feature_names, self.verbose,
                                                root)
             if n_leaves > k:
