@@ -7,14 +7,15 @@ from sklearn.datasets import make_blobs
 from threadpoolctl import threadpool_info
 
 from pipeline.trees import IMM, ExKMC, SpExClique
-from pipeline.trees._threads import available_cores, current_threads, limit_threads, resolve_n_jobs
+from pipeline.trees import _threads
+from pipeline.trees._threads import available_cores, current_threads, idle_cores, limit_threads, resolve_n_jobs
 
 
 def test_resolve_n_jobs():
     n = available_cores()
     assert resolve_n_jobs(1) == 1
     assert resolve_n_jobs(-1) == n
-    assert resolve_n_jobs(None) == n
+    assert resolve_n_jobs(None) == idle_cores()
     assert resolve_n_jobs(10 ** 6) == n
     assert resolve_n_jobs(-(10 ** 6)) == 1
     assert resolve_n_jobs(-2) == max(1, n - 1)
@@ -31,7 +32,20 @@ def test_limit_threads_caps_numba_and_blas_and_restores():
             assert inner == 1
             assert numba.get_num_threads() == 1
     assert numba.get_num_threads() == before
-    assert current_threads() == available_cores()
+    assert current_threads() == idle_cores()
+
+
+@pytest.mark.parametrize("load,expected", [(0.0, 4), (1.0, 4), (1.4, 4), (2.0, 3), (3.6, 1), (9.0, 1)])
+def test_default_threads_leave_busy_cores_alone(monkeypatch, load, expected):
+    """n_jobs=None outside any limit: the cores the rest of the machine leaves idle (this
+    process counts as one runnable task in the load average), never fewer than one."""
+    monkeypatch.setattr(_threads, "available_cores", lambda: 4)
+    monkeypatch.setattr(_threads.os, "getloadavg", lambda: (load, load, load))
+    assert idle_cores() == expected
+    assert resolve_n_jobs(None) == expected
+    assert resolve_n_jobs(-1) == 4  # an explicit "all cores" is taken at its word
+    with limit_threads(2):
+        assert resolve_n_jobs(None) == 2  # an enclosing limit wins
 
 
 def test_limit_threads_restores_after_error():

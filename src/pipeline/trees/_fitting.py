@@ -60,7 +60,7 @@ def predict_tree(est, X) -> np.ndarray:
     check_is_fitted(est, "tree_")
     X = validate_X(est, X, reset=False)
     n_jobs = getattr(est, "n_jobs", None)
-    if n_jobs is None:  # the enclosing limit (or all cores) already holds; entering a block costs ~5 ms
+    if n_jobs is None:  # the enclosing limit (or numba's setting) already holds; entering a block costs ~5 ms
         return tree_predict(est.tree_, X)
     with limit_threads(n_jobs):
         return tree_predict(est.tree_, X)
