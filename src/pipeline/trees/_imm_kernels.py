@@ -123,26 +123,28 @@ def mistakes_sweep(X, order, tie_ids, has_ties, codes, centers, node_centers, lo
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _first_min(left, c_norm2, n_left, value, total, m, right):
-    """Lowest centre index whose left (right) surrogate cost equals ``value``."""
-    for c in range(left.size):
-        v = ((m - n_left) * c_norm2[c] - 2.0 * (total[c] - left[c])) if right else (n_left * c_norm2[c] - 2.0 * left[c])
-        if v == value:
+def _first_min(sums, c_norm2, count, value):
+    """Lowest centre index whose surrogate cost ``count |c|^2 - 2 sums[c]`` equals ``value``."""
+    for c in range(sums.size):
+        if count * c_norm2[c] - 2.0 * sums[c] == value:
             return c
     return -1
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, out_cost, out_pos, out_left, out_right):
-    """Best ExKMC surrogate-cost cut per feature: min_c sum_left(|c|^2 - 2 x.c) + same on the right."""
+def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, total, out_cost, out_pos, out_left, out_right):
+    """Best ExKMC surrogate-cost cut per feature: min_c sum_left(|c|^2 - 2 x.c) + same on the right.
+
+    ``total[c]`` is the node's sum of ``xc[:, c]``. The right-hand sums are kept by running
+    subtraction from ``total`` (not as ``total - left``), the floating-point steps of ExKMC
+    0.0.3's ``cut_finder``, so that near-equal costs (zero-gain cuts on data with repeated
+    values) compare as they do there.
+    """
     d, m = order.shape
     k = xc.shape[1]
-    total = np.zeros(k)
-    for p in range(m):
-        for c in range(k):
-            total[c] += xc[order[0, p], c]
     for j in prange(d):
         left = np.zeros(k)
+        right = total.copy()
         best = np.inf
         best_p = -1
         best_l = -1
@@ -151,6 +153,7 @@ def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, out_cost, out_pos, ou
             x = order[j, p]
             for c in range(k):
                 left[c] += xc[x, c]
+                right[c] -= xc[x, c]
             if has_ties and tie_ids[j, p] == tie_ids[j, p + 1]:
                 continue
             n_left = p + 1
@@ -158,12 +161,12 @@ def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, out_cost, out_pos, ou
             rc = np.inf
             for c in range(k):
                 lc = min(lc, n_left * c_norm2[c] - 2.0 * left[c])
-                rc = min(rc, (m - n_left) * c_norm2[c] - 2.0 * (total[c] - left[c]))
+                rc = min(rc, (m - n_left) * c_norm2[c] - 2.0 * right[c])
             if lc + rc < best:
                 best = lc + rc
                 best_p = p
-                best_l = _first_min(left, c_norm2, n_left, lc, total, m, False)
-                best_r = _first_min(left, c_norm2, n_left, rc, total, m, True)
+                best_l = _first_min(left, c_norm2, n_left, lc)
+                best_r = _first_min(right, c_norm2, m - n_left, rc)
         out_cost[j] = best
         out_pos[j] = best_p
         out_left[j] = best_l

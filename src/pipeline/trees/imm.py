@@ -234,7 +234,7 @@ class ExKMC(_CentreTree):
     def _expand(self, X, codes, centers, tree, leaf_center, root, n_leaves, priority):
         n, d = X.shape
         xc = X @ centers.T
-        c_norm2 = np.einsum("ij,ij->i", centers, centers)
+        c_norm2 = np.linalg.norm(centers, axis=1) ** 2  # as ExKMC 0.0.3 computes |c|^2 (see surrogate_sweep)
         leaf_of = tree.apply(X)
         leaf_ids = np.asarray(tree.leaves)
         index = np.zeros(tree.n_nodes, dtype=np.int64)
@@ -263,17 +263,43 @@ class ExKMC(_CentreTree):
 
     @staticmethod
     def _best_surrogate_split(X, codes, order, center, xc, c_norm2, priority):
-        """(gain, feature, position, centre_left, centre_right) of a leaf's best cut, or None."""
+        """(gain, feature, position, centre_left, centre_right) of a leaf's best cut, or None.
+
+        The costs are summed in the order ExKMC 0.0.3 sums them (rows in index order for the
+        leaf total; along numpy's default ``argsort`` of each column when values repeat), so a
+        near-tie between cuts (several cuts of zero gain, common on data with repeated values
+        such as iris) resolves as it does there.
+        """
         members = order.order[0]
         if members.size < 2 or np.all(codes[members] == center):
             return None
         d = order.n_features
         cost, pos = np.empty(d), np.empty(d, dtype=np.int64)
         c_left, c_right = np.empty(d, dtype=np.int64), np.empty(d, dtype=np.int64)
-        ties, has = _ties(order)
-        kern.surrogate_sweep(order.order, ties, has, xc, c_norm2, cost, pos, c_left, c_right)
+        rows = np.sort(members)
+        total = xc[rows].sum(axis=0)
+        sweep_order, (ties, has) = order.order, _ties(order)
+        if has:
+            sweep_order, ties = _reference_order(X, rows)
+        kern.surrogate_sweep(sweep_order, ties, has, xc, c_norm2, total, cost, pos, c_left, c_right)
         j, p, best = pick_best(cost, pos, priority)
         if j < 0:
             return None
-        before = np.min(members.size * c_norm2 - 2.0 * xc[members].sum(axis=0))
+        before = np.min(members.size * c_norm2 - 2.0 * total)
+        # p ends a run of equal values, so it is the same position in ``order`` (sorted by value too)
         return best - before, j, p, int(c_left[j]), int(c_right[j])
+
+
+def _reference_order(X, rows):
+    """Per-feature orders of the points ``rows`` (ascending ids) as ExKMC 0.0.3 sorts them:
+    numpy's default (not stable) ``argsort`` of each column, and their tie ids.
+
+    Only the order within runs of equal values differs from the stable order; it decides how
+    the running sums of tied points round, hence which of several equal-cost cuts wins.
+    """
+    XT = np.ascontiguousarray(X[rows].T)
+    srt = np.argsort(XT, axis=1)
+    values = np.take_along_axis(XT, srt, axis=1)
+    tie_ids = np.zeros(XT.shape, dtype=np.int32)
+    np.cumsum(values[:, 1:] != values[:, :-1], axis=1, out=tie_ids[:, 1:])
+    return rows[srt], tie_ids
