@@ -45,6 +45,47 @@ def validate_X(est, X, *, reset: bool, min_samples: int = 1):
                          accept_sparse=sparse)
 
 
+def plain_Xy(X, y) -> bool:
+    """Whether ``validate_data(est, X, y, dtype=np.float64, ensure_min_samples=2)`` followed by
+    ``check_classification_targets(y)`` would return ``X`` and ``y`` unchanged without a
+    warning: ``X`` a finite float64 ndarray (n >= 2, d >= 1), ``y`` integer labels of length n.
+
+    These checks cost ~250 us, more than fitting a tree to iris; for such inputs only the
+    fitted-feature bookkeeping remains (:func:`reset_features`). Anything else (lists,
+    DataFrames, sparse, other dtypes, NaN/inf, string or float labels) goes through
+    scikit-learn, with its conversions and error messages.
+    """
+    return (type(X) is np.ndarray and X.dtype == np.float64 and X.ndim == 2 and X.shape[0] >= 2
+            and X.shape[1] >= 1 and type(y) is np.ndarray and y.ndim == 1 and y.dtype.kind in "iu"
+            and y.shape[0] == X.shape[0] and bool(np.isfinite(X.sum())))  # an overflowing sum falls back
+
+
+_VALIDATED_PARAMS: set = set()  # (class, parameter values) that passed scikit-learn's constraint check
+_PARAM_NAMES: dict = {}  # class -> its __init__ parameter names (inspect.signature costs ~12 us)
+_SIMPLE = (int, float, str, bool, type(None))
+
+
+def validate_params(est) -> None:
+    """``est._validate_params()``, skipped when the same class with the same simple parameter
+    values (ints, floats, strings, None; compared with their types) passed it before.
+
+    scikit-learn re-derives the parameter names and constraint objects on every call (~25 us).
+    """
+    cls = type(est)
+    names = _PARAM_NAMES.get(cls)
+    if names is None:
+        names = _PARAM_NAMES[cls] = tuple(cls._get_param_names())
+    values = tuple((name, type(v), v) for name in names for v in (getattr(est, name),))
+    if not all(t in _SIMPLE for _, t, _ in values):
+        est._validate_params()
+        return
+    key = (cls, values)
+    if key not in _VALIDATED_PARAMS:
+        est._validate_params()
+        if len(_VALIDATED_PARAMS) < 4096:
+            _VALIDATED_PARAMS.add(key)
+
+
 def tree_predict(tree: ExplanationTree, X) -> np.ndarray:
     """``tree.predict(X)`` for an ``X`` that :func:`validate_X` already checked (finite float64);
     a sparse ``X`` is densified a block of rows at a time."""
@@ -62,7 +103,7 @@ def predict_tree(est, X) -> np.ndarray:
     n_jobs = getattr(est, "n_jobs", None)
     if n_jobs is None:  # the enclosing limit (or all cores) already holds; entering a block costs ~5 ms
         return tree_predict(est.tree_, X)
-    with limit_threads(n_jobs):
+    with limit_threads(n_jobs, work=X.shape[0] * X.shape[1]):
         return tree_predict(est.tree_, X)
 
 
@@ -199,10 +240,13 @@ class ReferenceTree(ClassifierMixin, BaseEstimator):
 
     def _validate_reference(self, X, y, feature_names=None, *, min_clusters: int = 2):
         """Validate ``X``/``y``; return (X without noise rows, codes 0..k-1, keep mask, names)."""
-        self._validate_params()
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
-                             accept_sparse="csr" if self._accepts_sparse else False)
-        check_classification_targets(y)
+        validate_params(self)
+        if plain_Xy(X, y):  # what validate_data and check_classification_targets would pass unchanged
+            reset_features(self, X.shape[1])
+        else:
+            X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
+                                 accept_sparse="csr" if self._accepts_sparse else False)
+            check_classification_targets(y)
         keep = ~noise_mask(y, self.noise_label)
         classes, codes = np.unique(y[keep], return_inverse=True)
         if classes.size < min_clusters:

@@ -19,6 +19,7 @@ import os
 import sys
 
 _ACTIVE: contextvars.ContextVar[int | None] = contextvars.ContextVar("pipeline_threads", default=None)
+_CAPPED: contextvars.ContextVar[bool] = contextvars.ContextVar("pipeline_threads_capped", default=False)  # BLAS too
 _CONTROLLER: list = [None, -1]  # threadpoolctl controller, number of modules when it was built
 
 
@@ -31,6 +32,12 @@ def _controller():
         _CONTROLLER[0] = ThreadpoolController()
         _CONTROLLER[1] = len(sys.modules)
     return _CONTROLLER[0]
+
+
+def _parallel_min_work() -> int:
+    from pipeline.trees._kernels import PARALLEL_MIN_WORK
+
+    return PARALLEL_MIN_WORK
 
 
 def available_cores() -> int:
@@ -58,10 +65,34 @@ def current_threads() -> int:
 
 
 @contextlib.contextmanager
-def limit_threads(n_jobs):
-    """Run the body with numba kernels, BLAS/OpenMP pools and torch capped at ``resolve_n_jobs(n_jobs)``."""
+def limit_threads(n_jobs, *, work: int | None = None):
+    """Run the body with numba kernels, BLAS/OpenMP pools and torch capped at ``resolve_n_jobs(n_jobs)``.
+
+    Capping the BLAS pools costs ~20 us (threadpoolctl), as much as fitting a tree to iris, so
+    it is skipped when nothing would change: inside an enclosing block with the same number,
+    and when the caller's input has fewer than ``PARALLEL_MIN_WORK`` elements (``work``): then
+    every compiled kernel runs its serial twin and BLAS does not thread such small products,
+    so only numba's count and the active setting are set.
+    """
     n = resolve_n_jobs(n_jobs)
+    small = work is not None and work < _parallel_min_work()
+    if n == _ACTIVE.get() and (small or _CAPPED.get()):
+        yield n
+        return
     token = _ACTIVE.set(n)
+    if small:
+        import numba
+
+        previous = numba.get_num_threads()
+        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+        capped = _CAPPED.set(False)  # an enclosing cap on BLAS is for another number
+        try:
+            yield n
+        finally:
+            _CAPPED.reset(capped)
+            _ACTIVE.reset(token)
+            numba.set_num_threads(previous)
+        return
     previous = None
     try:
         import numba
@@ -76,7 +107,11 @@ def limit_threads(n_jobs):
         if torch is not None:
             torch.set_num_threads(n)
         with _controller().limit(limits=n):
-            yield n
+            capped = _CAPPED.set(True)
+            try:
+                yield n
+            finally:
+                _CAPPED.reset(capped)
     finally:
         _ACTIVE.reset(token)
         if torch is not None and torch_previous is not None:

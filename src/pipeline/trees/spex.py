@@ -161,7 +161,7 @@ class SpExClique(_SpExBase, ReferenceTree):
         codes = codes.astype(np.int8 if classes.size < 128 else np.int16 if classes.size < 32768 else np.int32)
         counts = np.bincount(codes, minlength=classes.size)
         priority = feature_priority(X.shape[1], self.random_state)
-        with limit_threads(self.n_jobs):
+        with limit_threads(self.n_jobs, work=X.size):
             tree = grow_spex_tree(
                 X, n_leaves, lambda o: clique_best_cut(o, codes, counts, priority), feature_names, self.verbose,
                 split_cuts=lambda o, j, p: clique_split_cuts(o, j, p, codes, counts, priority),
