@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
-from pipeline.trees import _imm_kernels as kern
+from pipeline.trees import _imm_kernels as kern, _imm_small
 from pipeline.trees._column_order import ColumnOrder, feature_priority, pick_best
 from pipeline.trees._fitting import (
     COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, check_n_leaves, check_not_constant,
@@ -121,6 +121,11 @@ def build_imm_tree(X, codes, centers, ratio: bool, priority, feature_names=None,
     return tree, leaf_center
 
 
+def _warn_stopped(reached: int, n_leaves: int, stacklevel: int) -> None:
+    warnings.warn(f"ExKMC stopped at {reached} leaves: every leaf is pure or holds identical points, so none "
+                  f"can be expanded towards n_leaves={n_leaves}.", stacklevel=stacklevel)
+
+
 class _CentreTree(ReferenceTree):
     _ratio = False
 
@@ -170,11 +175,22 @@ class _CentreTree(ReferenceTree):
                 f"{type(self).__name__} grows exactly one leaf per centre ({k}); got n_leaves={n_leaves}. "
                 "Use ExKMC for more leaves."
             )
+        priority = feature_priority(X.shape[1], self.random_state)
         with limit_threads(self.n_jobs, work=X.size):
-            tree, leaf_center = build_imm_tree(X, codes, centers, self._ratio,
-                                               feature_priority(X.shape[1], self.random_state),
-                                               feature_names, self.verbose)
+            grown = self._grow_small(X, codes, centers, priority, feature_names)
+            if grown is None:
+                tree, leaf_center = build_imm_tree(X, codes, centers, self._ratio, priority, feature_names,
+                                                   self.verbose)
+            else:
+                tree, leaf_center, _ = grown
         return self._label(tree, leaf_center, scale)
+
+    def _grow_small(self, X, codes, centers, priority, feature_names):
+        """The tree from :mod:`pipeline.trees._imm_small` for small inputs without a progress
+        bar, else None (the general path)."""
+        if X.size >= _imm_small.SMALL_WORK or self.verbose:
+            return None
+        return _imm_small.build_imm_tree_small(X, codes, centers, self._ratio, priority, feature_names)
 
 
 class IMM(_CentreTree):
@@ -235,6 +251,13 @@ class ExKMC(_CentreTree):
                                   why=" (the number of reference clusters)")
         priority = feature_priority(X.shape[1], self.random_state)
         with limit_threads(self.n_jobs, work=X.size):
+            grown = self._grow_small(X, codes, centers, priority, feature_names)
+            if grown is not None:
+                tree, leaf_center, leaf_of = grown
+                if n_leaves > k and not _imm_small.expand_small(X, codes, centers, tree, leaf_center, leaf_of,
+                                                                n_leaves, priority):
+                    _warn_stopped(tree.n_leaves, n_leaves, stacklevel=3)
+                return self._label(tree, leaf_center, scale)
             root = ColumnOrder.from_matrix(X)
             tree, leaf_center = build_imm_tree(X, codes, centers, False, priority, feature_names, self.verbose,
                                                root)
@@ -261,8 +284,7 @@ class ExKMC(_CentreTree):
                 if cand is not None and (best is None or cand[0] < best[0]):
                     best_leaf, best = leaf, cand
             if best is None:
-                warnings.warn(f"ExKMC stopped at {tree.n_leaves} leaves: every leaf is pure or holds identical "
-                              f"points, so none can be expanded towards n_leaves={n_leaves}.", stacklevel=3)
+                _warn_stopped(tree.n_leaves, n_leaves, stacklevel=4)
                 break
             _, j, p, c_left, c_right = best
             order = leaves.pop(best_leaf)["order"]
