@@ -154,7 +154,9 @@ def _labels_are_codes(classes: np.ndarray) -> bool:
     """Whether tree leaves store class indices (non-integer labels) rather than the labels."""
     if classes.dtype.kind == "b":
         return False
-    if classes.dtype.kind in "iuf":  # the tree stores int64 labels: integers well inside its range
+    if classes.dtype.kind in "iu":  # as below; float conversion is monotonic, so the extremes decide
+        return classes.size > 0 and not max(abs(float(classes.min())), abs(float(classes.max()))) < 2.0**62
+    if classes.dtype.kind == "f":  # the tree stores int64 labels: integers well inside its range
         return not (np.all(classes == np.round(classes)) and np.all(np.abs(classes.astype(float)) < 2.0**62))
     return True
 
@@ -265,6 +267,10 @@ class ReferenceTree(ClassifierMixin, BaseEstimator):
     def _leaf_label(self, code: int) -> int:
         """What a leaf stores for class index ``code``: the label itself, or the index."""
         return int(code) if _labels_are_codes(self.classes_) else int(self.classes_[code])
+
+    def _leaf_labels(self) -> list[int]:
+        """:meth:`_leaf_label` of every class index at once."""
+        return list(range(self.classes_.size)) if _labels_are_codes(self.classes_) else self.classes_.tolist()
 
     def predict(self, X) -> np.ndarray:
         """Reference label of the leaf each row of ``X`` falls in, shape (n_samples,)."""

@@ -17,31 +17,32 @@ import numba
 import numpy as np
 
 from pipeline.trees import _imm_kernels as kern
+from pipeline.trees._kernels import PARALLEL_MIN_WORK
 from pipeline.trees.tree import ExplanationTree
 
 logger = logging.getLogger("pipeline.trees.imm")
 
 #: Inputs (n_samples * n_features) below this size take the paths of this module: the general
-#: path's per-node overhead dominates there, and every kernel runs serially anyway.
-SMALL_WORK = 1 << 16
+#: path's per-node overhead dominates there, and its kernels run serially anyway.
+SMALL_WORK = PARALLEL_MIN_WORK
 
 _surrogate_serial = kern.surrogate_sweep.serial
 
 
 @numba.njit(cache=True, nogil=True)
-def _sorted_orders(X, rows):
-    """Stable per-feature orders of ``rows`` (int64 (d, m)) and their tie ids (int64 (d, m))."""
-    m = rows.size
-    d = X.shape[1]
-    order = np.empty((d, m), np.int64)
-    ties = np.zeros((d, m), np.int64)
-    col = np.empty(m)
+def _sorted_orders(X):
+    """Stable per-feature orders of the rows (int64 (d, n)) and their tie ids (dense value ranks
+    along each order); -0.0 ties with 0.0, as in :class:`~pipeline.trees._column_order.ColumnOrder`."""
+    n, d = X.shape
+    order = np.empty((d, n), np.int64)
+    ties = np.zeros((d, n), np.int64)
+    col = np.empty(n)
     for j in range(d):
-        for i in range(m):
-            col[i] = X[rows[i], j]
+        for i in range(n):
+            col[i] = X[i, j]
         srt = np.argsort(col, kind="mergesort")
-        for i in range(m):
-            order[j, i] = rows[srt[i]]
+        for i in range(n):
+            order[j, i] = srt[i]
             if i > 0:
                 ties[j, i] = ties[j, i - 1] + (col[srt[i]] != col[srt[i - 1]])
     return order, ties
@@ -77,7 +78,7 @@ def _grow(X, codes, centers, ratio, priority):
     """
     n, d = X.shape
     k = centers.shape[0]
-    order, ties = _sorted_orders(X, np.arange(n))
+    order, ties = _sorted_orders(X)
     s_node = np.empty(k - 1, np.int64)
     s_feat = np.empty(k - 1, np.int64)
     s_thr = np.empty(k - 1)
@@ -207,14 +208,14 @@ def _best_cut(X, codes, rows, centre, xc, c_norm2, priority):
     """``ExKMC._best_surrogate_split`` for a leaf given by its sorted row ids: (gain, feature,
     threshold, centre left, centre right) or None. Columns are sorted by numpy's default
     ``argsort``, as ExKMC 0.0.3 sorts them (see ``ExKMC._best_surrogate_split``)."""
-    if rows.size < 2 or np.all(codes[rows] == centre):
+    if rows.size < 2 or (codes[rows] == centre).all():
         return None
-    srt = np.argsort(np.ascontiguousarray(X[rows].T), axis=1)
+    srt = X[rows].T.copy().argsort(axis=1)
     total = xc[rows].sum(axis=0)
     j, p, best, cl, cr = _leaf_cut(X, rows[srt], xc, c_norm2, total, priority)
     if j < 0:
         return None
-    before = np.min(rows.size * c_norm2 - 2.0 * total)
+    before = (rows.size * c_norm2 - 2.0 * total).min()
     return best - before, j, X[rows[srt[j, p]], j], cl, cr
 
 

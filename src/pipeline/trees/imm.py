@@ -69,8 +69,7 @@ def _has_identical_rows(A: np.ndarray) -> bool:
     """Whether two rows of ``A`` are equal (as values: -0.0 == 0.0)."""
     k, d = A.shape
     if k * k * d <= 1 << 16:  # all pairs at once: a few us, against ~25 us for np.unique(axis=0)
-        same = (A[:, None, :] == A[None, :, :]).all(axis=2)
-        return bool(np.triu(same, 1).any())
+        return int((A[:, None, :] == A[None, :, :]).all(axis=2).sum()) > k  # the diagonal holds k
     return np.unique(A, axis=0).shape[0] < k
 
 
@@ -153,8 +152,9 @@ class _CentreTree(ReferenceTree):
         return X, codes, classes, centers, feature_names, scale
 
     def _label(self, tree, leaf_center, scale):
+        labels = self._leaf_labels()
         for leaf, c in leaf_center.items():
-            tree.set_label(leaf, self._leaf_label(c))
+            tree.set_label(leaf, labels[c])
         self.tree_ = rescale_tree(self._name_leaves(tree), scale)
         self.n_leaves_ = tree.n_leaves
         return self
