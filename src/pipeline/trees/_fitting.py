@@ -40,6 +40,12 @@ def validate_X(est, X, *, reset: bool, min_samples: int = 1):
     columns raise). Complex input, and sparse input for estimators whose algorithm needs
     dense columns, is rejected with sklearn's messages.
     """
+    if _plain_X(X, min_samples):  # nothing to convert: only the fitted-feature bookkeeping (see plain_Xy)
+        if reset:
+            reset_features(est, X.shape[1])
+            return X
+        if getattr(est, "n_features_in_", None) == X.shape[1] and not hasattr(est, "feature_names_in_"):
+            return X
     sparse = "csr" if getattr(est, "_accepts_sparse", False) else False
     return validate_data(est, X, reset=reset, dtype=np.float64, ensure_min_samples=min_samples,
                          accept_sparse=sparse)
@@ -55,9 +61,14 @@ def plain_Xy(X, y) -> bool:
     DataFrames, sparse, other dtypes, NaN/inf, string or float labels) goes through
     scikit-learn, with its conversions and error messages.
     """
-    return (type(X) is np.ndarray and X.dtype == np.float64 and X.ndim == 2 and X.shape[0] >= 2
-            and X.shape[1] >= 1 and type(y) is np.ndarray and y.ndim == 1 and y.dtype.kind in "iu"
-            and y.shape[0] == X.shape[0] and bool(np.isfinite(X.sum())))  # an overflowing sum falls back
+    return (type(y) is np.ndarray and y.ndim == 1 and y.dtype.kind in "iu" and type(X) is np.ndarray
+            and X.ndim == 2 and y.shape[0] == X.shape[0] and _plain_X(X, 2))
+
+
+def _plain_X(X, min_samples: int) -> bool:
+    """Whether ``X`` is a finite float64 ndarray of shape (>= min_samples, >= 1)."""
+    return (type(X) is np.ndarray and X.dtype == np.float64 and X.ndim == 2 and X.shape[0] >= min_samples
+            and X.shape[1] >= 1 and bool(np.isfinite(X.sum())))  # an overflowing sum falls back
 
 
 _VALIDATED_PARAMS: set = set()  # (class, parameter values) that passed scikit-learn's constraint check
