@@ -14,7 +14,10 @@
   ``sum_leaves min_c sum_{x in leaf} ||x - c||^2`` over the reference centres.
 
 The per-node sweeps are compiled (:mod:`pipeline.trees._imm_kernels`) over per-feature orders
-sorted once at the root (:class:`~pipeline.trees._column_order.ColumnOrder`).
+sorted once at the root (:class:`~pipeline.trees._column_order.ColumnOrder`). Small inputs
+(see :mod:`pipeline.trees._imm_small`) grow the same trees with one compiled call per tree.
+ExKMC's surrogate costs round as ExKMC 0.0.3's do, so cuts of equal cost (common on data with
+repeated values) resolve as in the published code.
 """
 
 from __future__ import annotations
