@@ -52,6 +52,9 @@ def test_limit_threads_enters_threadpoolctl_only_when_it_changes_something(monke
             entered.append(limits)
             return contextlib.nullcontext()
 
+    from pipeline.trees._kernels import PARALLEL_MIN_WORK
+
+    assert _threads.LIGHT_WORK <= PARALLEL_MIN_WORK  # light blocks only where every kernel is serial
     monkeypatch.setattr(_threads, "_controller", Controller)
     with limit_threads(1):
         with limit_threads(1), limit_threads(None), limit_threads(None, work=10 ** 9):

@@ -34,10 +34,11 @@ def _controller():
     return _CONTROLLER[0]
 
 
-def _parallel_min_work() -> int:
-    from pipeline.trees._kernels import PARALLEL_MIN_WORK
-
-    return PARALLEL_MIN_WORK
+#: Below this much work (elements of a kernel's input, multiply-adds of a matrix product) a
+#: block runs single-threaded whatever the setting: numba kernels take their serial twins
+#: (``PARALLEL_MIN_WORK`` is larger) and OpenBLAS threads a product only above 4 * 65536
+#: multiply-adds. Capping the BLAS pools is then pointless.
+LIGHT_WORK = 1 << 16
 
 
 def available_cores() -> int:
@@ -70,12 +71,12 @@ def limit_threads(n_jobs, *, work: int | None = None):
 
     Capping the BLAS pools costs ~20 us (threadpoolctl), as much as fitting a tree to iris, so
     it is skipped when nothing would change: inside an enclosing block with the same number,
-    and when the caller's input has fewer than ``PARALLEL_MIN_WORK`` elements (``work``): then
-    every compiled kernel runs its serial twin and BLAS does not thread such small products,
-    so only numba's count and the active setting are set.
+    and when the body's ``work`` (its largest kernel input in elements, or matrix product in
+    multiply-adds) is below :data:`LIGHT_WORK`, where everything runs on one thread anyway;
+    then only numba's count and the active setting are set.
     """
     n = resolve_n_jobs(n_jobs)
-    small = work is not None and work < _parallel_min_work()
+    small = work is not None and work < LIGHT_WORK
     if n == _ACTIVE.get() and (small or _CAPPED.get()):
         yield n
         return

@@ -253,7 +253,7 @@ class ExKMC(_CentreTree):
         n_leaves = check_n_leaves(self.n_leaves, k, X.shape[0], at_least=k,
                                   why=" (the number of reference clusters)")
         priority = feature_priority(X.shape[1], self.random_state)
-        with limit_threads(self.n_jobs, work=X.size):
+        with limit_threads(self.n_jobs, work=X.size * k):  # the expansion's product X @ centers.T
             grown = self._grow_small(X, codes, centers, priority, feature_names)
             if grown is not None:
                 tree, leaf_center, leaf_of = grown
