@@ -7,11 +7,21 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from sklearn.datasets import make_blobs
 
-from pipeline.trees import EMN, IMM, ExKMC
+from pipeline.trees import EMN, IMM, ExKMC, _imm_small
 from pipeline.trees._column_order import feature_priority
 from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError
 from test_spex import same_structure, small_data
+
+
+@pytest.fixture(autouse=True, scope="module", params=["small-input path", "general path"])
+def centre_path(request):
+    """Every test runs twice: small inputs take :mod:`pipeline.trees._imm_small` (one compiled
+    call per tree), and with ``SMALL_WORK = 0`` the general path; both must give the same trees."""
+    saved = _imm_small.SMALL_WORK
+    _imm_small.SMALL_WORK = saved if request.param == "small-input path" else 0
+    yield request.param
+    _imm_small.SMALL_WORK = saved
 
 
 # ---------------------------------------------------------------- brute force
@@ -44,9 +54,15 @@ def bf_centre_tree(X, codes, centers, ratio, priority):
     return tree, leaf_center
 
 
+def norm2(centers):
+    """|c|^2 computed as ExKMC 0.0.3 (and ExKMC here) computes it: rounding included, so equal-cost
+    cuts compare alike in the brute force and the sweep."""
+    return np.linalg.norm(centers, axis=1) ** 2
+
+
 def bf_surrogate(X, pts, centers):
     """(cost, feature, threshold, centre_left, centre_right) of a leaf's best surrogate cut."""
-    c2 = (centers ** 2).sum(axis=1)
+    c2 = norm2(centers)
     xc = X @ centers.T
     best = (np.inf, None, None, None, None)
     for j in range(X.shape[1]):
@@ -117,7 +133,7 @@ def test_exkmc_expansion_matches_brute_force(case, extra):
     leaf_center = {int(l): int(np.flatnonzero(classes == imm.label[l])[0]) for l in imm.leaves}
     order = [int(l) for l in imm.leaves]
     cache = {}
-    c2 = (centres ** 2).sum(axis=1)
+    c2 = norm2(centres)
     xc = X @ centres.T
     while tree.n_leaves < k + extra:
         leaf_of = tree.apply(X)
@@ -224,3 +240,107 @@ def test_bad_inputs():
         IMM().fit(Xn, y)
     with pytest.raises(InvalidInputError, match="exceeds"):
         ExKMC(n_leaves=61).fit(X, y)
+
+
+# ------------------------------------------------- the published ExKMC's partitions
+def preorder(tree: ExplanationTree) -> list:
+    """(feature, threshold) of every node in preorder, None for leaves."""
+    out, stack = [], [0]
+    while stack:
+        n = stack.pop()
+        if tree.is_leaf(n):
+            out.append(None)
+            continue
+        out.append((int(tree.feature[n]), float(tree.threshold[n])))
+        stack += [int(tree.children_right[n]), int(tree.children_left[n])]
+    return out
+
+
+def exkmc_003_expansion(X, codes, centres, imm: ExplanationTree, classes, n_leaves) -> ExplanationTree:
+    """ExKMC 0.0.3's expansion step by step (``Tree.__expand_tree__`` and ``cut_finder``'s
+    ``update_col_surrogate_cut``), with its floating-point order: |c|^2 as ``norm ** 2``, a leaf's
+    rows in index order, each column sorted by numpy's default ``argsort``, left sums by running
+    addition and right sums by running subtraction from the leaf total."""
+    tree = ExplanationTree.from_dict(imm.to_dict())
+    c2, xc = np.linalg.norm(centres, axis=1) ** 2, X @ centres.T
+    rows = {int(l): np.flatnonzero(imm.apply(X) == l) for l in imm.leaves}
+    centre = {l: int(np.flatnonzero(classes == imm.label[l])[0]) for l in rows}
+    cuts = {}
+    while tree.n_leaves < n_leaves:
+        for leaf, r in rows.items():
+            if leaf in cuts:
+                continue
+            cuts[leaf] = None
+            if np.all(codes[r] == centre[leaf]):
+                continue
+            total = xc[r].sum(axis=0)
+            best = (np.inf,)
+            for j in range(X.shape[1]):
+                o = r[np.argsort(X[r, j])]
+                left, right = xc[o[0]].copy(), total - xc[o[0]]
+                for p in range(1, o.size):
+                    if X[o[p], j] != X[o[p - 1], j]:
+                        lc, rc = p * c2 - 2 * left, (o.size - p) * c2 - 2 * right
+                        if lc.min() + rc.min() < best[0]:
+                            best = (lc.min() + rc.min(), j, X[o[p - 1], j], int(lc.argmin()), int(rc.argmin()))
+                    left, right = left + xc[o[p]], right - xc[o[p]]
+            if best[0] < np.inf:
+                cuts[leaf] = (best[0] - np.min(r.size * c2 - 2 * total),) + best[1:]
+        found = [(cut[0], leaf) for leaf, cut in cuts.items() if cut is not None]
+        if not found:
+            break
+        leaf = min(found, key=lambda f: f[0])[1]  # the first of equal gains, in the leaves' order
+        _, j, t, cl, cr = cuts.pop(leaf)
+        a, b = tree.split(leaf, j, t)
+        r = rows.pop(leaf)
+        rows[a], rows[b] = r[X[r, j] <= t], r[X[r, j] > t]
+        centre[a], centre[b] = cl, cr
+    return tree
+
+
+def preorder(tree: ExplanationTree) -> list:
+    """(feature, threshold) of every node in preorder, None for leaves."""
+    out, stack = [], [0]
+    while stack:
+        n = stack.pop()
+        if tree.is_leaf(n):
+            out.append(None)
+            continue
+        out.append((int(tree.feature[n]), float(tree.threshold[n])))
+        stack += [int(tree.children_right[n]), int(tree.children_left[n])]
+    return out
+
+
+# ExKMC 0.0.3's tree on iris (Tree(3, max_leaves=6, n_jobs=1).fit, centres = the k-means clusters'
+# means), recorded from the Cython build of benchmarks/reference_speed.py. Several cuts of zero gain
+# tie there; which wins depends on how the cost sums round, and ours must round as ExKMC's do.
+IRIS_KMEANS = "1" * 50 + ("2020000000000000000000000002000000000000000000000020222202222220022220202022002222202"
+                          "222022202220220")
+EXKMC_IRIS = [(2, 1.9), None, (2, 5.1), (0, 6.8), (1, 2.6), None, (1, 2.7), None, None, None, None]
+
+
+def test_exkmc_matches_published_exkmc_on_iris():
+    from sklearn.datasets import load_iris
+
+    X = load_iris().data
+    y = np.array([int(c) for c in IRIS_KMEANS])
+    centres = np.stack([X[y == c].mean(axis=0) for c in range(3)])
+    est = ExKMC(n_leaves=6).fit(X, y, centers=centres)
+    assert preorder(est.tree_) == EXKMC_IRIS
+    assert preorder(exkmc_003_expansion(X, y, centres, IMM().fit(X, y, centers=centres).tree_, est.classes_, 6)) \
+        == EXKMC_IRIS
+
+
+@pytest.mark.parametrize("seed", [1, 5, 19])
+def test_exkmc_matches_published_exkmc_on_tied_values(seed):
+    """Rounded blobs: many repeated values, many zero-gain cuts (the recorded reference trees of
+    seeds 1 and 19 differ from what stable sorting or ``total - left`` sums give)."""
+    X, _, C = make_blobs(100, 2, centers=4, cluster_std=2.0, random_state=seed, return_centers=True)
+    X = np.round(X)
+    y = np.argmin(((X[:, None, :] - C[None]) ** 2).sum(-1), axis=1)
+    centres = np.stack([X[y == c].mean(axis=0) for c in range(4)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = ExKMC(n_leaves=8).fit(X, y, centers=centres)
+    imm = IMM().fit(X, y, centers=centres).tree_
+    assert preorder(est.tree_) == preorder(exkmc_003_expansion(X, y, centres, imm, est.classes_, 8))

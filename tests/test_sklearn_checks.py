@@ -56,3 +56,46 @@ def test_binary_minus_one_is_a_class_without_noise(estimator):
                          ids=lambda e: type(e).__name__)
 def test_parameter_validation_the_sklearn_way(estimator):
     estimator_checks.check_param_validation(type(estimator).__name__, estimator)
+
+
+# ------------------------------------------------ plain arrays skip no check (the small-data fast path)
+@pytest.mark.parametrize("make", [IMM, lambda: ExKMC(n_leaves=5), SpExClique, MMDT, SpExKNN],
+                         ids=["IMM", "ExKMC", "SpExClique", "MMDT", "SpExKNN"])
+def test_plain_arrays_and_converted_input_fit_alike(make):
+    """A finite float64 ndarray with integer labels skips scikit-learn's conversions, nothing else."""
+    import numpy as np
+    import pandas as pd
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(60, 3, centers=3, cluster_std=4.0, random_state=0)
+    plain = make().fit(X, y)
+    converted = make().fit(X.tolist(), y.tolist())
+    assert plain.tree_ == converted.tree_ and plain.n_features_in_ == converted.n_features_in_ == 3
+    named = make().fit(pd.DataFrame(X, columns=["a", "b", "c"]), y)
+    assert list(named.feature_names_in_) == ["a", "b", "c"]
+    with pytest.warns(UserWarning, match="feature names"):
+        named.predict(X)
+    assert not hasattr(named.fit(X, y), "feature_names_in_")  # refitting on an array forgets them
+    with pytest.raises(ValueError, match="features"):
+        plain.predict(X[:, :2])
+    bad = X.copy()
+    bad[1, 1] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        make().fit(bad, y)
+    with pytest.raises(ValueError, match="infinity"):
+        plain.predict(bad)
+    huge = X * 1e306  # finite, but the quick finiteness test (the sum) overflows: scikit-learn decides
+    assert make().fit(huge, y).predict(huge).shape == (60,)
+
+
+def test_cached_parameter_validation_still_rejects_bad_values():
+    from sklearn.datasets import make_blobs
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    X, y = make_blobs(60, 3, centers=3, random_state=0)
+    IMM(n_jobs=1).fit(X, y)
+    IMM(n_jobs=1).fit(X, y)
+    for bad in (dict(n_jobs=1.0), dict(n_jobs="1"), dict(n_leaves=0), dict(noise_label=1.5)):
+        for _ in range(2):
+            with pytest.raises(InvalidParameterError):
+                IMM(**bad).fit(X, y)

@@ -1,13 +1,14 @@
 """One thread setting (n_jobs / limit_threads) for numba kernels and BLAS pools."""
 
+import contextlib
+
 import numba
 import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 from threadpoolctl import threadpool_info
 
-from pipeline.trees import IMM, ExKMC, SpExClique
-from pipeline.trees import _threads
+from pipeline.trees import IMM, ExKMC, SpExClique, _imm_small, _threads
 from pipeline.trees._threads import available_cores, current_threads, idle_cores, limit_threads, resolve_n_jobs
 
 
@@ -56,6 +57,29 @@ def test_limit_threads_restores_after_error():
     assert numba.get_num_threads() == before
 
 
+def test_limit_threads_enters_threadpoolctl_only_when_it_changes_something(monkeypatch):
+    entered = []
+
+    class Controller:
+        def limit(self, limits):
+            entered.append(limits)
+            return contextlib.nullcontext()
+
+    from pipeline.trees._kernels import PARALLEL_MIN_WORK
+
+    assert _threads.LIGHT_WORK <= PARALLEL_MIN_WORK  # light blocks only where every kernel is serial
+    monkeypatch.setattr(_threads, "_controller", Controller)
+    with limit_threads(1):
+        with limit_threads(1), limit_threads(None), limit_threads(None, work=10 ** 9):
+            assert numba.get_num_threads() == 1
+    assert entered == [1]
+    with limit_threads(1, work=100) as n:  # a small input: serial kernels, only numba's count is set
+        assert n == 1 and numba.get_num_threads() == 1 and current_threads() == 1
+        with limit_threads(None, work=10 ** 9):  # a large one inside still caps the BLAS pools
+            pass
+    assert entered == [1, 1]
+
+
 @pytest.mark.parametrize("parallel_min_work", [0, None])  # 0: every kernel call takes the prange path
 @pytest.mark.parametrize("make", [lambda: IMM(), lambda: ExKMC(n_leaves=8), lambda: SpExClique(n_leaves=6)])
 def test_trees_do_not_depend_on_thread_count(make, parallel_min_work, monkeypatch):
@@ -63,6 +87,7 @@ def test_trees_do_not_depend_on_thread_count(make, parallel_min_work, monkeypatc
 
     if parallel_min_work is not None:
         monkeypatch.setattr(_kernels, "PARALLEL_MIN_WORK", parallel_min_work)
+        monkeypatch.setattr(_imm_small, "SMALL_WORK", parallel_min_work)  # not the small-input IMM path
     X, y = make_blobs(n_samples=3000, n_features=40, centers=4, cluster_std=8.0, random_state=1)  # overlapping
     trees = []
     for threads in (1, available_cores()):

@@ -40,9 +40,61 @@ def validate_X(est, X, *, reset: bool, min_samples: int = 1):
     columns raise). Complex input, and sparse input for estimators whose algorithm needs
     dense columns, is rejected with sklearn's messages.
     """
+    if _plain_X(X, min_samples):  # nothing to convert: only the fitted-feature bookkeeping (see plain_Xy)
+        if reset:
+            reset_features(est, X.shape[1])
+            return X
+        if getattr(est, "n_features_in_", None) == X.shape[1] and not hasattr(est, "feature_names_in_"):
+            return X
     sparse = "csr" if getattr(est, "_accepts_sparse", False) else False
     return validate_data(est, X, reset=reset, dtype=np.float64, ensure_min_samples=min_samples,
                          accept_sparse=sparse)
+
+
+def plain_Xy(X, y) -> bool:
+    """Whether ``validate_data(est, X, y, dtype=np.float64, ensure_min_samples=2)`` followed by
+    ``check_classification_targets(y)`` would return ``X`` and ``y`` unchanged without a
+    warning: ``X`` a finite float64 ndarray (n >= 2, d >= 1), ``y`` integer labels of length n.
+
+    These checks cost ~250 us, more than fitting a tree to iris; for such inputs only the
+    fitted-feature bookkeeping remains (:func:`reset_features`). Anything else (lists,
+    DataFrames, sparse, other dtypes, NaN/inf, string or float labels) goes through
+    scikit-learn, with its conversions and error messages.
+    """
+    return (type(y) is np.ndarray and y.ndim == 1 and y.dtype.kind in "iu" and type(X) is np.ndarray
+            and X.ndim == 2 and y.shape[0] == X.shape[0] and _plain_X(X, 2))
+
+
+def _plain_X(X, min_samples: int) -> bool:
+    """Whether ``X`` is a finite float64 ndarray of shape (>= min_samples, >= 1)."""
+    return (type(X) is np.ndarray and X.dtype == np.float64 and X.ndim == 2 and X.shape[0] >= min_samples
+            and X.shape[1] >= 1 and bool(np.isfinite(X.sum())))  # an overflowing sum falls back
+
+
+_VALIDATED_PARAMS: set = set()  # (class, parameter values) that passed scikit-learn's constraint check
+_PARAM_NAMES: dict = {}  # class -> its __init__ parameter names (inspect.signature costs ~12 us)
+_SIMPLE = (int, float, str, bool, type(None))
+
+
+def validate_params(est) -> None:
+    """``est._validate_params()``, skipped when the same class with the same simple parameter
+    values (ints, floats, strings, None; compared with their types) passed it before.
+
+    scikit-learn re-derives the parameter names and constraint objects on every call (~25 us).
+    """
+    cls = type(est)
+    names = _PARAM_NAMES.get(cls)
+    if names is None:
+        names = _PARAM_NAMES[cls] = tuple(cls._get_param_names())
+    values = tuple((name, type(v), v) for name in names for v in (getattr(est, name),))
+    if not all(t in _SIMPLE for _, t, _ in values):
+        est._validate_params()
+        return
+    key = (cls, values)
+    if key not in _VALIDATED_PARAMS:
+        est._validate_params()
+        if len(_VALIDATED_PARAMS) < 4096:
+            _VALIDATED_PARAMS.add(key)
 
 
 def tree_predict(tree: ExplanationTree, X) -> np.ndarray:
@@ -62,7 +114,7 @@ def predict_tree(est, X) -> np.ndarray:
     n_jobs = getattr(est, "n_jobs", None)
     if n_jobs is None:  # the enclosing limit (or numba's setting) already holds; entering a block costs ~5 ms
         return tree_predict(est.tree_, X)
-    with limit_threads(n_jobs):
+    with limit_threads(n_jobs, work=X.shape[0] * X.shape[1]):
         return tree_predict(est.tree_, X)
 
 
@@ -113,7 +165,9 @@ def _labels_are_codes(classes: np.ndarray) -> bool:
     """Whether tree leaves store class indices (non-integer labels) rather than the labels."""
     if classes.dtype.kind == "b":
         return False
-    if classes.dtype.kind in "iuf":  # the tree stores int64 labels: integers well inside its range
+    if classes.dtype.kind in "iu":  # as below; float conversion is monotonic, so the extremes decide
+        return classes.size > 0 and not max(abs(float(classes.min())), abs(float(classes.max()))) < 2.0**62
+    if classes.dtype.kind == "f":  # the tree stores int64 labels: integers well inside its range
         return not (np.all(classes == np.round(classes)) and np.all(np.abs(classes.astype(float)) < 2.0**62))
     return True
 
@@ -199,10 +253,13 @@ class ReferenceTree(ClassifierMixin, BaseEstimator):
 
     def _validate_reference(self, X, y, feature_names=None, *, min_clusters: int = 2):
         """Validate ``X``/``y``; return (X without noise rows, codes 0..k-1, keep mask, names)."""
-        self._validate_params()
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
-                             accept_sparse="csr" if self._accepts_sparse else False)
-        check_classification_targets(y)
+        validate_params(self)
+        if plain_Xy(X, y):  # what validate_data and check_classification_targets would pass unchanged
+            reset_features(self, X.shape[1])
+        else:
+            X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
+                                 accept_sparse="csr" if self._accepts_sparse else False)
+            check_classification_targets(y)
         keep = ~noise_mask(y, self.noise_label)
         classes, codes = np.unique(y[keep], return_inverse=True)
         if classes.size < min_clusters:
@@ -221,6 +278,10 @@ class ReferenceTree(ClassifierMixin, BaseEstimator):
     def _leaf_label(self, code: int) -> int:
         """What a leaf stores for class index ``code``: the label itself, or the index."""
         return int(code) if _labels_are_codes(self.classes_) else int(self.classes_[code])
+
+    def _leaf_labels(self) -> list[int]:
+        """:meth:`_leaf_label` of every class index at once."""
+        return list(range(self.classes_.size)) if _labels_are_codes(self.classes_) else self.classes_.tolist()
 
     def predict(self, X) -> np.ndarray:
         """Reference label of the leaf each row of ``X`` falls in, shape (n_samples,)."""

@@ -133,23 +133,22 @@ def mistakes_sweep(X, order, tie_ids, has_ties, codes, centers, node_centers, lo
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _first_min(left, c_norm2, n_left, value, total, m, right):
-    """Lowest centre index whose left (right) surrogate cost equals ``value``."""
-    for c in range(left.size):
-        v = ((m - n_left) * c_norm2[c] - 2.0 * (total[c] - left[c])) if right else (n_left * c_norm2[c] - 2.0 * left[c])
-        if v == value:
+def _first_min(sums, c_norm2, count, value):
+    """Lowest centre index whose surrogate cost ``count |c|^2 - 2 sums[c]`` equals ``value``."""
+    for c in range(sums.size):
+        if count * c_norm2[c] - 2.0 * sums[c] == value:
             return c
     return -1
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _side_min(left, c_norm2, total, n, right):
-    """(smallest, first index, second smallest) of the k surrogate costs of one side of a cut."""
+def _side_min(sums, c_norm2, count):
+    """(smallest, first index, second smallest) of the surrogate costs ``count |c|^2 - 2 sums[c]``."""
     lo = np.inf
     second = np.inf
     arg = -1
-    for c in range(left.size):
-        v = (n * c_norm2[c] - 2.0 * (total[c] - left[c])) if right else (n * c_norm2[c] - 2.0 * left[c])
+    for c in range(sums.size):
+        v = count * c_norm2[c] - 2.0 * sums[c]
         if v < lo:
             second = lo
             lo = v
@@ -160,24 +159,27 @@ def _side_min(left, c_norm2, total, n, right):
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, spread, out_cost, out_pos, out_left, out_right):
+def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, total, spread, out_cost, out_pos, out_left, out_right):
     """Best ExKMC surrogate-cost cut per feature: min_c sum_left(|c|^2 - 2 x.c) + same on the right.
+
+    ``total[c]`` is the node's sum of ``xc[:, c]``. The right-hand sums are kept by running
+    subtraction from ``total`` (not as ``total - left``), the floating-point steps of ExKMC
+    0.0.3's ``cut_finder``, so that near-equal costs (zero-gain cuts on data with repeated
+    values) compare as they do there.
 
     The side minima are not recomputed over all k centres at every position. Moving point x
     to the left changes centre c's left cost by ``d_c(x) = |c|^2 - 2 x.c`` and its right cost
     by ``-d_c(x)``, so the lead of the current minimum over every other centre shrinks by at
     most ``spread[x] = max_c d_c(x) - min_c d_c(x)`` per point. While the running lower bound
     on that lead stays above a rounding margin, the minimum is the leader's cost (the same
-    expression, hence bit-identical); otherwise all k costs are evaluated again.
+    expression on the same sums, hence bit-identical); otherwise all k costs are evaluated.
     """
     d, m = order.shape
     k = xc.shape[1]
-    total = np.zeros(k)
     scale = 0.0
     for p in range(m):
         x = order[0, p]
         for c in range(k):
-            total[c] += xc[x, c]
             scale += abs(xc[x, c])
     big = 0.0
     for c in range(k):
@@ -185,7 +187,9 @@ def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, spread, out_cost, out
     margin = 1e-9 * (m * big + 2.0 * scale + 1.0)  # far above the rounding of any cost or lead
     for j in prange(d):
         left = np.zeros(k)
-        best_left = np.zeros(k)  # left sums at the best cut: its argmin centres are found once, at the end
+        right = total.copy()
+        best_left = np.zeros(k)  # sums at the best cut: its argmin centres are found once, at the end
+        best_right = np.zeros(k)
         best = np.inf
         best_lc = np.inf
         best_rc = np.inf
@@ -200,6 +204,7 @@ def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, spread, out_cost, out
             x = order[j, p]
             for c in range(k):
                 left[c] += xc[x, c]
+                right[c] -= xc[x, c]
             lead_l -= spread[x]
             lead_r -= spread[x]
             if has_ties and tie_ids[j, p] == tie_ids[j, p + 1]:
@@ -208,12 +213,12 @@ def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, spread, out_cost, out
             if lead_l > margin:
                 lc = n_left * c_norm2[arg_l] - 2.0 * left[arg_l]
             else:
-                lc, arg_l, second = _side_min(left, c_norm2, total, n_left, False)
+                lc, arg_l, second = _side_min(left, c_norm2, n_left)
                 lead_l = second - lc
             if lead_r > margin:
-                rc = (m - n_left) * c_norm2[arg_r] - 2.0 * (total[arg_r] - left[arg_r])
+                rc = (m - n_left) * c_norm2[arg_r] - 2.0 * right[arg_r]
             else:
-                rc, arg_r, second = _side_min(left, c_norm2, total, m - n_left, True)
+                rc, arg_r, second = _side_min(right, c_norm2, m - n_left)
                 lead_r = second - rc
             if lc + rc < best:
                 best = lc + rc
@@ -221,9 +226,10 @@ def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, spread, out_cost, out
                 best_lc = lc
                 best_rc = rc
                 best_left[:] = left
+                best_right[:] = right
         if best_p >= 0:
-            best_l = _first_min(best_left, c_norm2, best_p + 1, best_lc, total, m, False)
-            best_r = _first_min(best_left, c_norm2, best_p + 1, best_rc, total, m, True)
+            best_l = _first_min(best_left, c_norm2, best_p + 1, best_lc)
+            best_r = _first_min(best_right, c_norm2, m - best_p - 1, best_rc)
         out_cost[j] = best
         out_pos[j] = best_p
         out_left[j] = best_l

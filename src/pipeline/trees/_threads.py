@@ -22,6 +22,7 @@ import os
 import sys
 
 _ACTIVE: contextvars.ContextVar[int | None] = contextvars.ContextVar("pipeline_threads", default=None)
+_CAPPED: contextvars.ContextVar[bool] = contextvars.ContextVar("pipeline_threads_capped", default=False)  # BLAS too
 _CONTROLLER: list = [None, -1]  # threadpoolctl controller, number of modules when it was built
 
 
@@ -34,6 +35,13 @@ def _controller():
         _CONTROLLER[0] = ThreadpoolController()
         _CONTROLLER[1] = len(sys.modules)
     return _CONTROLLER[0]
+
+
+#: Below this much work (elements of a kernel's input, multiply-adds of a matrix product) a
+#: block runs single-threaded whatever the setting: numba kernels take their serial twins
+#: (``PARALLEL_MIN_WORK`` is larger) and OpenBLAS threads a product only above 4 * 65536
+#: multiply-adds. Capping the BLAS pools is then pointless.
+LIGHT_WORK = 1 << 16
 
 
 def available_cores() -> int:
@@ -72,10 +80,34 @@ def current_threads() -> int:
 
 
 @contextlib.contextmanager
-def limit_threads(n_jobs):
-    """Run the body with numba kernels, BLAS/OpenMP pools and torch capped at ``resolve_n_jobs(n_jobs)``."""
+def limit_threads(n_jobs, *, work: int | None = None):
+    """Run the body with numba kernels, BLAS/OpenMP pools and torch capped at ``resolve_n_jobs(n_jobs)``.
+
+    Capping the BLAS pools costs ~20 us (threadpoolctl), as much as fitting a tree to iris, so
+    it is skipped when nothing would change: inside an enclosing block with the same number,
+    and when the body's ``work`` (its largest kernel input in elements, or matrix product in
+    multiply-adds) is below :data:`LIGHT_WORK`, where everything runs on one thread anyway;
+    then only numba's count and the active setting are set.
+    """
     n = resolve_n_jobs(n_jobs)
+    small = work is not None and work < LIGHT_WORK
+    if n == _ACTIVE.get() and (small or _CAPPED.get()):
+        yield n
+        return
     token = _ACTIVE.set(n)
+    if small:
+        import numba
+
+        previous = numba.get_num_threads()
+        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+        capped = _CAPPED.set(False)  # an enclosing cap on BLAS is for another number
+        try:
+            yield n
+        finally:
+            _CAPPED.reset(capped)
+            _ACTIVE.reset(token)
+            numba.set_num_threads(previous)
+        return
     previous = None
     try:
         import numba
@@ -90,7 +122,11 @@ def limit_threads(n_jobs):
         if torch is not None:
             torch.set_num_threads(n)
         with _controller().limit(limits=n):
-            yield n
+            capped = _CAPPED.set(True)
+            try:
+                yield n
+            finally:
+                _CAPPED.reset(capped)
     finally:
         _ACTIVE.reset(token)
         if torch is not None and torch_previous is not None:

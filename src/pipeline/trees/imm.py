@@ -14,7 +14,10 @@
   ``sum_leaves min_c sum_{x in leaf} ||x - c||^2`` over the reference centres.
 
 The per-node sweeps are compiled (:mod:`pipeline.trees._imm_kernels`) over per-feature orders
-sorted once at the root (:class:`~pipeline.trees._column_order.ColumnOrder`).
+sorted once at the root (:class:`~pipeline.trees._column_order.ColumnOrder`). Small inputs
+(see :mod:`pipeline.trees._imm_small`) grow the same trees with one compiled call per tree.
+ExKMC's surrogate costs round as ExKMC 0.0.3's do, so cuts of equal cost (common on data with
+repeated values) resolve as in the published code.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
-from pipeline.trees import _imm_kernels as kern
+from pipeline.trees import _imm_kernels as kern, _imm_small
 from pipeline.trees._column_order import ColumnOrder, feature_priority, pick_best
 from pipeline.trees._fitting import (
     COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, check_n_leaves, check_not_constant,
@@ -45,20 +48,32 @@ def _ties(order: ColumnOrder):
 
 
 def reference_centers(X, codes, k, centers=None) -> np.ndarray:
-    """Centres (k, d): the given ones (validated) or the means of the reference clusters."""
+    """Centres (k, d): the given ones (validated) or the means of the reference clusters;
+    raises if two are identical (no coordinate cut could separate them)."""
     d = X.shape[1]
     if centers is None:
         member = sp.csr_matrix((np.ones(codes.size), (codes, np.arange(codes.size))), shape=(k, codes.size))
-        return np.asarray(member @ X) / np.bincount(codes, minlength=k)[:, None]
-    centers = check_matrix(centers, "centers")
-    if centers.shape[1] != d:
-        raise InvalidInputError(f"centers have {centers.shape[1]} columns but X has {d}; they must match.")
-    if centers.shape[0] != k:
-        raise InvalidInputError(
-            f"centers has {centers.shape[0]} rows but the reference clustering has {k} clusters; "
-            "row i must be the centre of the i-th smallest cluster label."
-        )
+        centers = np.asarray(member @ X) / np.bincount(codes, minlength=k)[:, None]
+    else:
+        centers = check_matrix(centers, "centers")
+        if centers.shape[1] != d:
+            raise InvalidInputError(f"centers have {centers.shape[1]} columns but X has {d}; they must match.")
+        if centers.shape[0] != k:
+            raise InvalidInputError(
+                f"centers has {centers.shape[0]} rows but the reference clustering has {k} clusters; "
+                "row i must be the centre of the i-th smallest cluster label."
+            )
+    if _has_identical_rows(centers):
+        raise InvalidInputError("two reference centres are identical; no coordinate cut can separate them.")
     return centers
+
+
+def _has_identical_rows(A: np.ndarray) -> bool:
+    """Whether two rows of ``A`` are equal (as values: -0.0 == 0.0)."""
+    k, d = A.shape
+    if k * k * d <= 1 << 16:  # all pairs at once: a few us, against ~25 us for np.unique(axis=0)
+        return int((A[:, None, :] == A[None, :, :]).all(axis=2).sum()) > k  # the diagonal holds k
+    return np.unique(A, axis=0).shape[0] < k
 
 
 def build_imm_tree(X, codes, centers, ratio: bool, priority, feature_names=None, verbose=False, root=None):
@@ -68,8 +83,6 @@ def build_imm_tree(X, codes, centers, ratio: bool, priority, feature_names=None,
     """
     n, d = X.shape
     k = centers.shape[0]
-    if np.unique(centers, axis=0).shape[0] < k:
-        raise InvalidInputError("two reference centres are identical; no coordinate cut can separate them.")
     tree = ExplanationTree(d, feature_names)
     root = ColumnOrder.from_matrix(X) if root is None else root
     # A node is (orders, node codes): its orders may be its parent's, shared, with the points
@@ -129,6 +142,11 @@ def build_imm_tree(X, codes, centers, ratio: bool, priority, feature_names=None,
     return tree, leaf_center
 
 
+def _warn_stopped(reached: int, n_leaves: int, stacklevel: int) -> None:
+    warnings.warn(f"ExKMC stopped at {reached} leaves: every leaf is pure or holds identical points, so none "
+                  f"can be expanded towards n_leaves={n_leaves}.", stacklevel=stacklevel)
+
+
 class _CentreTree(ReferenceTree):
     _ratio = False
 
@@ -149,25 +167,29 @@ class _CentreTree(ReferenceTree):
         codes = codes.astype(np.int8 if classes.size < 128 else np.int16 if classes.size < 32768 else np.int32)
         return X, codes, classes, centers, feature_names
 
-    def _sorted(self, X, codes, centers):
-        """(X, centres, scale, root orders): the sorted orders first, whose end points give
-        ``max |X|`` for :func:`power_of_two_scale` without two more passes over X; the rare
-        rescaled X is sorted again (scaling may flush tiny values to zero and tie them)."""
-        root = ColumnOrder.from_matrix(X)
-        cols = np.arange(X.shape[1])
-        ends = X[root.order[:, [0, -1]], cols[:, None]] if X.size else X
-        scale = power_of_two_scale(ends)
+    def _scaled(self, X, codes, centers, sort: bool):
+        """(X, centres, scale, root orders or None) for the power-of-two scale of
+        :func:`power_of_two_scale`. With ``sort`` the orders come first and their end points
+        give ``max |X|`` without two more passes over X; a (rare) rescaled X is sorted again,
+        since scaling may flush tiny values to zero and tie them."""
+        root = ColumnOrder.from_matrix(X) if sort else None
+        if sort:
+            cols = np.arange(X.shape[1])
+            scale = power_of_two_scale(X[root.order[:, [0, -1]], cols[:, None]] if X.size else X)
+        else:
+            scale = power_of_two_scale(X)
         if scale != 1.0:
             X = X / scale
             centers = None if centers is None else check_matrix(centers, "centers") / scale
-            root = ColumnOrder.from_matrix(X)
+            root = ColumnOrder.from_matrix(X) if sort else None
         centers = reference_centers(X, codes, self.classes_.size, centers)
         self.centers_ = centers * scale
         return X, centers, scale, root
 
     def _label(self, tree, leaf_center, scale):
+        labels = self._leaf_labels()
         for leaf, c in leaf_center.items():
-            tree.set_label(leaf, self._leaf_label(c))
+            tree.set_label(leaf, labels[c])
         self.tree_ = rescale_tree(self._name_leaves(tree), scale)
         self.n_leaves_ = tree.n_leaves
         return self
@@ -188,12 +210,21 @@ class _CentreTree(ReferenceTree):
                 f"{type(self).__name__} grows exactly one leaf per centre ({k}); got n_leaves={n_leaves}. "
                 "Use ExKMC for more leaves."
             )
-        with limit_threads(self.n_jobs):
-            X, centers, scale, root = self._sorted(X, codes, centers)
-            tree, leaf_center = build_imm_tree(X, codes, centers, self._ratio,
-                                               feature_priority(X.shape[1], self.random_state),
-                                               feature_names, self.verbose, root)
+        priority = feature_priority(X.shape[1], self.random_state)
+        with limit_threads(self.n_jobs, work=X.size):
+            small = self._is_small(X)
+            X, centers, scale, root = self._scaled(X, codes, centers, sort=not small)
+            if small:
+                tree, leaf_center, _ = _imm_small.build_imm_tree_small(X, codes, centers, self._ratio, priority,
+                                                                       feature_names)
+            else:
+                tree, leaf_center = build_imm_tree(X, codes, centers, self._ratio, priority, feature_names,
+                                                   self.verbose, root)
         return self._label(tree, leaf_center, scale)
+
+    def _is_small(self, X) -> bool:
+        """Grow the tree with :mod:`pipeline.trees._imm_small` (small input, no progress bar)."""
+        return X.size < _imm_small.SMALL_WORK and not self.verbose
 
 
 class IMM(_CentreTree):
@@ -253,8 +284,16 @@ class ExKMC(_CentreTree):
         n_leaves = check_n_leaves(self.n_leaves, k, X.shape[0], at_least=k,
                                   why=" (the number of reference clusters)")
         priority = feature_priority(X.shape[1], self.random_state)
-        with limit_threads(self.n_jobs):
-            X, centers, scale, root = self._sorted(X, codes, centers)
+        with limit_threads(self.n_jobs, work=X.size * k):  # the expansion's product X @ centers.T
+            small = self._is_small(X)
+            X, centers, scale, root = self._scaled(X, codes, centers, sort=not small)
+            if small:
+                tree, leaf_center, leaf_of = _imm_small.build_imm_tree_small(X, codes, centers, False, priority,
+                                                                             feature_names)
+                if n_leaves > k and not _imm_small.expand_small(X, codes, centers, tree, leaf_center, leaf_of,
+                                                                n_leaves, priority):
+                    _warn_stopped(tree.n_leaves, n_leaves, stacklevel=3)
+                return self._label(tree, leaf_center, scale)
             tree, leaf_center = build_imm_tree(X, codes, centers, False, priority, feature_names, self.verbose,
                                                root)
             if n_leaves > k:
@@ -263,8 +302,8 @@ class ExKMC(_CentreTree):
 
     def _expand(self, X, codes, centers, tree, leaf_center, root, n_leaves, priority):
         n, d = X.shape
-        xc = np.ascontiguousarray((centers @ X.T).T)  # (k, d) @ (d, n): the faster BLAS layout here
-        c_norm2 = np.einsum("ij,ij->i", centers, centers)
+        xc = X @ centers.T  # the products (and |c|^2 below) as ExKMC 0.0.3 computes them: see surrogate_sweep
+        c_norm2 = np.linalg.norm(centers, axis=1) ** 2
         step = c_norm2 - 2.0 * xc  # change of each centre's cost when a point changes side
         spread = step.max(axis=1) - step.min(axis=1)
         del step
@@ -283,8 +322,7 @@ class ExKMC(_CentreTree):
                 if cand is not None and (best is None or cand[0] < best[0]):
                     best_leaf, best = leaf, cand
             if best is None:
-                warnings.warn(f"ExKMC stopped at {tree.n_leaves} leaves: every leaf is pure or holds identical "
-                              f"points, so none can be expanded towards n_leaves={n_leaves}.", stacklevel=3)
+                _warn_stopped(tree.n_leaves, n_leaves, stacklevel=4)
                 break
             _, j, p, c_left, c_right = best
             order = leaves.pop(best_leaf)["order"]
@@ -296,17 +334,43 @@ class ExKMC(_CentreTree):
 
     @staticmethod
     def _best_surrogate_split(X, codes, order, center, xc, c_norm2, spread, priority):
-        """(gain, feature, position, centre_left, centre_right) of a leaf's best cut, or None."""
+        """(gain, feature, position, centre_left, centre_right) of a leaf's best cut, or None.
+
+        The costs are summed in the order ExKMC 0.0.3 sums them (rows in index order for the
+        leaf total; along numpy's default ``argsort`` of each column when values repeat), so a
+        near-tie between cuts (several cuts of zero gain, common on data with repeated values
+        such as iris) resolves as it does there.
+        """
         members = order.order[0]
         if members.size < 2 or np.all(codes[members] == center):
             return None
         d = order.n_features
         cost, pos = np.empty(d), np.empty(d, dtype=np.int64)
         c_left, c_right = np.empty(d, dtype=np.int64), np.empty(d, dtype=np.int64)
-        ties, has = _ties(order)
-        kern.surrogate_sweep(order.order, ties, has, xc, c_norm2, spread, cost, pos, c_left, c_right)
+        rows = np.sort(members)
+        total = xc[rows].sum(axis=0)
+        sweep_order, (ties, has) = order.order, _ties(order)
+        if has:
+            sweep_order, ties = _reference_order(X, rows)
+        kern.surrogate_sweep(sweep_order, ties, has, xc, c_norm2, total, spread, cost, pos, c_left, c_right)
         j, p, best = pick_best(cost, pos, priority)
         if j < 0:
             return None
-        before = np.min(members.size * c_norm2 - 2.0 * xc[members].sum(axis=0))
+        before = np.min(members.size * c_norm2 - 2.0 * total)
+        # p ends a run of equal values, so it is the same position in ``order`` (sorted by value too)
         return best - before, j, p, int(c_left[j]), int(c_right[j])
+
+
+def _reference_order(X, rows):
+    """Per-feature orders of the points ``rows`` (ascending ids) as ExKMC 0.0.3 sorts them:
+    numpy's default (not stable) ``argsort`` of each column, and their tie ids.
+
+    Only the order within runs of equal values differs from the stable order; it decides how
+    the running sums of tied points round, hence which of several equal-cost cuts wins.
+    """
+    XT = np.ascontiguousarray(X[rows].T)
+    srt = np.argsort(XT, axis=1)
+    values = np.take_along_axis(XT, srt, axis=1)
+    tie_ids = np.zeros(XT.shape, dtype=np.int32)
+    np.cumsum(values[:, 1:] != values[:, :-1], axis=1, out=tie_ids[:, 1:])
+    return rows[srt], tie_ids

@@ -34,7 +34,7 @@ from pipeline.trees._column_order import ColumnOrder, feature_priority
 from pipeline.trees._fitting import (
     COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, check_n_leaves, leaf_labels,
     majority_labels, name_leaves, noise_mask, power_of_two_scale, predict_tree, resolve_feature_names,
-    unsplittable_error, validate_X,
+    tree_predict, unsplittable_error, validate_X,
 )
 from pipeline.trees._threads import limit_threads
 from pipeline.trees._spex_sweeps import GraphData, clique_best_cut, clique_split_cuts, graph_best_cut
@@ -161,7 +161,7 @@ class SpExClique(_SpExBase, ReferenceTree):
         codes = codes.astype(np.int8 if classes.size < 128 else np.int16 if classes.size < 32768 else np.int32)
         counts = np.bincount(codes, minlength=classes.size)
         priority = feature_priority(X.shape[1], self.random_state)
-        with limit_threads(self.n_jobs):
+        with limit_threads(self.n_jobs, work=X.size):
             tree = grow_spex_tree(
                 X, n_leaves, lambda o: clique_best_cut(o, codes, counts, priority), feature_names, self.verbose,
                 split_cuts=lambda o, j, p: clique_split_cuts(o, j, p, codes, counts, priority),
@@ -212,7 +212,9 @@ class _ClusterSpEx(ClusterMixin, _SpExBase):
         return X, y, keep, resolve_feature_names(self, feature_names, X.shape[1])
 
     def _set_labels(self, X):
-        self.labels_ = self.predict(X)
+        """``labels_``: ``predict`` on the training rows ``X`` (already validated; a DataFrame's
+        column names were checked at fit, so predicting on the array must not warn about them)."""
+        self.labels_ = leaf_labels(tree_predict(self.tree_, X), getattr(self, "classes_", None))
         return self
 
 
