@@ -205,8 +205,9 @@ class ColumnOrder:
         ties = self.tie_ids if has_ties else np.empty((0, 0), np.int32)
         out, t_out = _kernels.group_rows(self.order, ties, has_ties, group.astype(np.int64, copy=False), offsets)
         d = self.order.shape[0]
-        return [ColumnOrder(out[a * d:b * d].reshape(d, b - a), t_out[a * d:b * d].reshape(d, b - a) if has_ties else None)
-                for a, b in zip(offsets[:-1], offsets[1:])]
+        blocks = [(a * d, b * d, b - a) for a, b in zip(offsets[:-1], offsets[1:])]
+        return [ColumnOrder(out[s:e].reshape(d, m), t_out[s:e].reshape(d, m) if has_ties else None)
+                for s, e, m in blocks]
 
     def split(self, feature: int, position: int, n_total: int) -> tuple["ColumnOrder", "ColumnOrder"]:
         """Children for the cut after sorted ``position`` of ``feature``: (left, right)."""

@@ -159,13 +159,15 @@ def _side_min(sums, c_norm2, count):
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, total, spread, out_cost, out_pos, out_left, out_right):
+def surrogate_sweep(order, tie_ids, has_ties, xcc, c_norm2, total, spread, out_cost, out_pos, out_left, out_right):
     """Best ExKMC surrogate-cost cut per feature: min_c sum_left(|c|^2 - 2 x.c) + same on the right.
 
-    ``total[c]`` is the node's sum of ``xc[:, c]``. The right-hand sums are kept by running
-    subtraction from ``total`` (not as ``total - left``), the floating-point steps of ExKMC
-    0.0.3's ``cut_finder``, so that near-equal costs (zero-gain cuts on data with repeated
-    values) compare as they do there.
+    ``xcc`` is ``[xc, -xc]`` (n, 2k; :func:`signed_products`) and ``total[c]`` the node's sum
+    of ``xc[:, c]``. The right-hand sums are kept by running subtraction from ``total`` (not
+    as ``total - left``; adding ``-xc`` is the same operation), the floating-point steps of
+    ExKMC 0.0.3's ``cut_finder``, so that near-equal costs (zero-gain cuts on data with
+    repeated values) compare as they do there. Left and right sums share one array of 2k,
+    updated by one loop (one store stream instead of two).
 
     The side minima are not recomputed over all k centres at every position. Moving point x
     to the left changes centre c's left cost by ``d_c(x) = |c|^2 - 2 x.c`` and its right cost
@@ -175,19 +177,21 @@ def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, total, spread, out_co
     expression on the same sums, hence bit-identical); otherwise all k costs are evaluated.
     """
     d, m = order.shape
-    k = xc.shape[1]
+    k = c_norm2.size
     scale = 0.0
     for p in range(m):
         x = order[0, p]
         for c in range(k):
-            scale += abs(xc[x, c])
+            scale += abs(xcc[x, c])
     big = 0.0
     for c in range(k):
         big = max(big, c_norm2[c])
     margin = 1e-9 * (m * big + 2.0 * scale + 1.0)  # far above the rounding of any cost or lead
     for j in prange(d):
-        left = np.zeros(k)
-        right = total.copy()
+        sums = np.zeros(2 * k)  # left sums, then right sums
+        sums[k:] = total
+        left = sums[:k]
+        right = sums[k:]
         best_left = np.zeros(k)  # sums at the best cut: its argmin centres are found once, at the end
         best_right = np.zeros(k)
         best = np.inf
@@ -202,9 +206,8 @@ def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, total, spread, out_co
         arg_r = 0
         for p in range(m - 1):
             x = order[j, p]
-            for c in range(k):
-                left[c] += xc[x, c]
-                right[c] -= xc[x, c]
+            for c in range(2 * k):
+                sums[c] += xcc[x, c]
             lead_l -= spread[x]
             lead_r -= spread[x]
             if has_ties and tie_ids[j, p] == tie_ids[j, p + 1]:
@@ -234,6 +237,11 @@ def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, total, spread, out_co
         out_pos[j] = best_p
         out_left[j] = best_l
         out_right[j] = best_r
+
+
+def signed_products(xc: np.ndarray) -> np.ndarray:
+    """``[xc, -xc]`` (n, 2k): the products added to the left sums and to the right sums."""
+    return np.ascontiguousarray(np.concatenate([xc, -xc], axis=1))
 
 
 mistakes_sweep = SizeDispatch(mistakes_sweep, work_arg=1)  # work: the node's orders
