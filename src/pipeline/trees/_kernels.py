@@ -99,10 +99,18 @@ if AVAILABLE:
         best = np.inf
         best_p = -1
         if nb > 1:
-            for b in range(nb):
-                for p in range(b * block, min((b + 1) * block, m)):
+            s2 = np.zeros(k, np.int64)  # odd positions: two histograms halve the chains of
+            for b in range(nb):         # increments of one counter through memory
+                p = b * block
+                end = min((b + 1) * block, m)
+                while p + 1 < end:
                     s[codes[row[p]]] += 1
-                counts[b + 1] = s
+                    s2[codes[row[p + 1]]] += 1
+                    p += 2
+                if p < end:
+                    s[codes[row[p]]] += 1
+                for c in range(k):
+                    counts[b + 1, c] = s[c] + s2[c]
             if not has_ties:
                 for b in range(1, nb):
                     cut_s, vol_s, cut_r = _clique_stats(counts[b], g, gm1, local)
