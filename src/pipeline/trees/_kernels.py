@@ -82,14 +82,17 @@ if AVAILABLE:
         return (e_s / v_s if v_s > 0 else 0.0) + (e_r / v_r if v_r > 0 else 0.0)
 
     @numba.njit(cache=True, nogil=True)
-    def _clique_row(row, tie_row, has_ties, codes, g, gm1, local, t, cut_v, vol_v, block):
+    def _clique_row(row, tie_row, has_ties, codes, g, gm1, local, t, cut_v, vol_v, block, limit):
         """Best prefix cut (score, position) of one sorted row for the clique graph.
 
         With ``block < row.size``: pass 1 counts the clusters in blocks of ``block`` positions
         and (without ties) scores the cuts at block boundaries exactly, a good incumbent; pass
         2 rescans, position by position, only the blocks whose lower bound
         (:func:`_clique_bound`) can still reach the incumbent. Otherwise one plain scan. Either
-        way the result equals a full scan: lowest score, ties to the lowest position.
+        way the result equals a full scan: lowest score, ties to the lowest position, whenever
+        that score is at most ``limit`` (a score reached by a cut of another row of the node:
+        blocks that cannot reach it are skipped too; a row that cannot beat it reports a score
+        above it, and loses).
         """
         m = row.size
         k = g.size
@@ -119,7 +122,7 @@ if AVAILABLE:
             block = m
             counts[1] = local
         for b in range(nb):
-            if nb > 1 and _clique_bound(counts[b], counts[b + 1], g, gm1, local) > _SLACK * best:
+            if nb > 1 and _clique_bound(counts[b], counts[b + 1], g, gm1, local) > _SLACK * min(best, limit[0]):
                 continue
             s[:] = counts[b]
             cut_s, vol_s, cut_r = _clique_stats(s, g, gm1, local)
@@ -127,6 +130,8 @@ if AVAILABLE:
                 if p > 0 and (not has_ties or tie_row[p - 1] != tie_row[p]):
                     best, best_p = _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, p - 1)
                 cut_s, vol_s, cut_r = _clique_add(s, codes[row[p]], gm1, t, cut_s, vol_s, cut_r)
+        if best < limit[0]:
+            limit[0] = best  # shared by the rows (threads) of this node: any value is a real cut's score
         return best, best_p
 
     @numba.njit(parallel=True, cache=True, nogil=True)
@@ -139,10 +144,11 @@ if AVAILABLE:
         gm1 = g - 1
         t = 2 * local - g - 1
         empty = np.empty(0, tie_ids.dtype)
+        limit = np.full(1, np.inf)  # the best score found so far in any row (see _clique_row)
         for j in prange(d):
             tie_row = tie_ids[j] if has_ties else empty
             out_score[j], out_pos[j] = _clique_row(order[j], tie_row, has_ties, codes, g, gm1, local, t, cut_v,
-                                                   vol_v, block)
+                                                   vol_v, block, limit)
 
     @numba.njit(inline="always")
     def _child_arrays(order, tie_ids, has_ties, n_left, n_right):
@@ -186,6 +192,8 @@ if AVAILABLE:
         t_r = 2 * local_r - g - 1
         empty = np.empty(0, tie_ids.dtype)
         t_size = n_left + 1 if has_ties else 0
+        limit_l = np.full(1, np.inf)  # best score so far in any row of each child (see _clique_row)
+        limit_r = np.full(1, np.inf)
         for j in prange(d):
             buf_l = np.empty(n_left + 1, order.dtype)
             buf_r = np.empty(n_right + 1, order.dtype)
@@ -202,9 +210,9 @@ if AVAILABLE:
                 tl = tie_left[j]
                 tr = tie_right[j]
             out_score[0, j], out_pos[0, j] = _clique_row(left[j], tl, has_ties, codes, g, gm1, local_l, t_l,
-                                                         cut_v_l, vol_v_l, block_l)
+                                                         cut_v_l, vol_v_l, block_l, limit_l)
             out_score[1, j], out_pos[1, j] = _clique_row(right[j], tr, has_ties, codes, g, gm1, local_r, t_r,
-                                                         cut_v_r, vol_v_r, block_r)
+                                                         cut_v_r, vol_v_r, block_r, limit_r)
         return left, right, tie_left, tie_right
 
     @numba.njit(cache=True, nogil=True)
