@@ -159,7 +159,8 @@ def _side_min(sums, c_norm2, count):
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def surrogate_sweep(order, tie_ids, has_ties, xcc, c_norm2, total, spread, out_cost, out_pos, out_left, out_right):
+def surrogate_sweep(order, tie_ids, has_ties, xcc, c_norm2, total, spread, floor, out_cost, out_pos, out_left,
+                    out_right):
     """Best ExKMC surrogate-cost cut per feature: min_c sum_left(|c|^2 - 2 x.c) + same on the right.
 
     ``xcc`` is ``[xc, -xc]`` (n, 2k; :func:`signed_products`) and ``total[c]`` the node's sum
@@ -175,18 +176,26 @@ def surrogate_sweep(order, tie_ids, has_ties, xcc, c_norm2, total, spread, out_c
     most ``spread[x] = max_c d_c(x) - min_c d_c(x)`` per point. While the running lower bound
     on that lead stays above a rounding margin, the minimum is the leader's cost (the same
     expression on the same sums, hence bit-identical); otherwise all k costs are evaluated.
+
+    Rows stop early once no later cut can beat the best cost found so far in any row (only
+    the node's best cut must be exact; a row that stops reports a higher cost and loses):
+    with ``floor[x] = min_c d_c(x)``, every cut after position p costs at least
+    ``min_c left_c(p) + sum of floor over the points right of p``.
     """
     d, m = order.shape
     k = c_norm2.size
     scale = 0.0
+    floor_total = 0.0
     for p in range(m):
         x = order[0, p]
+        floor_total += floor[x]
         for c in range(k):
             scale += abs(xcc[x, c])
     big = 0.0
     for c in range(k):
         big = max(big, c_norm2[c])
-    margin = 1e-9 * (m * big + 2.0 * scale + 1.0)  # far above the rounding of any cost or lead
+    margin = 1e-9 * (m * big + 2.0 * scale + 1.0)  # far above the rounding of any cost, lead or bound
+    limit = np.full(1, np.inf)  # best cost so far in any row (threads may read a stale value: still a real cut)
     for j in prange(d):
         sums = np.zeros(2 * k)  # left sums, then right sums
         sums[k:] = total
@@ -204,12 +213,14 @@ def surrogate_sweep(order, tie_ids, has_ties, xcc, c_norm2, total, spread, out_c
         lead_r = -1.0
         arg_l = 0
         arg_r = 0
+        floor_left = 0.0
         for p in range(m - 1):
             x = order[j, p]
             for c in range(2 * k):
                 sums[c] += xcc[x, c]
             lead_l -= spread[x]
             lead_r -= spread[x]
+            floor_left += floor[x]
             if has_ties and tie_ids[j, p] == tie_ids[j, p + 1]:
                 continue
             n_left = p + 1
@@ -230,6 +241,10 @@ def surrogate_sweep(order, tie_ids, has_ties, xcc, c_norm2, total, spread, out_c
                 best_rc = rc
                 best_left[:] = left
                 best_right[:] = right
+                if best < limit[0]:
+                    limit[0] = best
+            if lc + (floor_total - floor_left) > min(best, limit[0]) + margin:
+                break  # no later cut of this row can reach the best cut found so far
         if best_p >= 0:
             best_l = _first_min(best_left, c_norm2, best_p + 1, best_lc)
             best_r = _first_min(best_right, c_norm2, m - best_p - 1, best_rc)
