@@ -199,26 +199,26 @@ if AVAILABLE:
                                                          cut_v_r, vol_v_r, block_r)
         return left, right, tie_left, tie_right
 
-    @numba.njit(cache=True, nogil=True)
-    def _graph_row(order_row, tie_row, has_ties, hist, deg, deg_off, inner_deg,
-                   inner_total, off_total, vol_total, n_positive):
-        """Best prefix cut of one sorted row given the histogram of edge weights by later endpoint."""
-        m = order_row.size
-        w_in_s = 0.0
-        vol_s = 0.0
-        off_s = 0.0
-        inner_s = 0.0
-        pos_s = 0
+    @numba.njit(cache=True, nogil=True, inline="always")
+    def _graph_scan(row_local, tie_row, has_ties, hist, stats, inner_total, off_total, vol_total, n_positive):
+        """Best prefix cut of one sorted row (local ids) given the histogram of edge weights by
+        later endpoint. With integer ``stats``/``hist`` the running sums are integers (exact,
+        and without the float-add latency chain); they equal the float64 sums bit for bit."""
+        m = row_local.size
+        w_in_s = hist[0] * 0
+        vol_s = stats[0, 0] * 0
+        off_s = vol_s
+        inner_s = vol_s
+        pos_s = vol_s
         best = np.inf
         best_p = -1
         for p in range(m - 1):
-            x = order_row[p]
+            x = row_local[p]
             w_in_s += hist[p]
-            vol_s += deg[x]
-            off_s += deg_off[x]
-            inner_s += inner_deg[x]
-            if deg[x] > 0:
-                pos_s += 1
+            vol_s += stats[x, 0]
+            off_s += stats[x, 1]
+            inner_s += stats[x, 2]
+            pos_s += stats[x, 3]
             if has_ties and tie_row[p] == tie_row[p + 1]:
                 continue
             cut_s = off_s - 2.0 * w_in_s
@@ -237,26 +237,33 @@ if AVAILABLE:
         return best, best_p
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def graph_sweep(order_local, tie_ids, has_ties, edge_a, edge_b, edge_w, deg, deg_off, inner_deg,
+    def graph_sweep(order, tie_ids, has_ties, local, edge_a, edge_b, edge_w, stats, hist_dtype,
                     inner_total, off_total, vol_total, n_positive, out_score, out_pos):
         """Best prefix cut per row for a general graph.
 
-        The node's internal edges (local ids, each undirected edge once) are streamed once per
-        group of ``_GRAPH_ROWS`` rows into histograms over the position of their later
-        endpoint; a histogram's prefix sum is the weight of the edges inside the prefix.
+        ``order`` holds global ids, ``local`` maps them to the node's local ids 0..m-1 (the
+        ids of the edge list and of ``stats``: per point degree, degree without self-loop,
+        internal degree, degree > 0). The node's internal edges (each undirected edge once)
+        are streamed once per group of ``_GRAPH_ROWS`` rows into histograms over the position
+        of their later endpoint; a histogram's prefix sum is the weight of the edges inside
+        the prefix. ``hist_dtype`` (an empty array) gives the histograms' dtype: a small
+        integer type when the weights are integers (exact, and half the cache footprint).
         """
-        d, m = order_local.shape
+        d, m = order.shape
         n_edges = edge_a.size
         empty = np.empty(0, tie_ids.dtype)
         for jg in prange((d + _GRAPH_ROWS - 1) // _GRAPH_ROWS):
             j0 = _GRAPH_ROWS * jg
             rows = min(_GRAPH_ROWS, d - j0)
-            pos = np.empty((m, _GRAPH_ROWS), order_local.dtype)  # pos[point, r]: one cache line per point
+            pos = np.empty((m, _GRAPH_ROWS), order.dtype)  # positions < m fit the id type
+            row_local = np.empty((_GRAPH_ROWS, m), edge_a.dtype)
+            hist = np.zeros((_GRAPH_ROWS, m), hist_dtype.dtype)
             for r in range(_GRAPH_ROWS):
                 jr = j0 + min(r, rows - 1)
                 for p in range(m):
-                    pos[order_local[jr, p], r] = p
-            hist = np.zeros((_GRAPH_ROWS, m), edge_w.dtype)  # float32 only when its sums are exact
+                    x = local[order[jr, p]]
+                    row_local[r, p] = x
+                    pos[x, r] = p
             for e in range(n_edges):
                 w = edge_w[e]
                 pa = pos[edge_a[e]]
@@ -266,8 +273,8 @@ if AVAILABLE:
             for r in range(rows):
                 j = j0 + r
                 tie_row = tie_ids[j] if has_ties else empty
-                out_score[j], out_pos[j] = _graph_row(order_local[j], tie_row, has_ties, hist[r], deg, deg_off,
-                                                      inner_deg, inner_total, off_total, vol_total, n_positive)
+                out_score[j], out_pos[j] = _graph_scan(row_local[r], tie_row, has_ties, hist[r], stats, inner_total,
+                                                       off_total, vol_total, n_positive)
 
     @numba.njit(parallel=True, cache=True, nogil=True)
     def partition_rows(order, tie_ids, has_ties, side, n_left, n_right):

@@ -161,64 +161,127 @@ def _clique_numpy(node, codes, g, local, cut_v, vol_v, col_score, col_pos):
 
 
 class GraphData:
-    """A validated symmetric non-negative graph with precomputed degrees.
+    """A validated symmetric non-negative graph with precomputed degrees and edge list.
 
     Parameters
     ----------
     adjacency : scipy.sparse matrix of shape (n, n), symmetric, non-negative.
+
+    Attributes
+    ----------
+    edges : (a, b, w) — every off-diagonal undirected edge once (``a < b``, global ids).
+    exact : bool — the weights are integers whose sums are exact; the compiled sweep then
+        counts in integers and the edge list is interleaved (see :meth:`__init__`).
     """
 
     def __init__(self, adjacency):
-        self.adjacency = sp.csr_matrix(adjacency, dtype=np.float64)
-        self.degree = np.asarray(self.adjacency.sum(axis=1)).ravel()
-        self.degree_off = self.degree - self.adjacency.diagonal()  # weight that can ever be cut
+        A = sp.csr_matrix(adjacency, dtype=np.float64)
+        A.sum_duplicates()
+        self.adjacency = A
+        self.n = A.shape[0]
+        self.degree = np.asarray(A.sum(axis=1)).ravel()
+        self.degree_off = self.degree - A.diagonal()  # weight that can ever be cut
+        upper = sp.triu(A, k=1).tocoo()  # row-major: (a, b) sorted
+        a, b, w = upper.row.astype(np.int32), upper.col.astype(np.int32), upper.data
+        data = A.data
+        self.exact = bool(np.array_equal(data, np.round(data)) and data.sum() < 2.0 ** 52)
+        if self.exact and w.size:
+            # integer counts do not depend on the summation order: interleave the edge list
+            # (16 strided runs) so consecutive edges rarely share an endpoint, which would
+            # chain the histogram's read-modify-writes on one address
+            runs = 16
+            idx = np.arange(-(-w.size // runs) * runs).reshape(runs, -1).T.ravel()
+            idx = idx[idx < w.size]
+            a, b, w = a[idx], b[idx], w[idx]
+            small = self.degree_off.max() < 1 << 16  # a histogram bin never exceeds a point's degree
+            self.hist_dtype = np.uint16 if small else np.int64
+            w = w.astype(self.hist_dtype)
+        else:
+            self.hist_dtype = np.float64
+        self.edges = (a, b, w)
+        self.local_dtype = np.uint16 if self.n <= 1 << 16 else np.int32
+        self._local = np.zeros(self.n, dtype=self.local_dtype)  # scratch: global -> local ids
 
-    def internal(self, members: np.ndarray) -> sp.csr_matrix:
-        """Node-internal off-diagonal edges as a CSR matrix in local ids (members order)."""
-        sub = self.adjacency[members][:, members].tocsr()
-        sub.setdiag(0)
-        sub.eliminate_zeros()
-        return sub
+    def node_edges(self, node: ColumnOrder):
+        """The node's internal edges (a, b, w) in global ids, in the order of :attr:`edges`."""
+        if isinstance(node, GraphOrder):
+            return node.edges
+        if node.n_points == self.n:
+            return self.edges
+        inside = np.zeros(self.n, dtype=bool)
+        inside[node.order[0]] = True
+        a, b, w = self.edges
+        keep = inside[a] & inside[b]
+        return a[keep], b[keep], w[keep]
+
+
+class GraphOrder(ColumnOrder):
+    """A :class:`ColumnOrder` that carries its node's internal edges (global ids), so that a
+    child's edges are a filter of its parent's instead of a submatrix of the whole graph."""
+
+    def __init__(self, order: np.ndarray, tie_ids: np.ndarray | None, edges):
+        super().__init__(order, tie_ids)
+        self.edges = edges
+
+
+def graph_split_cuts(node: ColumnOrder, feature: int, position: int, graph: GraphData, priority: np.ndarray):
+    """Split a node after sorted ``position`` of ``feature``; both children with their best cuts.
+
+    Same contract as :func:`clique_split_cuts`; each child's edge list is the parent's
+    filtered by side (edges across the cut are dropped).
+    """
+    side = np.full(graph.n, -1, dtype=np.int8)
+    side[node.order[feature, :position + 1]] = 1
+    side[node.order[feature, position + 1:]] = 0
+    a, b, w = graph.node_edges(node)
+    side_a = side[a]
+    same = side_a == side[b]
+    out = []
+    for child, s in zip(node.partition(side), (1, 0)):
+        keep = same & (side_a == s)
+        child = GraphOrder(child.order, child.tie_ids, (a[keep], b[keep], w[keep]))
+        out.append((child, graph_best_cut(child, graph, priority)))
+    return tuple(out)
 
 
 def graph_best_cut(node: ColumnOrder, graph: GraphData, priority: np.ndarray) -> tuple[int, int, float, float]:
     """Best SpEx cut of a node for a general graph; same contract as :func:`clique_best_cut`."""
     d, m = node.order.shape
-    members = node.members
-    sub = graph.internal(members)
-    inner_deg = np.asarray(sub.sum(axis=1)).ravel()
+    members = node.order[0]  # local id i = position in row 0 (any numbering gives the same sums)
+    a, b, w = graph.node_edges(node)
+    local = graph._local
+    local[members] = np.arange(m, dtype=local.dtype)
+    la, lb = local[a], local[b]
+    inner_deg = np.bincount(la, w, minlength=m) + np.bincount(lb, w, minlength=m)
     deg = graph.degree[members]
     deg_off = graph.degree_off[members]
     vol_v = float(deg.sum())
-    cut_v = float(deg_off.sum() - inner_deg.sum())
+    inner_total = float(w.sum())
+    cut_v = float(deg_off.sum()) - 2.0 * inner_total
     psi_v = cut_v / vol_v if vol_v > 0 else 0.0
     if m < 2:
         return -1, -1, np.inf, psi_v
-    local_dtype = np.uint16 if m <= 1 << 16 else np.int32  # halves the kernels' position tables
-    local = np.zeros(graph.degree.size, dtype=local_dtype)
-    local[members] = np.arange(m, dtype=local_dtype)
-    order_local = local[node.order]
     col_score = np.empty(d)
     col_pos = np.empty(d, dtype=np.int64)
     if _kernels.AVAILABLE and USE_KERNELS:
         ties = node.tie_ids if node.tie_ids is not None else np.empty((0, 0), np.int32)
-        upper = sp.triu(sub, k=1).tocoo()  # each undirected edge once, sorted by row
-        w = upper.data
-        if w.size and np.array_equal(w, np.round(w)) and w.sum() < 1 << 24:
-            w = w.astype(np.float32)  # e.g. kNN weights 1/2: float32 sums stay exact integers
-        _kernels.graph_sweep(order_local, ties, node.tie_ids is not None, upper.row.astype(np.int32),
-                             upper.col.astype(np.int32), w, deg, deg_off, inner_deg, float(upper.data.sum()),
-                             float(deg_off.sum()), vol_v, int(np.count_nonzero(deg > 0)), col_score, col_pos)
+        stats = np.empty((m, 4), dtype=np.int64 if graph.exact else np.float64)
+        stats[:, 0] = deg
+        stats[:, 1] = deg_off
+        stats[:, 2] = inner_deg
+        stats[:, 3] = deg > 0
+        _kernels.graph_sweep(node.order, ties, node.tie_ids is not None, local, la, lb, w, stats,
+                             np.empty(0, graph.hist_dtype), inner_total, float(deg_off.sum()), vol_v,
+                             int(np.count_nonzero(deg > 0)), col_score, col_pos)
     else:
-        _graph_numpy(node, order_local, sub, deg, deg_off, inner_deg, col_score, col_pos)
+        _graph_numpy(node, local[node.order], la, lb, w.astype(np.float64), deg, deg_off, inner_deg, col_score,
+                     col_pos)
     j, p, score = pick_best(col_score, col_pos, priority)
     return j, p, score, psi_v
 
 
-def _graph_numpy(node, order_local, sub, deg, deg_off, inner_deg, col_score, col_pos):
+def _graph_numpy(node, order_local, a, b, w, deg, deg_off, inner_deg, col_score, col_pos):
     d, m = order_local.shape
-    upper = sp.triu(sub, k=1).tocoo()
-    a, b, w = upper.row, upper.col, upper.data
     inner_total = float(w.sum())
     unit = w.size > 0 and np.all(w == w[0])
     step = max(1, column_block_size(max(m, w.size)) // 2)

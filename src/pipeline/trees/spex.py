@@ -37,7 +37,9 @@ from pipeline.trees._fitting import (
     unsplittable_error, validate_X,
 )
 from pipeline.trees._threads import limit_threads
-from pipeline.trees._spex_sweeps import GraphData, clique_best_cut, clique_split_cuts, graph_best_cut
+from pipeline.trees._spex_sweeps import (
+    GraphData, clique_best_cut, clique_split_cuts, graph_best_cut, graph_split_cuts,
+)
 from pipeline.trees.graphs import check_graph, knn_graph
 from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError
@@ -183,7 +185,8 @@ def _fit_graph(est, X, A, y, feature_names):
     n_leaves = check_n_leaves(est.n_leaves, default, X.shape[0])
     graph = GraphData(A)
     priority = feature_priority(X.shape[1], est.random_state)
-    tree = grow_spex_tree(X, n_leaves, lambda o: graph_best_cut(o, graph, priority), feature_names, est.verbose)
+    tree = grow_spex_tree(X, n_leaves, lambda o: graph_best_cut(o, graph, priority), feature_names, est.verbose,
+                          split_cuts=lambda o, j, p: graph_split_cuts(o, j, p, graph, priority))
     return est._finish(X, tree, codes)
 
 
