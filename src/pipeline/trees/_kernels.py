@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover
     AVAILABLE = False
 
 _SLACK = 1.0 + 1e-9  # prefilter margin, far above float rounding; exact scores decide
-_GRAPH_ROWS = 8  # feature rows sharing one pass over the edge list in graph_sweep
+_GRAPH_LANES = 32  # feature rows sharing one pass over the edge list in graph_sweep (SIMD lanes)
 
 if AVAILABLE:
 
@@ -200,12 +200,13 @@ if AVAILABLE:
         return left, right, tie_left, tie_right
 
     @numba.njit(cache=True, nogil=True, inline="always")
-    def _graph_scan(row_local, tie_row, has_ties, hist, stats, inner_total, off_total, vol_total, n_positive):
-        """Best prefix cut of one sorted row (local ids) given the histogram of edge weights by
-        later endpoint. With integer ``stats``/``hist`` the running sums are integers (exact,
-        and without the float-add latency chain); they equal the float64 sums bit for bit."""
+    def _graph_scan(row_local, r, tie_row, has_ties, count, stats, inner_total, off_total, vol_total, n_positive):
+        """Best prefix cut of one sorted row (local ids) given ``count[x, r]``, the weight of
+        x's edges to points before x in the row. With integer ``stats``/``count`` the running
+        sums are integers (exact, and without the float-add latency chain); they equal the
+        float64 sums bit for bit."""
         m = row_local.size
-        w_in_s = hist[0] * 0
+        w_in_s = count[0, 0] * 0
         vol_s = stats[0, 0] * 0
         off_s = vol_s
         inner_s = vol_s
@@ -214,7 +215,7 @@ if AVAILABLE:
         best_p = -1
         for p in range(m - 1):
             x = row_local[p]
-            w_in_s += hist[p]
+            w_in_s += count[x, r]
             vol_s += stats[x, 0]
             off_s += stats[x, 1]
             inner_s += stats[x, 2]
@@ -237,43 +238,67 @@ if AVAILABLE:
         return best, best_p
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def graph_sweep(order, tie_ids, has_ties, local, edge_a, edge_b, edge_w, stats, hist_dtype,
+    def graph_sweep(order, tie_ids, has_ties, local, edge_a, edge_b, edge_w, stats, count_dtype,
                     inner_total, off_total, vol_total, n_positive, out_score, out_pos):
         """Best prefix cut per row for a general graph.
 
         ``order`` holds global ids, ``local`` maps them to the node's local ids 0..m-1 (the
         ids of the edge list and of ``stats``: per point degree, degree without self-loop,
-        internal degree, degree > 0). The node's internal edges (each undirected edge once)
-        are streamed once per group of ``_GRAPH_ROWS`` rows into histograms over the position
-        of their later endpoint; a histogram's prefix sum is the weight of the edges inside
-        the prefix. ``hist_dtype`` (an empty array) gives the histograms' dtype: a small
-        integer type when the weights are integers (exact, and half the cache footprint).
+        internal degree, degree > 0). Rows are taken ``_GRAPH_LANES`` at a time: with every
+        point's positions in those rows side by side (one cache line), each edge is visited
+        once per group and credits its weight, in every row at once (SIMD lanes), to whichever
+        endpoint comes later; a row's prefix sum of these per-point counts, in the row's
+        order, is the weight of the edges inside the prefix. ``count_dtype`` (an empty array)
+        gives the counts' dtype: a small integer type when the weights are integers (exact).
         """
         d, m = order.shape
         n_edges = edge_a.size
         empty = np.empty(0, tie_ids.dtype)
-        for jg in prange((d + _GRAPH_ROWS - 1) // _GRAPH_ROWS):
-            j0 = _GRAPH_ROWS * jg
-            rows = min(_GRAPH_ROWS, d - j0)
-            pos = np.empty((m, _GRAPH_ROWS), order.dtype)  # positions < m fit the id type
-            row_local = np.empty((_GRAPH_ROWS, m), edge_a.dtype)
-            hist = np.zeros((_GRAPH_ROWS, m), hist_dtype.dtype)
-            for r in range(_GRAPH_ROWS):
+        # the edge list grouped by first endpoint (stable)
+        ptr = np.zeros(m + 1, np.int64)
+        for e in range(n_edges):
+            ptr[edge_a[e] + 1] += 1
+        for x in range(m):
+            ptr[x + 1] += ptr[x]
+        nbr = np.empty(n_edges, edge_b.dtype)
+        wts = np.empty(n_edges, edge_w.dtype)
+        fill = ptr[:-1].copy()
+        for e in range(n_edges):
+            k = fill[edge_a[e]]
+            nbr[k] = edge_b[e]
+            wts[k] = edge_w[e]
+            fill[edge_a[e]] = k + 1
+        for jg in prange((d + _GRAPH_LANES - 1) // _GRAPH_LANES):
+            j0 = _GRAPH_LANES * jg
+            rows = min(_GRAPH_LANES, d - j0)
+            pos = np.empty((m, _GRAPH_LANES), order.dtype)  # positions < m fit the id type
+            row_local = np.empty((_GRAPH_LANES, m), edge_a.dtype)
+            for r in range(_GRAPH_LANES):
                 jr = j0 + min(r, rows - 1)
                 for p in range(m):
                     x = local[order[jr, p]]
                     row_local[r, p] = x
                     pos[x, r] = p
-            for e in range(n_edges):
-                w = edge_w[e]
-                pa = pos[edge_a[e]]
-                pb = pos[edge_b[e]]
-                for r in range(_GRAPH_ROWS):
-                    hist[r, max(pa[r], pb[r])] += w
+            count = np.zeros((m, _GRAPH_LANES), count_dtype.dtype)
+            acc = np.empty(_GRAPH_LANES, count_dtype.dtype)
+            for x in range(m):
+                px = pos[x]
+                acc[:] = 0
+                for k in range(ptr[x], ptr[x + 1]):
+                    w = wts[k]
+                    py = pos[nbr[k]]
+                    cy = count[nbr[k]]
+                    for r in range(_GRAPH_LANES):  # branch-free so that it vectorises
+                        later = py[r] > px[r]
+                        cy[r] += w * later
+                        acc[r] += w * (1 - later)
+                cx = count[x]
+                for r in range(_GRAPH_LANES):
+                    cx[r] += acc[r]
             for r in range(rows):
                 j = j0 + r
                 tie_row = tie_ids[j] if has_ties else empty
-                out_score[j], out_pos[j] = _graph_scan(row_local[r], tie_row, has_ties, hist[r], stats, inner_total,
+                out_score[j], out_pos[j] = _graph_scan(row_local[r], r, tie_row, has_ties, count, stats, inner_total,
                                                        off_total, vol_total, n_positive)
 
     @numba.njit(parallel=True, cache=True, nogil=True)

@@ -171,7 +171,7 @@ class GraphData:
     ----------
     edges : (a, b, w) — every off-diagonal undirected edge once (``a < b``, global ids).
     exact : bool — the weights are integers whose sums are exact; the compiled sweep then
-        counts in integers and the edge list is interleaved (see :meth:`__init__`).
+        counts in integers.
     """
 
     def __init__(self, adjacency):
@@ -185,19 +185,11 @@ class GraphData:
         a, b, w = upper.row.astype(np.int32), upper.col.astype(np.int32), upper.data
         data = A.data
         self.exact = bool(np.array_equal(data, np.round(data)) and data.sum() < 2.0 ** 52)
-        if self.exact and w.size:
-            # integer counts do not depend on the summation order: interleave the edge list
-            # (16 strided runs) so consecutive edges rarely share an endpoint, which would
-            # chain the histogram's read-modify-writes on one address
-            runs = 16
-            idx = np.arange(-(-w.size // runs) * runs).reshape(runs, -1).T.ravel()
-            idx = idx[idx < w.size]
-            a, b, w = a[idx], b[idx], w[idx]
-            small = self.degree_off.max() < 1 << 16  # a histogram bin never exceeds a point's degree
-            self.hist_dtype = np.uint16 if small else np.int64
-            w = w.astype(self.hist_dtype)
+        if self.exact:  # integer counts: exact in any order; 16 bits when no degree reaches 2**16
+            self.count_dtype = np.uint16 if self.degree_off.max(initial=0) < 1 << 16 else np.int64
+            w = w.astype(self.count_dtype)
         else:
-            self.hist_dtype = np.float64
+            self.count_dtype = np.float64
         self.edges = (a, b, w)
         self.local_dtype = np.uint16 if self.n <= 1 << 16 else np.int32
         self._local = np.zeros(self.n, dtype=self.local_dtype)  # scratch: global -> local ids
@@ -271,7 +263,7 @@ def graph_best_cut(node: ColumnOrder, graph: GraphData, priority: np.ndarray) ->
         stats[:, 2] = inner_deg
         stats[:, 3] = deg > 0
         _kernels.graph_sweep(node.order, ties, node.tie_ids is not None, local, la, lb, w, stats,
-                             np.empty(0, graph.hist_dtype), inner_total, float(deg_off.sum()), vol_v,
+                             np.empty(0, graph.count_dtype), inner_total, float(deg_off.sum()), vol_v,
                              int(np.count_nonzero(deg > 0)), col_score, col_pos)
     else:
         _graph_numpy(node, local[node.order], la, lb, w.astype(np.float64), deg, deg_off, inner_deg, col_score,
