@@ -200,18 +200,20 @@ if AVAILABLE:
         return left, right, tie_left, tie_right
 
     @numba.njit(cache=True, nogil=True, inline="always")
-    def _graph_scan(row_local, r, tie_row, has_ties, count, stats, inner_total, off_total, vol_total, n_positive):
+    def _graph_scan(row_local, r, tie_row, has_ties, count, stats, inner_total, off_total, vol_total, n_positive,
+                    bound):
         """Best prefix cut of one sorted row (local ids) given ``count[x, r]``, the weight of
-        x's edges to points before x in the row. With integer ``stats``/``count`` the running
-        sums are integers (exact, and without the float-add latency chain); they equal the
-        float64 sums bit for bit."""
+        x's edges to points before x in the row: (score, position) of the first lowest score
+        below ``bound``, or (inf, -1) if no cut scores below it. With integer ``stats``/``count``
+        the running sums are integers (exact, and without the float-add latency chain); they
+        equal the float64 sums bit for bit."""
         m = row_local.size
         w_in_s = count[0, 0] * 0
         vol_s = stats[0, 0] * 0
         off_s = vol_s
         inner_s = vol_s
         pos_s = vol_s
-        best = np.inf
+        best = bound
         best_p = -1
         for p in range(m - 1):
             x = row_local[p]
@@ -235,7 +237,7 @@ if AVAILABLE:
             if score < best:
                 best = score
                 best_p = p
-        return best, best_p
+        return (best if best_p >= 0 else np.inf), best_p
 
     @numba.njit(parallel=True, cache=True, nogil=True)
     def graph_sweep(order, tie_ids, has_ties, local, edge_a, edge_b, edge_w, stats, count_dtype,
@@ -250,6 +252,10 @@ if AVAILABLE:
         endpoint comes later; a row's prefix sum of these per-point counts, in the row's
         order, is the weight of the edges inside the prefix. ``count_dtype`` (an empty array)
         gives the counts' dtype: a small integer type when the weights are integers (exact).
+
+        ``out_score[j]`` is row j's best score, or inf when it cannot beat (or tie) the best of
+        an earlier row of its group: the minimum and every row attaining it stay exact, which
+        is all :func:`~pipeline.trees._column_order.pick_best` reads.
         """
         d, m = order.shape
         n_edges = edge_a.size
@@ -295,11 +301,16 @@ if AVAILABLE:
                 cx = count[x]
                 for r in range(_GRAPH_LANES):
                     cx[r] += acc[r]
+            # a row only needs scanning for cuts at least as good as the group's best so far
+            # (ties included: the next float up); the others report inf, which changes no
+            # pick_best outcome, and the prefilter then skips almost every position
+            group_best = np.inf
             for r in range(rows):
                 j = j0 + r
                 tie_row = tie_ids[j] if has_ties else empty
                 out_score[j], out_pos[j] = _graph_scan(row_local[r], r, tie_row, has_ties, count, stats, inner_total,
-                                                       off_total, vol_total, n_positive)
+                                                       off_total, vol_total, n_positive, np.nextafter(group_best, np.inf))
+                group_best = min(group_best, out_score[j])
 
     @numba.njit(parallel=True, cache=True, nogil=True)
     def partition_rows(order, tie_ids, has_ties, side, n_left, n_right):
