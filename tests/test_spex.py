@@ -148,6 +148,18 @@ def test_graph_float_weights_close_to_brute_force(kernels):
     same_structure(est.tree_, ref)
 
 
+def test_graph_heavy_integer_weights_match_brute_force(kernels):
+    """Integer weights with degrees past 2**16 (32-bit counts) and past 2**31 in total (the
+    float sweep): both still reproduce the brute force."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(30, 3))
+    for scale in (40_000, 2**28):
+        W = np.triu(rng.integers(1, 4, size=(30, 30)) * (rng.random((30, 30)) < 0.3), 1) * float(scale)
+        W = W + W.T
+        est = SpExGraph(n_leaves=4).fit(X, sp.csr_matrix(W))
+        same_structure(est.tree_, bf_spex(X, W, 4))
+
+
 def test_clique_graph_equals_spexgraph_on_materialised_clique(kernels):
     X, y = make_blobs(n_samples=300, n_features=4, centers=5, cluster_std=3.0, random_state=1)
     a = SpExClique(n_leaves=7).fit(X, y)

@@ -170,8 +170,8 @@ class GraphData:
     Attributes
     ----------
     edges : (a, b, w) — every off-diagonal undirected edge once (``a < b``, global ids).
-    exact : bool — the weights are integers whose sums are exact; the compiled sweep then
-        counts in integers.
+    exact : bool — the weights are integers with a total below 2**31; the compiled sweep then
+        counts and scans in integers (exact, same scores).
     """
 
     def __init__(self, adjacency):
@@ -184,9 +184,9 @@ class GraphData:
         upper = sp.triu(A, k=1).tocoo()  # row-major: (a, b) sorted
         a, b, w = upper.row.astype(np.int32), upper.col.astype(np.int32), upper.data
         data = A.data
-        self.exact = bool(np.array_equal(data, np.round(data)) and data.sum() < 2.0 ** 52)
+        self.exact = bool(np.array_equal(data, np.round(data)) and data.sum() < 2.0 ** 31)
         if self.exact:  # integer counts: exact in any order; 16 bits when no degree reaches 2**16
-            self.count_dtype = np.uint16 if self.degree_off.max(initial=0) < 1 << 16 else np.int64
+            self.count_dtype = np.uint16 if self.degree_off.max(initial=0) < 1 << 16 else np.int32
             w = w.astype(self.count_dtype)
         else:
             self.count_dtype = np.float64
@@ -257,13 +257,13 @@ def graph_best_cut(node: ColumnOrder, graph: GraphData, priority: np.ndarray) ->
     col_pos = np.empty(d, dtype=np.int64)
     if _kernels.AVAILABLE and USE_KERNELS:
         ties = node.tie_ids if node.tie_ids is not None else np.empty((0, 0), np.int32)
-        stats = np.empty((m, 4), dtype=np.int64 if graph.exact else np.float64)
+        stats = np.empty((m, 4), dtype=np.int32 if graph.exact else np.float64)
         stats[:, 0] = deg
         stats[:, 1] = deg_off
         stats[:, 2] = inner_deg
         stats[:, 3] = deg > 0
         _kernels.graph_sweep(node.order, ties, node.tie_ids is not None, local, la, lb, w, stats,
-                             np.empty(0, graph.count_dtype), inner_total, float(deg_off.sum()), vol_v,
+                             np.empty(0, graph.count_dtype), graph.exact, inner_total, float(deg_off.sum()), vol_v,
                              int(np.count_nonzero(deg > 0)), col_score, col_pos)
     else:
         _graph_numpy(node, local[node.order], la, lb, w.astype(np.float64), deg, deg_off, inner_deg, col_score,
