@@ -262,7 +262,7 @@ class SpExGraph(_ClusterSpEx):
         if not keep.all():
             A = A[keep][:, keep]
         with limit_threads(self.n_jobs):
-            _fit_graph(self, X[keep], A, y, feature_names)
+            _fit_graph(self, X if keep.all() else X[keep], A, y, feature_names)  # no copy without noise
         return self._set_labels(X)
 
 
@@ -318,7 +318,7 @@ class SpExKNN(_ClusterSpEx):
         are dropped before the graph is built.
         """
         X, y, keep, feature_names = self._prepare(X, y, feature_names)
-        Xk = X[keep]
+        Xk = X if keep.all() else X[keep]
         with limit_threads(self.n_jobs):
             if graph is None:
                 k = int(self.n_neighbors)
