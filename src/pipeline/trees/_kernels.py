@@ -283,15 +283,16 @@ if AVAILABLE:
                     inner_total, off_total, vol_total, n_positive, out_score, out_pos):
         """Best prefix cut per row for a general graph.
 
-        ``order`` holds global ids, ``local`` maps them to the node's local ids 0..m-1 (the
-        ids of the edge list and of ``stats``: per point degree, degree without self-loop,
-        internal degree, degree > 0). Rows are taken ``_GRAPH_LANES`` at a time: with every
-        point's positions in those rows side by side (one cache line), each edge is visited
-        once per group and credits its weight, in every row at once (SIMD lanes), to whichever
-        endpoint comes later; a row's prefix sum of these per-point counts, in the row's
-        order, is the weight of the edges inside the prefix. ``count_dtype`` (an empty array)
-        gives the counts' dtype: a small integer type when the weights are integers (exact);
-        ``exact`` says the weights are integers with a degree total below 2**31 (integer scan).
+        ``order`` and the node's internal edges (each undirected edge once) hold global ids;
+        ``local`` maps the node's points to local ids 0..m-1, the rows of ``stats``: per point
+        degree, degree without self-loop, internal degree (filled here from the edges) and
+        degree > 0. Rows are taken ``_GRAPH_LANES`` at a time: with every point's positions in
+        those rows side by side (one cache line), each edge is visited once per group and
+        credits its weight, in every row at once (SIMD lanes), to whichever endpoint comes
+        later; a row's prefix sum of these per-point counts, in the row's order, is the weight
+        of the edges inside the prefix. ``count_dtype`` (an empty array) gives the counts'
+        dtype: a small integer type when the weights are integers (exact); ``exact`` says the
+        weights are integers with a degree total below 2**31 (integer scan).
 
         ``out_score[j]`` is row j's best score, or inf when it cannot beat (or tie) the best of
         an earlier row of its group: the minimum and every row attaining it stay exact, which
@@ -300,25 +301,31 @@ if AVAILABLE:
         d, m = order.shape
         n_edges = edge_a.size
         empty = np.empty(0, tie_ids.dtype)
-        # the edge list grouped by first endpoint (stable)
+        # the edge list in local ids, grouped by first endpoint (stable); internal degrees
         ptr = np.zeros(m + 1, np.int64)
+        stats[:, 2] = 0
         for e in range(n_edges):
-            ptr[edge_a[e] + 1] += 1
+            la = local[edge_a[e]]
+            lb = local[edge_b[e]]
+            ptr[la + 1] += 1
+            stats[la, 2] += edge_w[e]
+            stats[lb, 2] += edge_w[e]
         for x in range(m):
             ptr[x + 1] += ptr[x]
-        nbr = np.empty(n_edges, edge_b.dtype)
+        nbr = np.empty(n_edges, local.dtype)
         wts = np.empty(n_edges, edge_w.dtype)
         fill = ptr[:-1].copy()
         for e in range(n_edges):
-            k = fill[edge_a[e]]
-            nbr[k] = edge_b[e]
+            la = local[edge_a[e]]
+            k = fill[la]
+            nbr[k] = local[edge_b[e]]
             wts[k] = edge_w[e]
-            fill[edge_a[e]] = k + 1
+            fill[la] = k + 1
         for jg in prange((d + _GRAPH_LANES - 1) // _GRAPH_LANES):
             j0 = _GRAPH_LANES * jg
             rows = min(_GRAPH_LANES, d - j0)
             pos = np.empty((m, _GRAPH_LANES), order.dtype)  # positions < m fit the id type
-            row_local = np.empty((_GRAPH_LANES, m), edge_a.dtype)
+            row_local = np.empty((_GRAPH_LANES, m), local.dtype)
             for r in range(_GRAPH_LANES):
                 jr = j0 + min(r, rows - 1)
                 for p in range(m):
@@ -356,6 +363,42 @@ if AVAILABLE:
                     out_score[j], out_pos[j] = _graph_scan(row_local[r], r, tie_row, has_ties, count, stats,
                                                            inner_total, off_total, vol_total, n_positive, bound)
                 group_best = min(group_best, out_score[j])
+
+    @numba.njit(cache=True, nogil=True)
+    def graph_split_edges(edge_a, edge_b, edge_w, side):
+        """The edges (a, b, w) with both ends on side 1, then those with both ends on side 0
+        (``side``: int8 per point), each in the input order."""
+        n_left = 0
+        n_right = 0
+        for e in range(edge_a.size):
+            s = side[edge_a[e]]
+            if s == side[edge_b[e]]:
+                if s == 1:
+                    n_left += 1
+                elif s == 0:
+                    n_right += 1
+        al = np.empty(n_left, edge_a.dtype)
+        bl = np.empty(n_left, edge_b.dtype)
+        wl = np.empty(n_left, edge_w.dtype)
+        ar = np.empty(n_right, edge_a.dtype)
+        br = np.empty(n_right, edge_b.dtype)
+        wr = np.empty(n_right, edge_w.dtype)
+        i = 0
+        k = 0
+        for e in range(edge_a.size):
+            s = side[edge_a[e]]
+            if s == side[edge_b[e]]:
+                if s == 1:
+                    al[i] = edge_a[e]
+                    bl[i] = edge_b[e]
+                    wl[i] = edge_w[e]
+                    i += 1
+                elif s == 0:
+                    ar[k] = edge_a[e]
+                    br[k] = edge_b[e]
+                    wr[k] = edge_w[e]
+                    k += 1
+        return (al, bl, wl), (ar, br, wr)
 
     @numba.njit(parallel=True, cache=True, nogil=True)
     def partition_rows(order, tie_ids, has_ties, side, n_left, n_right):

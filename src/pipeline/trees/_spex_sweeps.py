@@ -226,12 +226,15 @@ def graph_split_cuts(node: ColumnOrder, feature: int, position: int, graph: Grap
     side[node.order[feature, :position + 1]] = 1
     side[node.order[feature, position + 1:]] = 0
     a, b, w = graph.node_edges(node)
-    side_a = side[a]
-    same = side_a == side[b]
+    if _kernels.AVAILABLE and USE_KERNELS:
+        edges = _kernels.graph_split_edges(a, b, w, side)
+    else:
+        side_a = side[a]
+        same = side_a == side[b]
+        edges = [(a[keep], b[keep], w[keep]) for keep in (same & (side_a == 1), same & (side_a == 0))]
     out = []
-    for child, s in zip(node.partition(side), (1, 0)):
-        keep = same & (side_a == s)
-        child = GraphOrder(child.order, child.tie_ids, (a[keep], b[keep], w[keep]))
+    for child, child_edges in zip(node.partition(side), edges):
+        child = GraphOrder(child.order, child.tie_ids, child_edges)
         out.append((child, graph_best_cut(child, graph, priority)))
     return tuple(out)
 
@@ -243,13 +246,12 @@ def graph_best_cut(node: ColumnOrder, graph: GraphData, priority: np.ndarray) ->
     a, b, w = graph.node_edges(node)
     local = graph._local
     local[members] = np.arange(m, dtype=local.dtype)
-    la, lb = local[a], local[b]
-    inner_deg = np.bincount(la, w, minlength=m) + np.bincount(lb, w, minlength=m)
     deg = graph.degree[members]
     deg_off = graph.degree_off[members]
     vol_v = float(deg.sum())
+    off_total = float(deg_off.sum())
     inner_total = float(w.sum())
-    cut_v = float(deg_off.sum()) - 2.0 * inner_total
+    cut_v = off_total - 2.0 * inner_total
     psi_v = cut_v / vol_v if vol_v > 0 else 0.0
     if m < 2:
         return -1, -1, np.inf, psi_v
@@ -260,14 +262,15 @@ def graph_best_cut(node: ColumnOrder, graph: GraphData, priority: np.ndarray) ->
         stats = np.empty((m, 4), dtype=np.int32 if graph.exact else np.float64)
         stats[:, 0] = deg
         stats[:, 1] = deg_off
-        stats[:, 2] = inner_deg
-        stats[:, 3] = deg > 0
-        _kernels.graph_sweep(node.order, ties, node.tie_ids is not None, local, la, lb, w, stats,
-                             np.empty(0, graph.count_dtype), graph.exact, inner_total, float(deg_off.sum()), vol_v,
+        stats[:, 3] = deg > 0  # column 2, the internal degree, is filled by the kernel
+        _kernels.graph_sweep(node.order, ties, node.tie_ids is not None, local, a, b, w, stats,
+                             np.empty(0, graph.count_dtype), graph.exact, inner_total, off_total, vol_v,
                              int(np.count_nonzero(deg > 0)), col_score, col_pos)
     else:
-        _graph_numpy(node, local[node.order], la, lb, w.astype(np.float64), deg, deg_off, inner_deg, col_score,
-                     col_pos)
+        la, lb = local[a], local[b]
+        w = w.astype(np.float64)
+        inner_deg = np.bincount(la, w, minlength=m) + np.bincount(lb, w, minlength=m)
+        _graph_numpy(node, local[node.order], la, lb, w, deg, deg_off, inner_deg, col_score, col_pos)
     j, p, score = pick_best(col_score, col_pos, priority)
     return j, p, score, psi_v
 
