@@ -10,7 +10,7 @@ from sklearn.datasets import load_iris, make_blobs
 from sklearn.metrics import adjusted_rand_score
 
 from pipeline.trees import CART, SpExClique, SpExGraph, SpExKNN
-from pipeline.trees import _spex_sweeps
+from pipeline.trees import _kernels, _spex_sweeps
 from pipeline.trees._column_order import ColumnOrder, feature_priority
 from pipeline.trees.graphs import knn_graph
 from pipeline.trees.tree import ExplanationTree
@@ -235,6 +235,25 @@ def test_spex_knn_on_iris_and_leaf_indices():
     assert est.graph_.shape == (150, 150)
     labelled = SpExKNN().fit(X, y)
     assert set(labelled.predict(X)) <= {0, 1, 2} and labelled.tree_.n_leaves == 3
+
+
+@pytest.mark.skipif(not _kernels.AVAILABLE, reason="numba not importable")
+def test_asymmetry_kernel_matches_scipy():
+    """check_graph's one-pass symmetry test: the largest |A - A.T| when the patterns agree,
+    -1 (fall back to scipy) when they do not."""
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        m = int(rng.integers(1, 8))
+        W = rng.integers(0, 3, (m, m)) * 1.0
+        if trial % 2:
+            W = W + W.T
+        if trial % 3 == 0:
+            W[rng.integers(m), rng.integers(m)] += 0.5
+        S = sp.csr_matrix(W)
+        S.sort_indices()
+        got = _kernels.asymmetry(S.indptr, S.indices, S.data)
+        ref = abs(W - W.T).max()
+        assert got == ref or (got == -1.0 and ref > 0)
 
 
 def test_knn_graph_symmetric_sum():

@@ -400,6 +400,34 @@ if AVAILABLE:
                     k += 1
         return (al, bl, wl), (ar, br, wr)
 
+    @numba.njit(cache=True, nogil=True)
+    def asymmetry(indptr, indices, data):
+        """max |A[i, j] - A[j, i]| of a CSR matrix with sorted column indices when A and A.T
+        have the same nonzero pattern, else -1.0 (one merge pass: row j's entries right of
+        the diagonal are met in column order while the rows i > j are walked in order)."""
+        n = indptr.size - 1
+        cursor = np.empty(n, np.int64)
+        for j in range(n):
+            k = indptr[j]
+            while k < indptr[j + 1] and indices[k] <= j:
+                k += 1
+            cursor[j] = k
+        worst = 0.0
+        for i in range(n):
+            for k in range(indptr[i], indptr[i + 1]):
+                j = indices[k]
+                if j >= i:
+                    break
+                c = cursor[j]
+                if c == indptr[j + 1] or indices[c] != i:
+                    return -1.0
+                worst = max(worst, abs(data[k] - data[c]))
+                cursor[j] = c + 1
+        for j in range(n):
+            if cursor[j] != indptr[j + 1]:
+                return -1.0
+        return worst
+
     @numba.njit(parallel=True, cache=True, nogil=True)
     def partition_rows(order, tie_ids, has_ties, side, n_left, n_right):
         """Stable split of every row of ``order`` by ``side[point]`` (1 = left, 0 = right, else dropped).
