@@ -10,7 +10,7 @@ from sklearn.datasets import load_iris, make_blobs
 from sklearn.metrics import adjusted_rand_score
 
 from pipeline.trees import CART, SpExClique, SpExGraph, SpExKNN
-from pipeline.trees import _spex_sweeps
+from pipeline.trees import _kernels, _spex_sweeps
 from pipeline.trees._column_order import ColumnOrder, feature_priority
 from pipeline.trees.graphs import knn_graph
 from pipeline.trees.tree import ExplanationTree
@@ -148,6 +148,18 @@ def test_graph_float_weights_close_to_brute_force(kernels):
     same_structure(est.tree_, ref)
 
 
+def test_graph_heavy_integer_weights_match_brute_force(kernels):
+    """Integer weights with degrees past 2**16 (32-bit counts) and past 2**31 in total (the
+    float sweep): both still reproduce the brute force."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(30, 3))
+    for scale in (40_000, 2**28):
+        W = np.triu(rng.integers(1, 4, size=(30, 30)) * (rng.random((30, 30)) < 0.3), 1) * float(scale)
+        W = W + W.T
+        est = SpExGraph(n_leaves=4).fit(X, sp.csr_matrix(W))
+        same_structure(est.tree_, bf_spex(X, W, 4))
+
+
 def test_clique_graph_equals_spexgraph_on_materialised_clique(kernels):
     X, y = make_blobs(n_samples=300, n_features=4, centers=5, cluster_std=3.0, random_state=1)
     a = SpExClique(n_leaves=7).fit(X, y)
@@ -223,6 +235,25 @@ def test_spex_knn_on_iris_and_leaf_indices():
     assert est.graph_.shape == (150, 150)
     labelled = SpExKNN().fit(X, y)
     assert set(labelled.predict(X)) <= {0, 1, 2} and labelled.tree_.n_leaves == 3
+
+
+@pytest.mark.skipif(not _kernels.AVAILABLE, reason="numba not importable")
+def test_asymmetry_kernel_matches_scipy():
+    """check_graph's one-pass symmetry test: the largest |A - A.T| when the patterns agree,
+    -1 (fall back to scipy) when they do not."""
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        m = int(rng.integers(1, 8))
+        W = rng.integers(0, 3, (m, m)) * 1.0
+        if trial % 2:
+            W = W + W.T
+        if trial % 3 == 0:
+            W[rng.integers(m), rng.integers(m)] += 0.5
+        S = sp.csr_matrix(W)
+        S.sort_indices()
+        got = _kernels.asymmetry(S.indptr, S.indices, S.data)
+        ref = abs(W - W.T).max()
+        assert got == ref or (got == -1.0 and ref > 0)
 
 
 def test_knn_graph_symmetric_sum():

@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover
     AVAILABLE = False
 
 _SLACK = 1.0 + 1e-9  # prefilter margin, far above float rounding; exact scores decide
-_GRAPH_ROWS = 8  # feature rows sharing one pass over the edge list in graph_sweep
+_GRAPH_LANES = 32  # feature rows sharing one pass over the edge list in graph_sweep (SIMD lanes)
 
 if AVAILABLE:
 
@@ -215,26 +215,29 @@ if AVAILABLE:
                                                          cut_v_r, vol_v_r, block_r, limit_r)
         return left, right, tie_left, tie_right
 
-    @numba.njit(cache=True, nogil=True)
-    def _graph_row(order_row, tie_row, has_ties, hist, deg, deg_off, inner_deg,
-                   inner_total, off_total, vol_total, n_positive):
-        """Best prefix cut of one sorted row given the histogram of edge weights by later endpoint."""
-        m = order_row.size
-        w_in_s = 0.0
-        vol_s = 0.0
-        off_s = 0.0
-        inner_s = 0.0
-        pos_s = 0
-        best = np.inf
+    @numba.njit(cache=True, nogil=True, inline="always")
+    def _graph_scan(row_local, r, tie_row, has_ties, count, stats, inner_total, off_total, vol_total, n_positive,
+                    bound):
+        """Best prefix cut of one sorted row (local ids) given ``count[x, r]``, the weight of
+        x's edges to points before x in the row: (score, position) of the first lowest score
+        below ``bound``, or (inf, -1) if no cut scores below it. With integer ``stats``/``count``
+        the running sums are integers (exact, and without the float-add latency chain); they
+        equal the float64 sums bit for bit."""
+        m = row_local.size
+        w_in_s = count[0, 0] * 0
+        vol_s = stats[0, 0] * 0
+        off_s = vol_s
+        inner_s = vol_s
+        pos_s = vol_s
+        best = bound
         best_p = -1
         for p in range(m - 1):
-            x = order_row[p]
-            w_in_s += hist[p]
-            vol_s += deg[x]
-            off_s += deg_off[x]
-            inner_s += inner_deg[x]
-            if deg[x] > 0:
-                pos_s += 1
+            x = row_local[p]
+            w_in_s += count[x, r]
+            vol_s += stats[x, 0]
+            off_s += stats[x, 1]
+            inner_s += stats[x, 2]
+            pos_s += stats[x, 3]
             if has_ties and tie_row[p] == tie_row[p + 1]:
                 continue
             cut_s = off_s - 2.0 * w_in_s
@@ -250,40 +253,196 @@ if AVAILABLE:
             if score < best:
                 best = score
                 best_p = p
-        return best, best_p
+        return (best if best_p >= 0 else np.inf), best_p
+
+    @numba.njit(cache=True, nogil=True, inline="always")
+    def _graph_scan_exact(row_local, r, tie_row, has_ties, count, stats, inner_total, off_total, vol_total, n_positive,
+                          bound):
+        """:func:`_graph_scan` for integer weights whose degree total is below 2**31: the cut
+        terms stay int64 (products exact), so fewer conversions and no float adds per position;
+        the scores computed are the same floats."""
+        m = row_local.size
+        c1 = np.int64(off_total) - 2 * np.int64(inner_total)
+        vol_t = np.int64(vol_total)
+        w_in_s = np.int64(0)
+        vol_s = np.int64(0)
+        off_s = np.int64(0)
+        inner_s = np.int64(0)
+        best = bound
+        thr = _SLACK * best
+        best_p = -1
+        for p in range(m - 1):
+            x = row_local[p]
+            w_in_s += count[x, r]
+            vol_s += stats[x, 0]
+            off_s += stats[x, 1]
+            inner_s += stats[x, 2]
+            if has_ties and tie_row[p] == tie_row[p + 1]:
+                continue
+            cut_s = off_s - 2 * w_in_s
+            cut_r = c1 - off_s + 2 * (inner_s - w_in_s)
+            vol_r = vol_t - vol_s
+            if vol_s > 0 and vol_r > 0:
+                if float(cut_s * vol_r + cut_r * vol_s) > thr * float(vol_s * vol_r):
+                    continue  # cannot beat the best: skip the divisions
+            a = float(cut_s) / float(vol_s) if vol_s > 0 else 0.0
+            b = float(cut_r) / float(vol_r) if vol_r > 0 else 0.0
+            score = a + b
+            if score < best:
+                best = score
+                thr = _SLACK * best
+                best_p = p
+        return (best if best_p >= 0 else np.inf), best_p
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def graph_sweep(order_local, tie_ids, has_ties, edge_a, edge_b, edge_w, deg, deg_off, inner_deg,
+    def graph_sweep(order, tie_ids, has_ties, local, edge_a, edge_b, edge_w, stats, count_dtype, exact,
                     inner_total, off_total, vol_total, n_positive, out_score, out_pos):
         """Best prefix cut per row for a general graph.
 
-        The node's internal edges (local ids, each undirected edge once) are streamed once per
-        group of ``_GRAPH_ROWS`` rows into histograms over the position of their later
-        endpoint; a histogram's prefix sum is the weight of the edges inside the prefix.
+        ``order`` and the node's internal edges (each undirected edge once) hold global ids;
+        ``local`` maps the node's points to local ids 0..m-1, the rows of ``stats``: per point
+        degree, degree without self-loop, internal degree (filled here from the edges) and
+        degree > 0. Rows are taken ``_GRAPH_LANES`` at a time: with every point's positions in
+        those rows side by side (one cache line), each edge is visited once per group and
+        credits its weight, in every row at once (SIMD lanes), to whichever endpoint comes
+        later; a row's prefix sum of these per-point counts, in the row's order, is the weight
+        of the edges inside the prefix. ``count_dtype`` (an empty array) gives the counts'
+        dtype: a small integer type when the weights are integers (exact); ``exact`` says the
+        weights are integers with a degree total below 2**31 (integer scan).
+
+        ``out_score[j]`` is row j's best score, or inf when it cannot beat (or tie) the best of
+        an earlier row of its group: the minimum and every row attaining it stay exact, which
+        is all :func:`~pipeline.trees._column_order.pick_best` reads.
         """
-        d, m = order_local.shape
+        d, m = order.shape
         n_edges = edge_a.size
         empty = np.empty(0, tie_ids.dtype)
-        for jg in prange((d + _GRAPH_ROWS - 1) // _GRAPH_ROWS):
-            j0 = _GRAPH_ROWS * jg
-            rows = min(_GRAPH_ROWS, d - j0)
-            pos = np.empty((m, _GRAPH_ROWS), order_local.dtype)  # pos[point, r]: one cache line per point
-            for r in range(_GRAPH_ROWS):
+        # the edge list in local ids, grouped by first endpoint (stable); internal degrees
+        ptr = np.zeros(m + 1, np.int64)
+        stats[:, 2] = 0
+        for e in range(n_edges):
+            la = local[edge_a[e]]
+            lb = local[edge_b[e]]
+            ptr[la + 1] += 1
+            stats[la, 2] += edge_w[e]
+            stats[lb, 2] += edge_w[e]
+        for x in range(m):
+            ptr[x + 1] += ptr[x]
+        nbr = np.empty(n_edges, local.dtype)
+        wts = np.empty(n_edges, edge_w.dtype)
+        fill = ptr[:-1].copy()
+        for e in range(n_edges):
+            la = local[edge_a[e]]
+            k = fill[la]
+            nbr[k] = local[edge_b[e]]
+            wts[k] = edge_w[e]
+            fill[la] = k + 1
+        for jg in prange((d + _GRAPH_LANES - 1) // _GRAPH_LANES):
+            j0 = _GRAPH_LANES * jg
+            rows = min(_GRAPH_LANES, d - j0)
+            pos = np.empty((m, _GRAPH_LANES), order.dtype)  # positions < m fit the id type
+            row_local = np.empty((_GRAPH_LANES, m), local.dtype)
+            for r in range(_GRAPH_LANES):
                 jr = j0 + min(r, rows - 1)
                 for p in range(m):
-                    pos[order_local[jr, p], r] = p
-            hist = np.zeros((_GRAPH_ROWS, m), edge_w.dtype)  # float32 only when its sums are exact
-            for e in range(n_edges):
-                w = edge_w[e]
-                pa = pos[edge_a[e]]
-                pb = pos[edge_b[e]]
-                for r in range(_GRAPH_ROWS):
-                    hist[r, max(pa[r], pb[r])] += w
+                    x = local[order[jr, p]]
+                    row_local[r, p] = x
+                    pos[x, r] = p
+            count = np.zeros((m, _GRAPH_LANES), count_dtype.dtype)
+            acc = np.empty(_GRAPH_LANES, count_dtype.dtype)
+            for x in range(m):
+                px = pos[x]
+                acc[:] = 0
+                for k in range(ptr[x], ptr[x + 1]):
+                    w = wts[k]
+                    py = pos[nbr[k]]
+                    cy = count[nbr[k]]
+                    for r in range(_GRAPH_LANES):  # branch-free so that it vectorises
+                        later = py[r] > px[r]
+                        cy[r] += w * later
+                        acc[r] += w * (1 - later)
+                cx = count[x]
+                for r in range(_GRAPH_LANES):
+                    cx[r] += acc[r]
+            # a row only needs scanning for cuts at least as good as the group's best so far
+            # (ties included: the next float up); the others report inf, which changes no
+            # pick_best outcome, and the prefilter then skips almost every position
+            group_best = np.inf
             for r in range(rows):
                 j = j0 + r
                 tie_row = tie_ids[j] if has_ties else empty
-                out_score[j], out_pos[j] = _graph_row(order_local[j], tie_row, has_ties, hist[r], deg, deg_off,
-                                                      inner_deg, inner_total, off_total, vol_total, n_positive)
+                bound = np.nextafter(group_best, np.inf)
+                if exact:
+                    out_score[j], out_pos[j] = _graph_scan_exact(row_local[r], r, tie_row, has_ties, count, stats,
+                                                                 inner_total, off_total, vol_total, n_positive, bound)
+                else:
+                    out_score[j], out_pos[j] = _graph_scan(row_local[r], r, tie_row, has_ties, count, stats,
+                                                           inner_total, off_total, vol_total, n_positive, bound)
+                group_best = min(group_best, out_score[j])
+
+    @numba.njit(cache=True, nogil=True)
+    def graph_split_edges(edge_a, edge_b, edge_w, side):
+        """The edges (a, b, w) with both ends on side 1, then those with both ends on side 0
+        (``side``: int8 per point), each in the input order."""
+        n_left = 0
+        n_right = 0
+        for e in range(edge_a.size):
+            s = side[edge_a[e]]
+            if s == side[edge_b[e]]:
+                if s == 1:
+                    n_left += 1
+                elif s == 0:
+                    n_right += 1
+        al = np.empty(n_left, edge_a.dtype)
+        bl = np.empty(n_left, edge_b.dtype)
+        wl = np.empty(n_left, edge_w.dtype)
+        ar = np.empty(n_right, edge_a.dtype)
+        br = np.empty(n_right, edge_b.dtype)
+        wr = np.empty(n_right, edge_w.dtype)
+        i = 0
+        k = 0
+        for e in range(edge_a.size):
+            s = side[edge_a[e]]
+            if s == side[edge_b[e]]:
+                if s == 1:
+                    al[i] = edge_a[e]
+                    bl[i] = edge_b[e]
+                    wl[i] = edge_w[e]
+                    i += 1
+                elif s == 0:
+                    ar[k] = edge_a[e]
+                    br[k] = edge_b[e]
+                    wr[k] = edge_w[e]
+                    k += 1
+        return (al, bl, wl), (ar, br, wr)
+
+    @numba.njit(cache=True, nogil=True)
+    def asymmetry(indptr, indices, data):
+        """max |A[i, j] - A[j, i]| of a CSR matrix with sorted column indices when A and A.T
+        have the same nonzero pattern, else -1.0 (one merge pass: row j's entries right of
+        the diagonal are met in column order while the rows i > j are walked in order)."""
+        n = indptr.size - 1
+        cursor = np.empty(n, np.int64)
+        for j in range(n):
+            k = indptr[j]
+            while k < indptr[j + 1] and indices[k] <= j:
+                k += 1
+            cursor[j] = k
+        worst = 0.0
+        for i in range(n):
+            for k in range(indptr[i], indptr[i + 1]):
+                j = indices[k]
+                if j >= i:
+                    break
+                c = cursor[j]
+                if c == indptr[j + 1] or indices[c] != i:
+                    return -1.0
+                worst = max(worst, abs(data[k] - data[c]))
+                cursor[j] = c + 1
+        for j in range(n):
+            if cursor[j] != indptr[j + 1]:
+                return -1.0
+        return worst
 
     @numba.njit(parallel=True, cache=True, nogil=True)
     def partition_rows(order, tie_ids, has_ties, side, n_left, n_right):

@@ -14,7 +14,8 @@ The ranks come from a stable radix argsort of the labels along each sorted colum
 
 General sparse graph: ``e(S) = vol'(S) - 2 w(S, S)`` where ``vol'`` excludes self-loops and
 ``w(S, S)`` is the weight of node-internal edges whose later endpoint (in feature order) is
-in S: a histogram of edge weights over the max endpoint position, then a cumsum.
+in S: a histogram of edge weights over the max endpoint position, then a cumsum (the
+compiled sweep credits each edge to its later endpoint instead, 32 features at a time).
 """
 
 from __future__ import annotations
@@ -161,64 +162,122 @@ def _clique_numpy(node, codes, g, local, cut_v, vol_v, col_score, col_pos):
 
 
 class GraphData:
-    """A validated symmetric non-negative graph with precomputed degrees.
+    """A validated symmetric non-negative graph with precomputed degrees and edge list.
 
     Parameters
     ----------
     adjacency : scipy.sparse matrix of shape (n, n), symmetric, non-negative.
+
+    Attributes
+    ----------
+    edges : (a, b, w) — every off-diagonal undirected edge once (``a < b``, global ids).
+    exact : bool — the weights are integers with a total below 2**31; the compiled sweep then
+        counts and scans in integers (exact, same scores).
     """
 
     def __init__(self, adjacency):
-        self.adjacency = sp.csr_matrix(adjacency, dtype=np.float64)
-        self.degree = np.asarray(self.adjacency.sum(axis=1)).ravel()
-        self.degree_off = self.degree - self.adjacency.diagonal()  # weight that can ever be cut
+        A = sp.csr_matrix(adjacency, dtype=np.float64)
+        A.sum_duplicates()
+        self.adjacency = A
+        self.n = A.shape[0]
+        self.degree = np.asarray(A.sum(axis=1)).ravel()
+        self.degree_off = self.degree - A.diagonal()  # weight that can ever be cut
+        upper = sp.triu(A, k=1).tocoo()  # row-major: (a, b) sorted
+        a, b, w = upper.row.astype(np.int32), upper.col.astype(np.int32), upper.data
+        data = A.data
+        self.exact = bool(np.array_equal(data, np.round(data)) and data.sum() < 2.0 ** 31)
+        if self.exact:  # integer counts: exact in any order; 16 bits when no degree reaches 2**16
+            self.count_dtype = np.uint16 if self.degree_off.max(initial=0) < 1 << 16 else np.int32
+            w = w.astype(self.count_dtype)
+        else:
+            self.count_dtype = np.float64
+        self.edges = (a, b, w)
+        self.local_dtype = np.uint16 if self.n <= 1 << 16 else np.int32
+        self._local = np.zeros(self.n, dtype=self.local_dtype)  # scratch: global -> local ids
 
-    def internal(self, members: np.ndarray) -> sp.csr_matrix:
-        """Node-internal off-diagonal edges as a CSR matrix in local ids (members order)."""
-        sub = self.adjacency[members][:, members].tocsr()
-        sub.setdiag(0)
-        sub.eliminate_zeros()
-        return sub
+    def node_edges(self, node: ColumnOrder):
+        """The node's internal edges (a, b, w) in global ids, in the order of :attr:`edges`."""
+        if isinstance(node, GraphOrder):
+            return node.edges
+        if node.n_points == self.n:
+            return self.edges
+        inside = np.zeros(self.n, dtype=bool)
+        inside[node.order[0]] = True
+        a, b, w = self.edges
+        keep = inside[a] & inside[b]
+        return a[keep], b[keep], w[keep]
+
+
+class GraphOrder(ColumnOrder):
+    """A :class:`ColumnOrder` that carries its node's internal edges (global ids), so that a
+    child's edges are a filter of its parent's instead of a submatrix of the whole graph."""
+
+    def __init__(self, order: np.ndarray, tie_ids: np.ndarray | None, edges):
+        super().__init__(order, tie_ids)
+        self.edges = edges
+
+
+def graph_split_cuts(node: ColumnOrder, feature: int, position: int, graph: GraphData, priority: np.ndarray):
+    """Split a node after sorted ``position`` of ``feature``; both children with their best cuts.
+
+    Same contract as :func:`clique_split_cuts`; each child's edge list is the parent's
+    filtered by side (edges across the cut are dropped).
+    """
+    side = np.full(graph.n, -1, dtype=np.int8)
+    side[node.order[feature, :position + 1]] = 1
+    side[node.order[feature, position + 1:]] = 0
+    a, b, w = graph.node_edges(node)
+    if _kernels.AVAILABLE and USE_KERNELS:
+        edges = _kernels.graph_split_edges(a, b, w, side)
+    else:
+        side_a = side[a]
+        same = side_a == side[b]
+        edges = [(a[keep], b[keep], w[keep]) for keep in (same & (side_a == 1), same & (side_a == 0))]
+    out = []
+    for child, child_edges in zip(node.partition(side), edges):
+        child = GraphOrder(child.order, child.tie_ids, child_edges)
+        out.append((child, graph_best_cut(child, graph, priority)))
+    return tuple(out)
 
 
 def graph_best_cut(node: ColumnOrder, graph: GraphData, priority: np.ndarray) -> tuple[int, int, float, float]:
     """Best SpEx cut of a node for a general graph; same contract as :func:`clique_best_cut`."""
     d, m = node.order.shape
-    members = node.members
-    sub = graph.internal(members)
-    inner_deg = np.asarray(sub.sum(axis=1)).ravel()
+    members = node.order[0]  # local id i = position in row 0 (any numbering gives the same sums)
+    a, b, w = graph.node_edges(node)
+    local = graph._local
+    local[members] = np.arange(m, dtype=local.dtype)
     deg = graph.degree[members]
     deg_off = graph.degree_off[members]
     vol_v = float(deg.sum())
-    cut_v = float(deg_off.sum() - inner_deg.sum())
+    off_total = float(deg_off.sum())
+    inner_total = float(w.sum())
+    cut_v = off_total - 2.0 * inner_total
     psi_v = cut_v / vol_v if vol_v > 0 else 0.0
     if m < 2:
         return -1, -1, np.inf, psi_v
-    local_dtype = np.uint16 if m <= 1 << 16 else np.int32  # halves the kernels' position tables
-    local = np.zeros(graph.degree.size, dtype=local_dtype)
-    local[members] = np.arange(m, dtype=local_dtype)
-    order_local = local[node.order]
     col_score = np.empty(d)
     col_pos = np.empty(d, dtype=np.int64)
     if _kernels.AVAILABLE and USE_KERNELS:
         ties = node.tie_ids if node.tie_ids is not None else np.empty((0, 0), np.int32)
-        upper = sp.triu(sub, k=1).tocoo()  # each undirected edge once, sorted by row
-        w = upper.data
-        if w.size and np.array_equal(w, np.round(w)) and w.sum() < 1 << 24:
-            w = w.astype(np.float32)  # e.g. kNN weights 1/2: float32 sums stay exact integers
-        _kernels.graph_sweep(order_local, ties, node.tie_ids is not None, upper.row.astype(np.int32),
-                             upper.col.astype(np.int32), w, deg, deg_off, inner_deg, float(upper.data.sum()),
-                             float(deg_off.sum()), vol_v, int(np.count_nonzero(deg > 0)), col_score, col_pos)
+        stats = np.empty((m, 4), dtype=np.int32 if graph.exact else np.float64)
+        stats[:, 0] = deg
+        stats[:, 1] = deg_off
+        stats[:, 3] = deg > 0  # column 2, the internal degree, is filled by the kernel
+        _kernels.graph_sweep(node.order, ties, node.tie_ids is not None, local, a, b, w, stats,
+                             np.empty(0, graph.count_dtype), graph.exact, inner_total, off_total, vol_v,
+                             int(np.count_nonzero(deg > 0)), col_score, col_pos)
     else:
-        _graph_numpy(node, order_local, sub, deg, deg_off, inner_deg, col_score, col_pos)
+        la, lb = local[a], local[b]
+        w = w.astype(np.float64)
+        inner_deg = np.bincount(la, w, minlength=m) + np.bincount(lb, w, minlength=m)
+        _graph_numpy(node, local[node.order], la, lb, w, deg, deg_off, inner_deg, col_score, col_pos)
     j, p, score = pick_best(col_score, col_pos, priority)
     return j, p, score, psi_v
 
 
-def _graph_numpy(node, order_local, sub, deg, deg_off, inner_deg, col_score, col_pos):
+def _graph_numpy(node, order_local, a, b, w, deg, deg_off, inner_deg, col_score, col_pos):
     d, m = order_local.shape
-    upper = sp.triu(sub, k=1).tocoo()
-    a, b, w = upper.row, upper.col, upper.data
     inner_total = float(w.sum())
     unit = w.size > 0 and np.all(w == w[0])
     step = max(1, column_block_size(max(m, w.size)) // 2)

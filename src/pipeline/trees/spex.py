@@ -37,7 +37,9 @@ from pipeline.trees._fitting import (
     tree_predict, unsplittable_error, validate_X,
 )
 from pipeline.trees._threads import limit_threads
-from pipeline.trees._spex_sweeps import GraphData, clique_best_cut, clique_split_cuts, graph_best_cut
+from pipeline.trees._spex_sweeps import (
+    GraphData, clique_best_cut, clique_split_cuts, graph_best_cut, graph_split_cuts,
+)
 from pipeline.trees.graphs import check_graph, knn_graph
 from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError
@@ -183,7 +185,8 @@ def _fit_graph(est, X, A, y, feature_names):
     n_leaves = check_n_leaves(est.n_leaves, default, X.shape[0])
     graph = GraphData(A)
     priority = feature_priority(X.shape[1], est.random_state)
-    tree = grow_spex_tree(X, n_leaves, lambda o: graph_best_cut(o, graph, priority), feature_names, est.verbose)
+    tree = grow_spex_tree(X, n_leaves, lambda o: graph_best_cut(o, graph, priority), feature_names, est.verbose,
+                          split_cuts=lambda o, j, p: graph_split_cuts(o, j, p, graph, priority))
     return est._finish(X, tree, codes)
 
 
@@ -261,7 +264,7 @@ class SpExGraph(_ClusterSpEx):
         if not keep.all():
             A = A[keep][:, keep]
         with limit_threads(self.n_jobs):
-            _fit_graph(self, X[keep], A, y, feature_names)
+            _fit_graph(self, X if keep.all() else X[keep], A, y, feature_names)  # no copy without noise
         return self._set_labels(X)
 
 
@@ -317,7 +320,7 @@ class SpExKNN(_ClusterSpEx):
         are dropped before the graph is built.
         """
         X, y, keep, feature_names = self._prepare(X, y, feature_names)
-        Xk = X[keep]
+        Xk = X if keep.all() else X[keep]
         with limit_threads(self.n_jobs):
             if graph is None:
                 k = int(self.n_neighbors)
