@@ -159,16 +159,15 @@ def _side_min(sums, c_norm2, count):
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def surrogate_sweep(order, tie_ids, has_ties, xcc, c_norm2, total, spread, floor, out_cost, out_pos, out_left,
+def surrogate_sweep(order, tie_ids, has_ties, xc, c_norm2, total, spread, floor, out_cost, out_pos, out_left,
                     out_right):
     """Best ExKMC surrogate-cost cut per feature: min_c sum_left(|c|^2 - 2 x.c) + same on the right.
 
-    ``xcc`` is ``[xc, -xc]`` (n, 2k; :func:`signed_products`) and ``total[c]`` the node's sum
-    of ``xc[:, c]``. The right-hand sums are kept by running subtraction from ``total`` (not
-    as ``total - left``; adding ``-xc`` is the same operation), the floating-point steps of
-    ExKMC 0.0.3's ``cut_finder``, so that near-equal costs (zero-gain cuts on data with
-    repeated values) compare as they do there. Left and right sums share one array of 2k,
-    updated by one loop (one store stream instead of two).
+    ``total[c]`` is the node's sum of ``xc[:, c]``. The right-hand sums are kept by running
+    subtraction from ``total`` (not as ``total - left``), the floating-point steps of ExKMC
+    0.0.3's ``cut_finder``, so that near-equal costs (zero-gain cuts on data with repeated
+    values) compare as they do there. Left and right sums share one array of 2k, updated in
+    one loop that reads each product once.
 
     The side minima are not recomputed over all k centres at every position. Moving point x
     to the left changes centre c's left cost by ``d_c(x) = |c|^2 - 2 x.c`` and its right cost
@@ -190,7 +189,7 @@ def surrogate_sweep(order, tie_ids, has_ties, xcc, c_norm2, total, spread, floor
         x = order[0, p]
         floor_total += floor[x]
         for c in range(k):
-            scale += abs(xcc[x, c])
+            scale += abs(xc[x, c])
     big = 0.0
     for c in range(k):
         big = max(big, c_norm2[c])
@@ -216,8 +215,10 @@ def surrogate_sweep(order, tie_ids, has_ties, xcc, c_norm2, total, spread, floor
         floor_left = 0.0
         for p in range(m - 1):
             x = order[j, p]
-            for c in range(2 * k):
-                sums[c] += xcc[x, c]
+            for c in range(k):
+                v = xc[x, c]
+                sums[c] += v
+                sums[k + c] -= v
             lead_l -= spread[x]
             lead_r -= spread[x]
             floor_left += floor[x]
@@ -252,11 +253,6 @@ def surrogate_sweep(order, tie_ids, has_ties, xcc, c_norm2, total, spread, floor
         out_pos[j] = best_p
         out_left[j] = best_l
         out_right[j] = best_r
-
-
-def signed_products(xc: np.ndarray) -> np.ndarray:
-    """``[xc, -xc]`` (n, 2k): the products added to the left sums and to the right sums."""
-    return np.ascontiguousarray(np.concatenate([xc, -xc], axis=1))
 
 
 mistakes_sweep = SizeDispatch(mistakes_sweep, work_arg=1)  # work: the node's orders

@@ -308,7 +308,6 @@ class ExKMC(_CentreTree):
         floor = step.min(axis=1)  # the least a point can add to any side's cost
         spread = step.max(axis=1) - floor
         del step
-        xcc = kern.signed_products(xc)
         leaf_of = tree._apply(X)  # X validated by fit: no second NaN scan
         leaf_ids = np.asarray(tree.leaves)
         index = np.zeros(tree.n_nodes, dtype=np.int64)
@@ -319,7 +318,7 @@ class ExKMC(_CentreTree):
             for leaf, info in leaves.items():
                 if "split" not in info:
                     info["split"] = self._best_surrogate_split(X, codes, info["order"], leaf_center[leaf],
-                                                               xc, xcc, c_norm2, spread, floor, priority)
+                                                               xc, c_norm2, spread, floor, priority)
                 cand = info["split"]
                 if cand is not None and (best is None or cand[0] < best[0]):
                     best_leaf, best = leaf, cand
@@ -335,7 +334,7 @@ class ExKMC(_CentreTree):
             leaves[left], leaves[right] = {"order": lo}, {"order": ro}
 
     @staticmethod
-    def _best_surrogate_split(X, codes, order, center, xc, xcc, c_norm2, spread, floor, priority):
+    def _best_surrogate_split(X, codes, order, center, xc, c_norm2, spread, floor, priority):
         """(gain, feature, position, centre_left, centre_right) of a leaf's best cut, or None.
 
         The costs are summed in the order ExKMC 0.0.3 sums them (rows in index order for the
@@ -354,7 +353,7 @@ class ExKMC(_CentreTree):
         sweep_order, (ties, has) = order.order, _ties(order)
         if has:
             sweep_order, ties = _reference_order(X, rows)
-        kern.surrogate_sweep(sweep_order, ties, has, xcc, c_norm2, total, spread, floor, cost, pos, c_left, c_right)
+        kern.surrogate_sweep(sweep_order, ties, has, xc, c_norm2, total, spread, floor, cost, pos, c_left, c_right)
         j, p, best = pick_best(cost, pos, priority)
         if j < 0:
             return None
