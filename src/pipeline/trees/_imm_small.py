@@ -182,7 +182,7 @@ def build_imm_tree_small(X, codes, centers, ratio: bool, priority, feature_names
 
 
 @numba.njit(cache=True, nogil=True)
-def _leaf_cut(X, order, xc, c_norm2, total, spread, floor, priority):
+def _leaf_cut(X, order, table, c_norm2, total, priority):
     """Best surrogate cut of one leaf whose per-feature orders are ``order`` (d, m):
     (feature, position, cost) with feature -1 if there is none, centre left, centre right."""
     d, m = order.shape
@@ -194,7 +194,7 @@ def _leaf_cut(X, order, xc, c_norm2, total, spread, floor, priority):
     pos = np.empty(d, np.int64)
     c_left = np.empty(d, np.int64)
     c_right = np.empty(d, np.int64)
-    _surrogate_serial(order, ties, True, xc, c_norm2, total, spread, floor, cost, pos, c_left, c_right)
+    _surrogate_serial(order, ties, True, table, c_norm2, total, cost, pos, c_left, c_right)
     j = -1
     for f in range(d):
         if np.isfinite(cost[f]) and (j < 0 or cost[f] < cost[j] or (cost[f] == cost[j] and priority[f] < priority[j])):
@@ -204,7 +204,7 @@ def _leaf_cut(X, order, xc, c_norm2, total, spread, floor, priority):
     return j, pos[j], cost[j], c_left[j], c_right[j]
 
 
-def _best_cut(X, codes, rows, centre, xc, c_norm2, spread, floor, priority):
+def _best_cut(X, codes, rows, centre, xc, table, c_norm2, priority):
     """``ExKMC._best_surrogate_split`` for a leaf given by its sorted row ids: (gain, feature,
     threshold, centre left, centre right) or None. Columns are sorted by numpy's default
     ``argsort``, as ExKMC 0.0.3 sorts them (see ``ExKMC._best_surrogate_split``)."""
@@ -212,7 +212,7 @@ def _best_cut(X, codes, rows, centre, xc, c_norm2, spread, floor, priority):
         return None
     srt = X[rows].T.copy().argsort(axis=1)
     total = xc[rows].sum(axis=0)
-    j, p, best, cl, cr = _leaf_cut(X, rows[srt], xc, c_norm2, total, spread, floor, priority)
+    j, p, best, cl, cr = _leaf_cut(X, rows[srt], table, c_norm2, total, priority)
     if j < 0:
         return None
     before = (rows.size * c_norm2 - 2.0 * total).min()
@@ -224,9 +224,7 @@ def expand_small(X, codes, centers, tree, leaf_center, leaf_of, n_leaves, priori
     cut is one compiled call. Returns False if it stopped early (no expandable leaf)."""
     xc = X @ centers.T
     c_norm2 = np.linalg.norm(centers, axis=1) ** 2
-    step = c_norm2 - 2.0 * xc  # see ExKMC._expand
-    floor = step.min(axis=1)
-    spread = step.max(axis=1) - floor
+    table = kern.sweep_table(xc, c_norm2)
     priority = np.asarray(priority, dtype=np.int64)
     by_leaf = np.argsort(leaf_of, kind="stable")  # rows grouped by leaf, ascending within each
     count = np.bincount(leaf_of, minlength=tree.n_nodes)
@@ -237,8 +235,8 @@ def expand_small(X, codes, centers, tree, leaf_center, leaf_of, n_leaves, priori
         best_leaf, best = None, None
         for leaf, info in leaves.items():
             if not info[2]:
-                info[1], info[2] = _best_cut(X, codes, info[0], leaf_center[leaf], xc, c_norm2, spread,
-                                             floor, priority), True
+                info[1], info[2] = _best_cut(X, codes, info[0], leaf_center[leaf], xc, table, c_norm2,
+                                             priority), True
             cand = info[1]
             if cand is not None and (best is None or cand[0] < best[0]):
                 best_leaf, best = leaf, cand

@@ -304,10 +304,7 @@ class ExKMC(_CentreTree):
         n, d = X.shape
         xc = X @ centers.T  # the products (and |c|^2 below) as ExKMC 0.0.3 computes them: see surrogate_sweep
         c_norm2 = np.linalg.norm(centers, axis=1) ** 2
-        step = c_norm2 - 2.0 * xc  # change of each centre's cost when a point changes side
-        floor = step.min(axis=1)  # the least a point can add to any side's cost
-        spread = step.max(axis=1) - floor
-        del step
+        table = kern.sweep_table(xc, c_norm2)
         leaf_of = tree._apply(X)  # X validated by fit: no second NaN scan
         leaf_ids = np.asarray(tree.leaves)
         index = np.zeros(tree.n_nodes, dtype=np.int64)
@@ -318,7 +315,7 @@ class ExKMC(_CentreTree):
             for leaf, info in leaves.items():
                 if "split" not in info:
                     info["split"] = self._best_surrogate_split(X, codes, info["order"], leaf_center[leaf],
-                                                               xc, c_norm2, spread, floor, priority)
+                                                               xc, table, c_norm2, priority)
                 cand = info["split"]
                 if cand is not None and (best is None or cand[0] < best[0]):
                     best_leaf, best = leaf, cand
@@ -334,7 +331,7 @@ class ExKMC(_CentreTree):
             leaves[left], leaves[right] = {"order": lo}, {"order": ro}
 
     @staticmethod
-    def _best_surrogate_split(X, codes, order, center, xc, c_norm2, spread, floor, priority):
+    def _best_surrogate_split(X, codes, order, center, xc, table, c_norm2, priority):
         """(gain, feature, position, centre_left, centre_right) of a leaf's best cut, or None.
 
         The costs are summed in the order ExKMC 0.0.3 sums them (rows in index order for the
@@ -353,7 +350,7 @@ class ExKMC(_CentreTree):
         sweep_order, (ties, has) = order.order, _ties(order)
         if has:
             sweep_order, ties = _reference_order(X, rows)
-        kern.surrogate_sweep(sweep_order, ties, has, xc, c_norm2, total, spread, floor, cost, pos, c_left, c_right)
+        kern.surrogate_sweep(sweep_order, ties, has, table, c_norm2, total, cost, pos, c_left, c_right)
         j, p, best = pick_best(cost, pos, priority)
         if j < 0:
             return None
