@@ -193,17 +193,22 @@ class ColumnOrder:
         tie_ids = None if self.tie_ids is None else self.tie_ids[mask].reshape(m, -1)
         return ColumnOrder(order, tie_ids)
 
-    def groups(self, group: np.ndarray, n_groups: int) -> list["ColumnOrder"]:
+    def groups(self, group: np.ndarray, n_groups: int, relabel: np.ndarray | None = None) -> list["ColumnOrder"]:
         """Orders of every group at once (``group``: int over all global rows, 0..n_groups-1
-        for the node's points), one pass over the node instead of one filter per group."""
+        for the node's points), one pass over the node instead of one filter per group.
+        ``relabel`` (over global rows) renames the points in the result."""
         sizes = np.bincount(group[self.order[0]], minlength=n_groups)
         if not _kernels.AVAILABLE:
-            return [self.filter(group == g) for g in range(n_groups)]
+            out = [self.filter(group == g) for g in range(n_groups)]
+            return out if relabel is None else [ColumnOrder(relabel[o.order].astype(o.order.dtype), o.tie_ids)
+                                                 for o in out]
         offsets = np.zeros(n_groups + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
         has_ties = self.tie_ids is not None
         ties = self.tie_ids if has_ties else np.empty((0, 0), np.int32)
-        out, t_out = _kernels.group_rows(self.order, ties, has_ties, group.astype(np.int64, copy=False), offsets)
+        rename = np.empty(0, self.order.dtype) if relabel is None else relabel.astype(self.order.dtype, copy=False)
+        out, t_out = _kernels.group_rows(self.order, ties, has_ties, group.astype(np.int64, copy=False), offsets,
+                                         rename)
         d = self.order.shape[0]
         blocks = [(a * d, b * d, b - a) for a, b in zip(offsets[:-1], offsets[1:])]
         return [ColumnOrder(out[s:e].reshape(d, m), t_out[s:e].reshape(d, m) if has_ties else None)

@@ -487,12 +487,14 @@ if AVAILABLE:
         return out, t_out
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def group_rows(order, tie_ids, has_ties, group, offsets):
+    def group_rows(order, tie_ids, has_ties, group, offsets, relabel):
         """Stable split of every row of ``order`` into groups (``group[point]`` in 0..G-1) in one
         pass. Group g's (d, size_g) block is stored contiguously at ``offsets[g] * d`` of the flat
-        results (so each group's orders are a reshaped view, no copy)."""
+        results (so each group's orders are a reshaped view, no copy). A non-empty ``relabel``
+        renames the points on the way (``relabel[point]`` is written)."""
         d, m = order.shape
         n_groups = offsets.size - 1
+        rename = relabel.size > 0
         out = np.empty(d * m, order.dtype)
         t_out = np.empty(d * m if has_ties else 0, tie_ids.dtype)
         for j in prange(d):
@@ -503,7 +505,7 @@ if AVAILABLE:
                 x = order[j, p]
                 g = group[x]
                 at = cur[g]
-                out[at] = x
+                out[at] = relabel[x] if rename else x
                 if has_ties:
                     t_out[at] = tie_ids[j, p]
                 cur[g] = at + 1

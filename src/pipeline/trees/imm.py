@@ -304,17 +304,26 @@ class ExKMC(_CentreTree):
         n, d = X.shape
         xc = X @ centers.T  # the products (and |c|^2 below) as ExKMC 0.0.3 computes them: see surrogate_sweep
         c_norm2 = np.linalg.norm(centers, axis=1) ** 2
-        table = kern.sweep_table(xc, c_norm2)
         leaf_of = tree._apply(X)  # X validated by fit: no second NaN scan
         leaf_ids = np.asarray(tree.leaves)
         index = np.zeros(tree.n_nodes, dtype=np.int64)
         index[leaf_ids] = np.arange(leaf_ids.size)
-        leaves = {int(leaf): {"order": o} for leaf, o in zip(leaf_ids, root.groups(index[leaf_of], leaf_ids.size))}
+        group = index[leaf_of]
+        # Renumber the points leaf by leaf (ids ascending within a leaf, so every sum keeps its
+        # order): the rows of a leaf, and later of its children, are one block of the sweep's
+        # table, a cache-sized one. ``perm[new id]`` is the row of X.
+        perm = np.argsort(group, kind="stable")
+        rank = np.empty(n, dtype=np.int64)
+        rank[perm] = np.arange(n)
+        xc, codes = xc[perm], codes[perm]
+        table = kern.sweep_table(xc, c_norm2)
+        leaves = {int(leaf): {"order": o}
+                  for leaf, o in zip(leaf_ids, root.groups(group, leaf_ids.size, relabel=rank))}
         for _ in tqdm(range(n_leaves - tree.n_leaves), desc="ExKMC expansion", disable=not self.verbose):
             best_leaf, best = None, None
             for leaf, info in leaves.items():
                 if "split" not in info:
-                    info["split"] = self._best_surrogate_split(X, codes, info["order"], leaf_center[leaf],
+                    info["split"] = self._best_surrogate_split(X, perm, codes, info["order"], leaf_center[leaf],
                                                                xc, table, c_norm2, priority)
                 cand = info["split"]
                 if cand is not None and (best is None or cand[0] < best[0]):
@@ -324,15 +333,18 @@ class ExKMC(_CentreTree):
                 break
             _, j, p, c_left, c_right = best
             order = leaves.pop(best_leaf)["order"]
-            left, right = tree.split(best_leaf, j, X[order.order[j, p], j])
+            left, right = tree.split(best_leaf, j, X[perm[order.order[j, p]], j])
             lo, ro = order.split(j, p, n)
             del leaf_center[best_leaf]
             leaf_center[left], leaf_center[right] = c_left, c_right
             leaves[left], leaves[right] = {"order": lo}, {"order": ro}
 
     @staticmethod
-    def _best_surrogate_split(X, codes, order, center, xc, table, c_norm2, priority):
+    def _best_surrogate_split(X, perm, codes, order, center, xc, table, c_norm2, priority):
         """(gain, feature, position, centre_left, centre_right) of a leaf's best cut, or None.
+
+        ``order`` holds renumbered points (``codes``, ``xc``, ``table`` follow that numbering;
+        ``perm[new id]`` is the row of X).
 
         The costs are summed in the order ExKMC 0.0.3 sums them (rows in index order for the
         leaf total; along numpy's default ``argsort`` of each column when values repeat), so a
@@ -349,7 +361,8 @@ class ExKMC(_CentreTree):
         total = xc[rows].sum(axis=0)
         sweep_order, (ties, has) = order.order, _ties(order)
         if has:
-            sweep_order, ties = _reference_order(X, rows)
+            srt, ties = _reference_order(X, perm[rows])
+            sweep_order = rows[srt].astype(order.order.dtype, copy=False)
         kern.surrogate_sweep(sweep_order, ties, has, table, c_norm2, total, cost, pos, c_left, c_right)
         j, p, best = pick_best(cost, pos, priority)
         if j < 0:
@@ -360,8 +373,9 @@ class ExKMC(_CentreTree):
 
 
 def _reference_order(X, rows):
-    """Per-feature orders of the points ``rows`` (ascending ids) as ExKMC 0.0.3 sorts them:
-    numpy's default (not stable) ``argsort`` of each column, and their tie ids.
+    """Per-feature orders (indices into ``rows``) of the points ``rows`` (ascending ids) as
+    ExKMC 0.0.3 sorts them: numpy's default (not stable) ``argsort`` of each column, and their
+    tie ids.
 
     Only the order within runs of equal values differs from the stable order; it decides how
     the running sums of tied points round, hence which of several equal-cost cuts wins.
@@ -371,4 +385,4 @@ def _reference_order(X, rows):
     values = np.take_along_axis(XT, srt, axis=1)
     tie_ids = np.zeros(XT.shape, dtype=np.int32)
     np.cumsum(values[:, 1:] != values[:, :-1], axis=1, out=tie_ids[:, 1:])
-    return rows[srt], tie_ids
+    return srt, tie_ids
