@@ -102,8 +102,10 @@ def check_cluster_sizes(n_samples: int, n_clusters: int, what: str = "the datase
 def check_directories(paths: dict, keys=("cache_dir", "models_dir", "output_dir", "model_cache_dir")) -> None:
     """A clear error for a directory the run will write to that cannot be created or written.
 
-    Directories that do not exist yet are created to prove it and removed again (stages create
-    them when they first write), so a run that fails its checks leaves nothing behind.
+    Nothing is created here (stages create directories when they first write): the directory,
+    or the nearest part of its path that exists, must be a directory this process may write
+    into. Probing by creating and removing the directory raced with concurrent sweep jobs
+    sharing it (one job removed the probe while another was checking it).
     """
     for key in keys:
         value = paths.get(key)
@@ -111,25 +113,17 @@ def check_directories(paths: dict, keys=("cache_dir", "models_dir", "output_dir"
             continue
         path = Path(value).expanduser()
         hint = _PATH_HINTS.get(key, f"paths.{key}")
-        missing = []
         probe = path
         while not probe.exists() and probe != probe.parent:
-            missing.append(probe)
             probe = probe.parent
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            writable = os.access(path, os.W_OK | os.X_OK)
-            reason = "it is not writable"
-        except OSError as exc:
-            writable, reason = False, f"{type(exc).__name__}: {exc.strerror or exc}"
-        for created in missing:  # deepest first
-            try:
-                created.rmdir()
-            except OSError:
-                break
-        if not writable:
-            raise InvalidInputError(f"paths.{key}={path} cannot be used: {reason}. Choose a writable directory with "
-                                    f"paths.{key}=<dir> (or the environment variable {hint}).")
+        if not probe.is_dir():
+            reason = f"{probe} exists and is not a directory"
+        elif not os.access(probe, os.W_OK | os.X_OK):
+            reason = "it is not writable" if probe == path else f"{probe} is not writable"
+        else:
+            continue
+        raise InvalidInputError(f"paths.{key}={path} cannot be used: {reason}. Choose a writable directory with "
+                                f"paths.{key}=<dir> (or the environment variable {hint}).")
 
 
 def check_values(cfg: dict, stages) -> frozenset:
