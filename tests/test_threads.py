@@ -95,3 +95,23 @@ def test_trees_do_not_depend_on_thread_count(make, parallel_min_work, monkeypatc
             trees.append(make().fit(X, y).tree_)
     np.testing.assert_array_equal(trees[0].apply(X), trees[1].apply(X))
     np.testing.assert_array_equal(trees[0].threshold, trees[1].threshold)
+
+
+def test_pipeline_threads_reach_every_estimator(monkeypatch):
+    """A run's ``threads`` is the setting of every tree it fits (their n_jobs=None), numba
+    kernels included, without importing numba up front."""
+    from pipeline.app.runner import thread_limit
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # thread_limit only sets these when absent
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
+    before = numba.get_num_threads()
+    with thread_limit(1):
+        assert current_threads() == 1
+        X, y = make_blobs(n_samples=3000, n_features=40, centers=4, random_state=1)  # above LIGHT_WORK
+        seen = []
+        original = numba.set_num_threads
+        monkeypatch.setattr(numba, "set_num_threads", lambda k: (seen.append(k), original(k)))
+        IMM().fit(X, y)
+        assert seen and seen[0] == 1
+    assert numba.get_num_threads() == before
+    assert current_threads() == idle_cores()

@@ -154,7 +154,8 @@ def run_study(cfg: dict, cache: StageCache, out_dir: Path):
 
 @contextmanager
 def thread_limit(n: int | None):
-    """Cap BLAS/OpenMP pools and torch's intra-op threads at ``n`` during a run (None: no cap).
+    """Cap BLAS/OpenMP pools, torch's intra-op threads and the trees' compiled kernels at ``n``
+    during a run (None: no cap).
 
     threadpoolctl only reaches libraries that are already loaded, and the encode stage imports
     torch lazily, so torch is capped separately: through OMP_NUM_THREADS if it is not imported
@@ -164,6 +165,8 @@ def thread_limit(n: int | None):
     if n is None:
         yield
         return
+    from pipeline.trees._threads import thread_setting  # light: numba is imported by the fits
+
     torch = sys.modules.get("torch")
     previous = torch.get_num_threads() if torch is not None else None
     if torch is not None:
@@ -176,7 +179,7 @@ def thread_limit(n: int | None):
     from threadpoolctl import threadpool_limits
 
     try:
-        with threadpool_limits(limits=n):
+        with threadpool_limits(limits=n), thread_setting(n):  # the trees' numba kernels follow it too
             yield
     finally:
         if previous is not None:

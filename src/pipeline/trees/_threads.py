@@ -80,6 +80,19 @@ def current_threads() -> int:
 
 
 @contextlib.contextmanager
+def thread_setting(n_jobs):
+    """Make ``resolve_n_jobs(n_jobs)`` the setting that every estimator fitted inside the block
+    with ``n_jobs=None`` takes (a pipeline run's ``threads``). No pool is touched here, and
+    numba is not imported: each fit caps numba, BLAS and torch when it starts
+    (:func:`limit_threads`)."""
+    token = _ACTIVE.set(resolve_n_jobs(n_jobs))
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+@contextlib.contextmanager
 def limit_threads(n_jobs, *, work: int | None = None):
     """Run the body with numba kernels, BLAS/OpenMP pools and torch capped at ``resolve_n_jobs(n_jobs)``.
 
