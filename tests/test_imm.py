@@ -298,19 +298,6 @@ def exkmc_003_expansion(X, codes, centres, imm: ExplanationTree, classes, n_leav
     return tree
 
 
-def preorder(tree: ExplanationTree) -> list:
-    """(feature, threshold) of every node in preorder, None for leaves."""
-    out, stack = [], [0]
-    while stack:
-        n = stack.pop()
-        if tree.is_leaf(n):
-            out.append(None)
-            continue
-        out.append((int(tree.feature[n]), float(tree.threshold[n])))
-        stack += [int(tree.children_right[n]), int(tree.children_left[n])]
-    return out
-
-
 # ExKMC 0.0.3's tree on iris (Tree(3, max_leaves=6, n_jobs=1).fit, centres = the k-means clusters'
 # means), recorded from the Cython build of benchmarks/reference_speed.py. Several cuts of zero gain
 # tie there; which wins depends on how the cost sums round, and ours must round as ExKMC's do.

@@ -116,11 +116,10 @@ def build_imm_tree(X, codes, centers, ratio: bool, priority, feature_names=None,
             x_left = X[members, j] <= t
             ok_left = centers[codes[members], j] <= t
             # a child with one centre is a leaf: its points are never needed
-            kids = [(left, members[x_left & ok_left], 1, cset[c_left]),
-                    (right, members[~x_left & ~ok_left], 0, cset[~c_left])]
+            kids = [(members[x_left & ok_left], 1, cset[c_left]), (members[~x_left & ~ok_left], 0, cset[~c_left])]
             side = None
             out: dict[int, tuple] = {}
-            for child, kid_members, tag, kid_centres in kids:
+            for kid_members, tag, kid_centres in kids:
                 if kid_centres.size < 2:
                     out[tag] = (None, None)
                 elif 2 * kid_members.size >= order.n_points:  # share the orders
@@ -172,12 +171,12 @@ class _CentreTree(ReferenceTree):
         :func:`power_of_two_scale`. With ``sort`` the orders come first and their end points
         give ``max |X|`` without two more passes over X; a (rare) rescaled X is sorted again,
         since scaling may flush tiny values to zero and tie them."""
-        root = ColumnOrder.from_matrix(X) if sort else None
         if sort:
+            root = ColumnOrder.from_matrix(X)
             cols = np.arange(X.shape[1])
             scale = power_of_two_scale(X[root.order[:, [0, -1]], cols[:, None]] if X.size else X)
         else:
-            scale = power_of_two_scale(X)
+            root, scale = None, power_of_two_scale(X)
         if scale != 1.0:
             X = X / scale
             centers = None if centers is None else check_matrix(centers, "centers") / scale
