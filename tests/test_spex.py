@@ -82,17 +82,24 @@ small_data = st.integers(3, 14).flatmap(lambda n: st.tuples(
 
 
 # --------------------------------------------------------- exact vs brute force
-@pytest.fixture(params=[(True, 64, 0.8), (True, 2, 2.0), (False, 64, 0.8)], ids=["numba", "numba-block2", "numpy"])
+_SWEEP_SETTINGS = ("USE_KERNELS", "CLIQUE_BLOCK", "PLAIN_SCAN_PURITY", "BINS_MIN_POINTS", "CLIQUE_BINS", "HEAVY_SHARE",
+                   "HISTOGRAM_BUDGET")
+
+
+@pytest.fixture(params=[(True, 64, 0.8), (True, 2, 2.0), (False, 64, 0.8),
+                        (True, 64, 0.8, 0, 3, 10**9, 1 << 30), (True, 64, 0.8, 0, 2, 0, 0)],
+                ids=["numba", "numba-block2", "numpy", "bins", "bins-light"])
 def kernels(request):
     """Run a test with the compiled kernels (default settings, and 2-position blocks used in
-    every node so the bound-pruned clique sweep prunes and rescans on tiny inputs) and with
-    the numpy sweeps."""
-    names = ("USE_KERNELS", "CLIQUE_BLOCK", "PLAIN_SCAN_PURITY")
-    saved = [getattr(_spex_sweeps, name) for name in names]
-    for name, value in zip(names, request.param):
+    every node so the bound-pruned clique sweep prunes and rescans on tiny inputs), with the
+    numpy sweeps, and with SpEx-Clique's binned sweep on every input: 2-3 bins so that bins
+    are resolved, reading values from the node's gathered rows ("bins", keeping each node's
+    counts for its children) or from X ("bins-light", counting every node afresh)."""
+    saved = [getattr(_spex_sweeps, name) for name in _SWEEP_SETTINGS]
+    for name, value in zip(_SWEEP_SETTINGS, request.param):
         setattr(_spex_sweeps, name, value)
     yield request.param[0]
-    for name, value in zip(names, saved):
+    for name, value in zip(_SWEEP_SETTINGS, saved):
         setattr(_spex_sweeps, name, value)
 
 

@@ -23,12 +23,17 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from pipeline.trees import _kernels
-from pipeline.trees._column_order import ColumnOrder, column_block_size, pick_best
+from pipeline.trees import _bin_kernels, _kernels
+from pipeline.trees._kernels import _SLACK
+from pipeline.trees._column_order import ColumnOrder, _n_threads, column_block_size, pick_best
 
 USE_KERNELS = True  # use the compiled kernels when numba is importable (tests flip this)
 CLIQUE_BLOCK = 64  # positions per bound-pruned block of the compiled clique sweep (tests shrink it)
 PLAIN_SCAN_PURITY = 0.8  # plain scan when one cluster holds this share of a node (tests raise it)
+CLIQUE_BINS = 256  # value bins per column of the binned clique sweep, at most 256 (tests shrink it)
+HISTOGRAM_BUDGET = 1 << 30  # bytes of per-node bin counts the binned clique sweep may keep
+HEAVY_SHARE = 16  # the binned sweep gathers a node's rows when 1/16 of its values need resolving
+BINS_MIN_POINTS = 4096  # SpEx-Clique fits with at least this many points use the binned sweep (tests lower it)
 
 
 def _finish_block(score: np.ndarray, valid: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -85,6 +90,146 @@ def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndar
         _clique_numpy(node, codes, g, local, cut_v, vol_v, col_score, col_pos)
     j, p, score = pick_best(col_score, col_pos, priority)
     return j, p, score, psi_v
+
+
+def use_binned_clique(n_points: int) -> bool:
+    """Whether a SpEx-Clique fit on ``n_points`` points runs on :class:`BinnedColumns`."""
+    return _kernels.AVAILABLE and USE_KERNELS and n_points >= BINS_MIN_POINTS
+
+
+class BinnedNode:
+    """A tree node of the binned clique sweep: its global row ids, ascending (int64), and,
+    once computed, its cumulative counts per bin (``hist``: (C, cnt) of
+    :func:`~pipeline.trees._bin_kernels.bin_histograms`, or None)."""
+
+    __slots__ = ("members", "hist", "state")
+
+    def __init__(self, members: np.ndarray, hist=None):
+        self.members = members
+        self.hist = hist
+        self.state = None  # BinnedColumns' work between bound() and best_cut()
+
+    @property
+    def n_points(self) -> int:
+        return self.members.size
+
+
+class BinnedColumns:
+    """The columns of X cut into ``n_bins`` equal-width bins, for exact SpEx-Clique cuts
+    without sorting (see :mod:`pipeline.trees._bin_kernels`).
+
+    Plays the part :class:`ColumnOrder` plays in :func:`clique_best_cut`: ``root()``,
+    ``best_cut(node)``, ``split_cuts(node, feature, position)`` and ``threshold(node,
+    feature, position)`` (the value at a sorted position of the node), with the same results.
+    Children come back unevaluated: ``bound(node)`` gives (psi, a lower bound of the best
+    cut's score) from the bin counts, and the tree evaluates a node only when that bound
+    could make it the next split.
+    """
+
+    def __init__(self, X: np.ndarray, codes: np.ndarray, global_counts: np.ndarray, priority: np.ndarray,
+                 n_bins: int = 256, n_leaves: int = 2):
+        if not 2 <= n_bins <= 256:
+            raise ValueError(f"n_bins must be between 2 and 256 (uint8 bins), got {n_bins}")
+        self.X = X
+        self.codes = codes
+        self.g = global_counts.astype(np.int64)
+        self.priority = priority
+        self.n_bins = n_bins
+        self.lo, self.scale = _bin_kernels.column_scales(X, n_bins)
+        self.bins = _bin_kernels.bin_columns(X, self.lo, self.scale, n_bins)
+        self.start, self.rows = _bin_kernels.bin_index(self.bins, n_bins)
+        self.local_pos = np.full(X.shape[0], -1, dtype=np.int64)  # row -> index in the node being swept
+        # a node keeps its counts (for its children: the larger child's are the parent's minus
+        # the smaller's) while all leaves' counts fit in HISTOGRAM_BUDGET bytes
+        hist_bytes = X.shape[1] * (n_bins + 1) * (4 * self.g.size + 8)
+        self.keep_hist = hist_bytes * max(n_leaves, 2) <= HISTOGRAM_BUDGET
+
+    def root(self) -> BinnedNode:
+        return BinnedNode(np.arange(self.X.shape[0], dtype=np.int64))
+
+    def threshold(self, node: BinnedNode, feature: int, position: int) -> float:
+        return _bin_kernels.value_at(self.bins[feature], self.X, feature, node.members, position, self.n_bins)
+
+    def bound(self, node: BinnedNode) -> tuple[float, float]:
+        """(psi, a lower bound of the node's best cut score) from its bin counts alone; the
+        work is kept for :meth:`best_cut`, which finishes it."""
+        if node.state is None:
+            node.state = self._counts_pass(node)
+        psi_v, lb = node.state[:2]
+        return psi_v, lb
+
+    def best_cut(self, node: BinnedNode) -> tuple[int, int, float, float]:
+        """As :func:`clique_best_cut` for the node's points."""
+        state = node.state if node.state is not None else self._counts_pass(node)
+        node.state = None
+        psi_v, _, local, col_score, col_pos, flags, n_flagged, limit = state
+        members = node.members
+        m = members.size
+        if m < 2:
+            return -1, -1, np.inf, psi_v
+        X = self.X
+        d = X.shape[1]
+        g = self.g
+        counts, cnt = node.hist if node.hist is not None else self.histograms(members)
+        node.hist = (counts, cnt) if self.keep_hist else None
+        # values of many points needed: gather the node's rows once (streaming) instead of
+        # reading each value from X (a cache miss each)
+        heavy = bool(n_flagged.sum() * HEAVY_SHARE >= m * d)
+        XT = _bin_kernels.gather_transposed(X, members) if heavy else np.empty((0, 0), X.dtype)
+        self.local_pos[members] = np.arange(m)
+        try:
+            _bin_kernels.clique_bins_resolve(
+                self.bins, X, XT, heavy, self.lo, self.scale, members, self.local_pos, self.start, self.rows,
+                self.codes[members].astype(np.int64), g, local, np.int64(local @ (g - 1)), counts, cnt, flags,
+                n_flagged, limit, min(d, 4 * _n_threads()), col_score, col_pos)
+        finally:
+            self.local_pos[members] = -1
+        j, p, score = pick_best(col_score, col_pos, self.priority)
+        return j, p, score, psi_v
+
+    def _counts_pass(self, node: BinnedNode) -> tuple:
+        """Bin counts, exact cuts between bins, flagged bins and the lower bound of a node."""
+        g = self.g
+        members = node.members
+        m = members.size
+        local = np.bincount(self.codes[members], minlength=g.size).astype(np.int64)
+        vol_v = float(local @ (g - 1))
+        psi_v = float(local @ (g - local)) / vol_v if vol_v > 0 else 0.0
+        if m < 2:
+            return psi_v, np.inf, local, None, None, None, None, None
+        d = self.X.shape[1]
+        counts, cnt = node.hist if node.hist is not None else self.histograms(members)
+        node.hist = (counts, cnt) if self.keep_hist else None  # else best_cut counts again
+        col_score = np.empty(d)
+        col_pos = np.empty(d, dtype=np.int64)
+        _bin_kernels.clique_bins_boundaries(counts, cnt, g, local, np.int64(local @ (g - 1)), col_score, col_pos)
+        limit = float(col_score.min())
+        flags = np.empty((d, self.n_bins), dtype=bool)
+        least = np.empty(d)
+        n_flagged = _bin_kernels.clique_bins_flags(counts, cnt, g, local, limit, col_score, flags, least)
+        lb = min(limit, float(least.min()))
+        lb -= (_SLACK - 1.0) * abs(lb)  # as the bins' pruning: a margin far above rounding
+        return psi_v, lb, local, col_score, col_pos, flags, n_flagged, limit
+
+    def histograms(self, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(C, cnt) of :func:`~pipeline.trees._bin_kernels.bin_histograms` for these rows."""
+        d = self.X.shape[1]
+        counts = np.empty((d, self.n_bins + 1, self.g.size), np.int32)
+        cnt = np.empty((d, self.n_bins + 1), np.int64)
+        _bin_kernels.bin_histograms(self.bins, members, self.codes[members].astype(np.int64), counts, cnt)
+        return counts, cnt
+
+    def split_cuts(self, node: BinnedNode, feature: int, position: int):
+        """((left node, left cut), (right node, right cut)) of the split after ``position``."""
+        members = node.members
+        left = self.X[members, feature] <= self.threshold(node, feature, position)
+        children = [BinnedNode(members[left]), BinnedNode(members[~left])]
+        if node.hist is not None:  # count the smaller child; the larger one's counts are the difference
+            small, large = sorted(children, key=lambda c: c.n_points)
+            small.hist = self.histograms(small.members)
+            large.hist = (np.subtract(node.hist[0], small.hist[0]), np.subtract(node.hist[1], small.hist[1]))
+            node.hist = None
+        return tuple((child, None) for child in children)  # evaluated when needed: see bound()
 
 
 def _ties_or_empty(node: ColumnOrder) -> np.ndarray:

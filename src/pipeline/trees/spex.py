@@ -37,8 +37,10 @@ from pipeline.trees._fitting import (
     tree_predict, unsplittable_error, validate_X,
 )
 from pipeline.trees._threads import limit_threads
+from pipeline.trees import _spex_sweeps
 from pipeline.trees._spex_sweeps import (
-    GraphData, clique_best_cut, clique_split_cuts, graph_best_cut, graph_split_cuts,
+    BinnedColumns, GraphData, clique_best_cut, clique_split_cuts, graph_best_cut, graph_split_cuts,
+    use_binned_clique,
 )
 from pipeline.trees.graphs import check_graph, knn_graph
 from pipeline.trees.tree import ExplanationTree
@@ -48,42 +50,65 @@ logger = logging.getLogger(__name__)
 
 
 def grow_spex_tree(X: np.ndarray, n_leaves: int, best_cut, feature_names=None, verbose: bool = False,
-                   split_cuts=None):
+                   split_cuts=None, root=None, threshold=None, bound=None):
     """Algorithm 1 with a pluggable ``best_cut(ColumnOrder) -> (feature, position, score, psi)``.
 
     ``split_cuts(order, feature, position) -> ((left order, left cut), (right order, right cut))``
     optionally fuses splitting a node with evaluating its children (default: ``order.split``
     then ``best_cut`` per child). Returns the grown :class:`ExplanationTree` (leaf labels
     unset). Leaves created by the last split are never evaluated (their best cut is not needed).
+
+    ``root`` (default ``ColumnOrder.from_matrix(X)``) and ``threshold(node, feature, position)``
+    (default: the value at that sorted position of the node's ColumnOrder) let another node
+    representation (:class:`~pipeline.trees._spex_sweeps.BinnedColumns`) grow the same tree.
+    With ``bound(node) -> (psi, lower bound of the best cut score)``, ``split_cuts`` may return
+    a child's cut as None: the child waits in the heap under its upper bound ``psi - bound``
+    of the leaf score and is evaluated only if it reaches the top (exact, as an upper bound
+    never ranks a node below its true score; ties keep the node's first place in line).
     """
     n, d = X.shape
     tree = ExplanationTree(d, feature_names)
     heap: list = []
     counter = 0
 
+    if threshold is None:
+        def threshold(order, j, p):
+            return X[order.order[j, p], j]
+
     if split_cuts is None:
         def split_cuts(order, j, p):
             return tuple((child, best_cut(child)) for child in order.split(j, p, n))
 
-    def push(node_id: int, order: ColumnOrder, cut=None) -> None:
+    def push(node_id: int, order: ColumnOrder, cut=None, place=None) -> None:
         nonlocal counter
-        j, p, score, psi = best_cut(order) if cut is None else cut
+        if place is None:
+            place = counter
+            counter += 1
+        if cut is None and bound is not None:
+            psi, least = bound(order)
+            heapq.heappush(heap, (-(psi - least), place, node_id, order, None))
+            return
+        cut = best_cut(order) if cut is None else cut
+        j, p, score, psi = cut
         leaf_score = psi - score if j >= 0 else -np.inf
-        heapq.heappush(heap, (-leaf_score, counter, node_id, order, j, p))
-        counter += 1
+        heapq.heappush(heap, (-leaf_score, place, node_id, order, cut))
 
     n_cur = 1
     if n_leaves > 1:
-        push(0, ColumnOrder.from_matrix(X))
+        push(0, ColumnOrder.from_matrix(X) if root is None else root)
     with tqdm(total=n_leaves - 1, desc="SpEx splits", disable=not verbose) as bar:
         while n_cur < n_leaves:
-            neg_score, _, node_id, order, j, p = heapq.heappop(heap)
+            neg_score, place, node_id, order, cut = heapq.heappop(heap)
+            if cut is None:  # waited under an upper bound: evaluate it and put it back in line
+                push(node_id, order, best_cut(order), place)
+                continue
+            j, p = cut[0], cut[1]
             if j < 0:
                 raise unsplittable_error(n_leaves, n_cur, X)
-            threshold = X[order.order[j, p], j]
-            left, right = tree.split(node_id, j, threshold)
+            value = threshold(order, j, p)
+            left, right = tree.split(node_id, j, value)
             n_cur += 1
-            logger.debug("split node %d on x[%d] <= %.6g (leaf score %.6g)", node_id, j, threshold, -neg_score)
+            logger.debug("split node %d on x[%d] <= %.6g (leaf score %.6g)", node_id, j, value, -neg_score)
             if n_cur < n_leaves:
                 (lo, lcut), (ro, rcut) = split_cuts(order, j, p)
                 del order
@@ -164,10 +189,16 @@ class SpExClique(_SpExBase, ReferenceTree):
         counts = np.bincount(codes, minlength=classes.size)
         priority = feature_priority(X.shape[1], self.random_state)
         with limit_threads(self.n_jobs, work=X.size):
-            tree = grow_spex_tree(
-                X, n_leaves, lambda o: clique_best_cut(o, codes, counts, priority), feature_names, self.verbose,
-                split_cuts=lambda o, j, p: clique_split_cuts(o, j, p, codes, counts, priority),
-            )
+            if use_binned_clique(X.shape[0]):  # large data: exact cuts from value bins, no column sort
+                binned = BinnedColumns(X, codes, counts, priority, _spex_sweeps.CLIQUE_BINS, n_leaves)
+                tree = grow_spex_tree(X, n_leaves, binned.best_cut, feature_names, self.verbose,
+                                      split_cuts=binned.split_cuts, root=binned.root(), threshold=binned.threshold,
+                                      bound=binned.bound)
+            else:
+                tree = grow_spex_tree(
+                    X, n_leaves, lambda o: clique_best_cut(o, codes, counts, priority), feature_names, self.verbose,
+                    split_cuts=lambda o, j, p: clique_split_cuts(o, j, p, codes, counts, priority),
+                )
         return self._finish(X, tree, codes)
 
     predict = _SpExBase.predict
