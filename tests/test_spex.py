@@ -351,3 +351,21 @@ def test_clique_deeper_trees_match_brute_force(kernels, n, d, k, n_leaves, seed,
         return
     est = SpExClique(n_leaves=n_leaves).fit(X, y)
     same_structure(est.tree_, bf_spex(X, clique_adjacency(y), n_leaves))
+
+
+@pytest.mark.parametrize("case", ["blobs", "float32", "ties", "noise", "many_clusters"])
+def test_binned_clique_equals_sorted_sweep_on_large_data(monkeypatch, case):
+    """Above BINS_MIN_POINTS SpEx-Clique takes the binned sweep (256 bins, node counts kept,
+    lazy children): the same tree as the sorted sweep, on data with and without ties."""
+    k, n_leaves = (25, 30) if case == "many_clusters" else (6, None)
+    X, y = make_blobs(5000, 6, centers=k, cluster_std=3.0, random_state=1)
+    if case == "float32":
+        X = X.astype(np.float32)
+    if case == "ties":
+        X = np.round(X / 2)
+    if case == "noise":
+        y[::17] = -1
+    assert _spex_sweeps.use_binned_clique(X.shape[0])
+    binned = SpExClique(n_leaves=n_leaves, random_state=0).fit(X, y).tree_
+    monkeypatch.setattr(_spex_sweeps, "BINS_MIN_POINTS", 10**9)
+    same_structure(binned, SpExClique(n_leaves=n_leaves, random_state=0).fit(X, y).tree_)

@@ -512,22 +512,21 @@ if AVAILABLE:
         return out, t_out
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def pack_keys(bits_view, start, stop, idx_bits):
+    def pack_keys(bits_view, start, stop, idx_bits, out):
         """Order-preserving int64 keys of columns start:stop of a float64 matrix (given as its
-        int64 view, shape (n, d)), low ``idx_bits`` bits replaced by the row index;
-        shape (stop - start, n).
+        int64 view, shape (n, d)), low ``idx_bits`` bits replaced by the row index, written to
+        ``out`` of shape (stop - start, n) (a reused buffer: no fresh pages per block).
 
-        Tiles of 256 rows are transposed column by column: the tile's cache lines stay in L1
-        while its columns are read, and each output row gets 256 contiguous keys.
+        Tiles of 32 rows are transposed column by column: the tile's cache lines stay in L1
+        while its columns are read, and each output row gets 32 contiguous keys.
         """
         n = bits_view.shape[0]
-        out = np.empty((stop - start, n), np.int64)
         low = (np.int64(1) << idx_bits) - 1
         sign_zero = np.int64(-9223372036854775807) - 1  # bit pattern of -0.0
         flip = np.int64(9223372036854775807)
-        for ib in prange((n + 255) // 256):
-            i0 = 256 * ib
-            i1 = min(i0 + 256, n)
+        for ib in prange((n + 31) // 32):
+            i0 = 32 * ib
+            i1 = min(i0 + 32, n)
             for j in range(start, stop):
                 for i in range(i0, i1):
                     v = bits_view[i, j]
@@ -535,7 +534,6 @@ if AVAILABLE:
                         v = 0
                     key = v ^ ((v >> 63) & flip)
                     out[j - start, i] = (key & ~low) | i
-        return out
 
     @numba.njit(parallel=True, cache=True, nogil=True)
     def unpack_keys(keys, idx_bits, order, same_key):
