@@ -369,3 +369,17 @@ def test_binned_clique_equals_sorted_sweep_on_large_data(monkeypatch, case):
     binned = SpExClique(n_leaves=n_leaves, random_state=0).fit(X, y).tree_
     monkeypatch.setattr(_spex_sweeps, "BINS_MIN_POINTS", 10**9)
     same_structure(binned, SpExClique(n_leaves=n_leaves, random_state=0).fit(X, y).tree_)
+
+
+def test_binned_clique_falls_back_to_sorted_sweep_on_heavy_tails(monkeypatch):
+    """Heavy tails crowd equal-width bins: the fit takes the sorted sweep (same tree either way)."""
+    X, y = make_blobs(5000, 6, centers=5, cluster_std=3.0, random_state=2)
+    X = np.exp(X / 2)
+    codes = y.astype(np.int8)
+    assert not _spex_sweeps.BinnedColumns(X, codes, np.bincount(y), np.arange(6)).suited
+    calls = []
+    monkeypatch.setattr(_spex_sweeps.BinnedColumns, "best_cut", lambda self, node: calls.append(node))
+    tree = SpExClique().fit(X, y).tree_
+    assert not calls
+    monkeypatch.setattr(_spex_sweeps, "BINS_MIN_POINTS", 10**9)
+    same_structure(tree, SpExClique().fit(X, y).tree_)

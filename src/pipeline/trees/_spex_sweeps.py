@@ -31,6 +31,8 @@ USE_KERNELS = True  # use the compiled kernels when numba is importable (tests f
 CLIQUE_BLOCK = 64  # positions per bound-pruned block of the compiled clique sweep (tests shrink it)
 PLAIN_SCAN_PURITY = 0.8  # plain scan when one cluster holds this share of a node (tests raise it)
 CLIQUE_BINS = 256  # value bins per column of the binned clique sweep, at most 256 (tests shrink it)
+CROWDED_BIN = 16  # a column is crowded when one bin holds 16x the mean share of points...
+CROWDED_COLUMNS = 0.05  # ...and more than 5% of crowded columns send a fit back to the sorted sweep
 HISTOGRAM_BUDGET = 1 << 30  # bytes of per-node bin counts the binned clique sweep may keep
 HEAVY_SHARE = 16  # the binned sweep gathers a node's rows when 1/16 of its values need resolving
 BINS_MIN_POINTS = 4096  # SpEx-Clique fits with at least this many points use the binned sweep (tests lower it)
@@ -121,7 +123,8 @@ class BinnedColumns:
     Plays the part :class:`ColumnOrder` plays in :func:`clique_best_cut`: ``root()``,
     ``best_cut(node)``, ``split_cuts(node, feature, position)`` and ``threshold(node,
     feature, position)`` (the value at a sorted position of the node), with the same results.
-    Children come back unevaluated: ``bound(node)`` gives (psi, a lower bound of the best
+    ``suited`` is False when many columns crowd most points into few bins (far outliers,
+    heavy tails): the fit should then take the sorted sweep. Children come back unevaluated: ``bound(node)`` gives (psi, a lower bound of the best
     cut's score) from the bin counts, and the tree evaluates a node only when that bound
     could make it the next split.
     """
@@ -137,6 +140,14 @@ class BinnedColumns:
         self.n_bins = n_bins
         self.lo, self.scale = _bin_kernels.column_scales(X, n_bins)
         self.bins = _bin_kernels.bin_columns(X, self.lo, self.scale, n_bins)
+        self._root = BinnedNode(np.arange(X.shape[0], dtype=np.int64))
+        self._root.hist = self.histograms(self._root.members)
+        # equal-width bins suit columns without far outliers or heavy tails; where one bin holds
+        # a large share of the points, resolving it would sort most of every node again
+        crowd = np.diff(self._root.hist[1], axis=1).max(axis=1) > CROWDED_BIN * X.shape[0] / n_bins
+        self.suited = bool(crowd.mean() <= CROWDED_COLUMNS)
+        if not self.suited:
+            return
         self.start, self.rows = _bin_kernels.bin_index(self.bins, n_bins)
         self.local_pos = np.full(X.shape[0], -1, dtype=np.int64)  # row -> index in the node being swept
         # a node keeps its counts (for its children: the larger child's are the parent's minus
@@ -145,7 +156,7 @@ class BinnedColumns:
         self.keep_hist = hist_bytes * max(n_leaves, 2) <= HISTOGRAM_BUDGET
 
     def root(self) -> BinnedNode:
-        return BinnedNode(np.arange(self.X.shape[0], dtype=np.int64))
+        return self._root
 
     def threshold(self, node: BinnedNode, feature: int, position: int) -> float:
         return _bin_kernels.value_at(self.bins[feature], self.X, feature, node.members, position, self.n_bins)
