@@ -331,3 +331,16 @@ def test_exkmc_matches_published_exkmc_on_tied_values(seed):
         est = ExKMC(n_leaves=8).fit(X, y, centers=centres)
     imm = IMM().fit(X, y, centers=centres).tree_
     assert preorder(est.tree_) == preorder(exkmc_003_expansion(X, y, centres, imm, est.classes_, 8))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_exkmc_evaluates_leaves_lazily_with_the_same_choices(monkeypatch, seed):
+    """ExKMC finds a leaf's split only when its gain bound makes it a contender; evaluating
+    every leaf (a bound of -inf) gives the same tree, on data with and without ties."""
+    X, y = make_blobs(1500, 8, centers=5, cluster_std=4.0, random_state=seed)
+    for data, n_leaves in ((X, 16), (np.round(X / 3), 12)):
+        lazy = ExKMC(n_leaves=n_leaves).fit(data, y).tree_
+        with monkeypatch.context() as m:
+            m.setattr(ExKMC, "_surrogate_bound", staticmethod(lambda *args: -np.inf))
+            eager = ExKMC(n_leaves=n_leaves).fit(data, y).tree_
+        same_structure(lazy, eager)

@@ -256,6 +256,35 @@ def surrogate_sweep(order, tie_ids, has_ties, table, c_norm2, total, out_cost, o
         out_right[j] = best_r
 
 
+@numba.njit(cache=True, nogil=True)
+def two_centre_floor(table, rows, c_norm2):
+    """(least cost, margin) of the points ``rows`` when each point takes the better of two
+    centres, least over all pairs of centres (one centre if k == 1): every cut of these points
+    costs at least that much (a cut gives one centre to each side). ``margin`` is
+    :func:`surrogate_sweep`'s rounding margin for these points."""
+    k = c_norm2.size
+    m = rows.size
+    pair = np.zeros((k, k))
+    d = np.empty(k)
+    scale = 0.0
+    for p in range(m):
+        x = rows[p]
+        for a in range(k):
+            d[a] = c_norm2[a] - 2.0 * table[x, a]
+            scale += abs(table[x, a])
+        pair[0, 0] += d[0]
+        for a in range(k):
+            for b in range(a + 1, k):
+                pair[a, b] += min(d[a], d[b])
+    least = pair[0, 0] if k == 1 else np.inf
+    big = 0.0
+    for a in range(k):
+        big = max(big, c_norm2[a])
+        for b in range(a + 1, k):
+            least = min(least, pair[a, b])
+    return least, 1e-9 * (m * big + 2.0 * scale + 1.0)
+
+
 def sweep_table(xc: np.ndarray, c_norm2: np.ndarray) -> np.ndarray:
     """The per-point table of :func:`surrogate_sweep`: ``[xc, floor, spread]`` (n, k + 2) with
     ``d_c(x) = |c|^2 - 2 x.c``, ``floor = min_c d_c`` and ``spread = max_c d_c - floor``."""

@@ -319,24 +319,49 @@ class ExKMC(_CentreTree):
         leaves = {int(leaf): {"order": o}
                   for leaf, o in zip(leaf_ids, root.groups(group, leaf_ids.size, relabel=rank))}
         for _ in tqdm(range(n_leaves - tree.n_leaves), desc="ExKMC expansion", disable=not self.verbose):
-            best_leaf, best = None, None
-            for leaf, info in leaves.items():
-                if "split" not in info:
-                    info["split"] = self._best_surrogate_split(X, perm, codes, info["order"], leaf_center[leaf],
-                                                               xc, table, c_norm2, priority)
-                cand = info["split"]
-                if cand is not None and (best is None or cand[0] < best[0]):
-                    best_leaf, best = leaf, cand
-            if best is None:
+            # The leaf with the least gain (first in line on ties) is split. A leaf's split is
+            # found only when a lower bound of its gain (two_centre_floor) makes it a contender:
+            # a leaf whose bound is the least is evaluated and the choice made again, so the
+            # choice is the one evaluating every leaf would make.
+            while True:
+                best_leaf, best_key = None, None
+                for leaf, info in leaves.items():
+                    if "split" in info:
+                        key = None if info["split"] is None else info["split"][0]
+                    else:
+                        if "bound" not in info:
+                            info["bound"] = self._surrogate_bound(codes, info["order"], leaf_center[leaf], xc,
+                                                                  table, c_norm2)
+                        key = info["bound"]
+                    if key is not None and (best_key is None or key < best_key):
+                        best_leaf, best_key = leaf, key
+                if best_leaf is None or "split" in leaves[best_leaf]:
+                    break
+                leaves[best_leaf]["split"] = self._best_surrogate_split(
+                    X, perm, codes, leaves[best_leaf]["order"], leaf_center[best_leaf], xc, table, c_norm2, priority)
+            if best_leaf is None:
                 _warn_stopped(tree.n_leaves, n_leaves, stacklevel=4)
                 break
-            _, j, p, c_left, c_right = best
+            _, j, p, c_left, c_right = leaves[best_leaf]["split"]
             order = leaves.pop(best_leaf)["order"]
             left, right = tree.split(best_leaf, j, X[perm[order.order[j, p]], j])
             lo, ro = order.split(j, p, n)
             del leaf_center[best_leaf]
             leaf_center[left], leaf_center[right] = c_left, c_right
             leaves[left], leaves[right] = {"order": lo}, {"order": ro}
+
+    @staticmethod
+    def _surrogate_bound(codes, order, center, xc, table, c_norm2):
+        """A lower bound of the gain of a leaf's best cut (None if the leaf cannot be split):
+        the least cost with two centres for all its points, less the rounding margin, minus
+        its cost now (computed as in :meth:`_best_surrogate_split`)."""
+        members = order.order[0]
+        if members.size < 2 or np.all(codes[members] == center):
+            return None
+        rows = np.sort(members)
+        before = np.min(members.size * c_norm2 - 2.0 * xc[rows].sum(axis=0))
+        least, margin = kern.two_centre_floor(table, rows, c_norm2)
+        return least - margin - before
 
     @staticmethod
     def _best_surrogate_split(X, perm, codes, order, center, xc, table, c_norm2, priority):
