@@ -142,10 +142,11 @@ class ColumnOrder:
 
                 list(run(work, starts))
             else:  # compiled kernels run from this thread only (numba's workqueue layer is not thread-safe)
-                # two key buffers, reused block after block (fresh pages per block cost a fifth)
-                buffers = [np.empty((min(step, d), n), np.int64) for _ in range(min(2, len(starts)))]
-                for i in range(0, len(starts), 2):  # two cache-sized blocks at a time, one per thread
-                    group = starts[i:i + 2]
+                # one key buffer per thread, reused block after block (fresh pages per block cost
+                # a fifth of the sort)
+                buffers = [np.empty((min(step, d), n), np.int64) for _ in range(max(n_threads, 1))]
+                for i in range(0, len(starts), len(buffers)):  # a cache-sized block per thread at a time
+                    group = starts[i:i + len(buffers)]
                     keys = [buf[:min(s + step, d) - s] for s, buf in zip(group, buffers)]
                     for s, k in zip(group, keys):
                         _kernels.pack_keys(X.view(np.int64), s, s + k.shape[0], bits, k)
