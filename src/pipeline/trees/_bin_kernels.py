@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.trees._kernels import AVAILABLE, SizeDispatch
+from pipeline.trees._kernels import _SLACK, AVAILABLE, SizeDispatch
 
-_SLACK = 1.0 + 1e-9  # as in _kernels: bound prefilter margin, exact scores decide
 _INSERTION_MAX = 24  # bins up to this many points are sorted by insertion
 
 if AVAILABLE:

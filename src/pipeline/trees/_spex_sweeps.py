@@ -34,6 +34,7 @@ CLIQUE_BINS = 256  # value bins per column of the binned clique sweep, at most 2
 CROWDED_BIN = 16  # a column is crowded when one bin holds 16x the mean share of points...
 CROWDED_COLUMNS = 0.05  # ...and more than 5% of crowded columns send a fit back to the sorted sweep
 HISTOGRAM_BUDGET = 1 << 30  # bytes of per-node bin counts the binned clique sweep may keep
+NODE_COUNTS_MAX = 1 << 28  # above this many bytes of counts per node SpEx-Clique takes the sorted sweep
 HEAVY_SHARE = 16  # the binned sweep gathers a node's rows when 1/16 of its values need resolving
 BINS_MIN_POINTS = 4096  # SpEx-Clique fits with at least this many points use the binned sweep (tests lower it)
 
@@ -123,10 +124,13 @@ class BinnedColumns:
     Plays the part :class:`ColumnOrder` plays in :func:`clique_best_cut`: ``root()``,
     ``best_cut(node)``, ``split_cuts(node, feature, position)`` and ``threshold(node,
     feature, position)`` (the value at a sorted position of the node), with the same results.
-    ``suited`` is False when many columns crowd most points into few bins (far outliers,
-    heavy tails): the fit should then take the sorted sweep. Children come back unevaluated: ``bound(node)`` gives (psi, a lower bound of the best
+    Children come back unevaluated: ``bound(node)`` gives (psi, a lower bound of the best
     cut's score) from the bin counts, and the tree evaluates a node only when that bound
     could make it the next split.
+
+    ``suited`` is False, and nothing is binned, when one node's counts would exceed
+    ``NODE_COUNTS_MAX`` bytes (many clusters and features); it is False after binning when many columns crowd most
+    points into few bins (far outliers, heavy tails). The fit then takes the sorted sweep.
     """
 
     def __init__(self, X: np.ndarray, codes: np.ndarray, global_counts: np.ndarray, priority: np.ndarray,
@@ -138,6 +142,10 @@ class BinnedColumns:
         self.g = global_counts.astype(np.int64)
         self.priority = priority
         self.n_bins = n_bins
+        hist_bytes = X.shape[1] * (n_bins + 1) * (4 * self.g.size + 8)  # one node's counts
+        self.suited = hist_bytes <= NODE_COUNTS_MAX
+        if not self.suited:
+            return
         self.lo, self.scale = _bin_kernels.column_scales(X, n_bins)
         self.bins = _bin_kernels.bin_columns(X, self.lo, self.scale, n_bins)
         self._root = BinnedNode(np.arange(X.shape[0], dtype=np.int64))
@@ -152,7 +160,6 @@ class BinnedColumns:
         self.local_pos = np.full(X.shape[0], -1, dtype=np.int64)  # row -> index in the node being swept
         # a node keeps its counts (for its children: the larger child's are the parent's minus
         # the smaller's) while all leaves' counts fit in HISTOGRAM_BUDGET bytes
-        hist_bytes = X.shape[1] * (n_bins + 1) * (4 * self.g.size + 8)
         self.keep_hist = hist_bytes * max(n_leaves, 2) <= HISTOGRAM_BUDGET
 
     def root(self) -> BinnedNode:
