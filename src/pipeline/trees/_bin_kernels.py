@@ -1,12 +1,13 @@
 """Compiled SpEx-Clique sweep on binned columns: exact best cuts without sorting any column.
 
 Each column is cut into ``n_bins`` equal-width value bins once (one ``uint8`` per value). In
-a node, one pass per feature counts the node's points per (bin, cluster); the cuts between
-bins are then scored exactly from the cumulative counts, and every bin whose lower bound
-(:func:`~pipeline.trees._kernels._clique_bound` on the counts at its two ends) can still
-reach the best score is resolved exactly: its points are sorted by value and every cut
-inside it is scored. The result per feature equals a full sweep of the sorted column
-(lowest score, ties to the lowest position), as in
+a node, one pass per feature counts the node's points per (bin, cluster)
+(:func:`bin_histograms`); the cuts between bins are then scored exactly from the cumulative
+counts (:func:`clique_bins_boundaries`), and every bin whose lower bound (:func:`_clique_bound`
+on the counts at its two ends) can still reach the node's best score is flagged
+(:func:`clique_bins_flags`) and resolved exactly: its points are sorted by value and every
+cut inside it is scored (:func:`clique_bins_resolve`). The result per feature equals a full
+sweep of the sorted column (lowest score, ties to the lowest position), as in
 :func:`~pipeline.trees._kernels.clique_sweep`; only the cuts that matter are ever sorted.
 
 Binning is monotone (``floor((x - lo) * scale)`` rounds monotonically), so equal values
