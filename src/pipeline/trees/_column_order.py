@@ -144,7 +144,7 @@ class ColumnOrder:
             else:  # compiled kernels run from this thread only (numba's workqueue layer is not thread-safe)
                 # one key buffer per thread, reused block after block (fresh pages per block cost
                 # a fifth of the sort)
-                buffers = [np.empty((min(step, d), n), np.int64) for _ in range(max(n_threads, 1))]
+                buffers = [np.empty((min(step, d), n), np.int64) for _ in range(n_threads)]
                 for i in range(0, len(starts), len(buffers)):  # a cache-sized block per thread at a time
                     group = starts[i:i + len(buffers)]
                     keys = [buf[:min(s + step, d) - s] for s, buf in zip(group, buffers)]

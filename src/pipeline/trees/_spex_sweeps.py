@@ -188,8 +188,7 @@ class BinnedColumns:
         X = self.X
         d = X.shape[1]
         g = self.g
-        counts, cnt = node.hist if node.hist is not None else self.histograms(members)
-        node.hist = (counts, cnt) if self.keep_hist else None
+        counts, cnt = self._node_counts(node)
         # values of many points needed: gather the node's rows once (streaming) instead of
         # reading each value from X (a cache miss each)
         heavy = bool(n_flagged.sum() * HEAVY_SHARE >= m * d)
@@ -216,8 +215,7 @@ class BinnedColumns:
         if m < 2:
             return psi_v, np.inf, local, None, None, None, None, None
         d = self.X.shape[1]
-        counts, cnt = node.hist if node.hist is not None else self.histograms(members)
-        node.hist = (counts, cnt) if self.keep_hist else None  # else best_cut counts again
+        counts, cnt = self._node_counts(node)
         col_score = np.empty(d)
         col_pos = np.empty(d, dtype=np.int64)
         _bin_kernels.clique_bins_boundaries(counts, cnt, g, local, np.int64(local @ (g - 1)), col_score, col_pos)
@@ -228,6 +226,13 @@ class BinnedColumns:
         lb = min(limit, float(least.min()))
         lb -= (_SLACK - 1.0) * abs(lb)  # as the bins' pruning: a margin far above rounding
         return psi_v, lb, local, col_score, col_pos, flags, n_flagged, limit
+
+    def _node_counts(self, node: BinnedNode) -> tuple[np.ndarray, np.ndarray]:
+        """The node's bin counts, counted unless it has them; it keeps them only while
+        ``keep_hist`` allows (else :meth:`best_cut` counts again after :meth:`bound`)."""
+        counts = node.hist if node.hist is not None else self.histograms(node.members)
+        node.hist = counts if self.keep_hist else None
+        return counts
 
     def histograms(self, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(C, cnt) of :func:`~pipeline.trees._bin_kernels.bin_histograms` for these rows."""

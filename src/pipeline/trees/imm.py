@@ -330,15 +330,16 @@ class ExKMC(_CentreTree):
                         key = None if info["split"] is None else info["split"][0]
                     else:
                         if "bound" not in info:
-                            info["bound"] = self._surrogate_bound(codes, info["order"], leaf_center[leaf], xc,
-                                                                  table, c_norm2)
+                            info["sums"] = self._leaf_sums(codes, info["order"], leaf_center[leaf], xc, c_norm2)
+                            info["bound"] = self._surrogate_bound(info["sums"], table, c_norm2)
                         key = info["bound"]
                     if key is not None and (best_key is None or key < best_key):
                         best_leaf, best_key = leaf, key
                 if best_leaf is None or "split" in leaves[best_leaf]:
                     break
-                leaves[best_leaf]["split"] = self._best_surrogate_split(
-                    X, perm, codes, leaves[best_leaf]["order"], leaf_center[best_leaf], xc, table, c_norm2, priority)
+                info = leaves[best_leaf]
+                info["split"] = self._best_surrogate_split(X, perm, info["order"], info["sums"], table, c_norm2,
+                                                           priority)
             if best_leaf is None:
                 _warn_stopped(tree.n_leaves, n_leaves, stacklevel=4)
                 break
@@ -351,38 +352,46 @@ class ExKMC(_CentreTree):
             leaves[left], leaves[right] = {"order": lo}, {"order": ro}
 
     @staticmethod
-    def _surrogate_bound(codes, order, center, xc, table, c_norm2):
-        """A lower bound of the gain of a leaf's best cut (None if the leaf cannot be split):
-        the least cost with two centres for all its points, less the rounding margin, minus
-        its cost now (computed as in :meth:`_best_surrogate_split`)."""
+    def _leaf_sums(codes, order, center, xc, c_norm2):
+        """(rows ascending, their sum of ``xc``, the leaf's cost now) of a leaf, or None if it
+        cannot be split (fewer than 2 points, or only its centre's cluster). The rows are summed
+        in index order, as ExKMC 0.0.3 sums the leaf total."""
         members = order.order[0]
         if members.size < 2 or np.all(codes[members] == center):
             return None
         rows = np.sort(members)
-        before = np.min(members.size * c_norm2 - 2.0 * xc[rows].sum(axis=0))
+        total = xc[rows].sum(axis=0)
+        return rows, total, np.min(rows.size * c_norm2 - 2.0 * total)
+
+    @staticmethod
+    def _surrogate_bound(sums, table, c_norm2):
+        """A lower bound of the gain of a leaf's best cut (None if the leaf cannot be split):
+        the least cost with two centres for all its points, less the rounding margin, minus
+        its cost now. ``sums`` from :meth:`_leaf_sums`."""
+        if sums is None:
+            return None
+        rows, _, before = sums
         least, margin = kern.two_centre_floor(table, rows, c_norm2)
         return least - margin - before
 
     @staticmethod
-    def _best_surrogate_split(X, perm, codes, order, center, xc, table, c_norm2, priority):
+    def _best_surrogate_split(X, perm, order, sums, table, c_norm2, priority):
         """(gain, feature, position, centre_left, centre_right) of a leaf's best cut, or None.
 
-        ``order`` holds renumbered points (``codes``, ``xc``, ``table`` follow that numbering;
-        ``perm[new id]`` is the row of X).
+        ``order`` holds renumbered points (``table`` follows that numbering; ``perm[new id]`` is
+        the row of X); ``sums`` from :meth:`_leaf_sums` (None: the leaf cannot be split).
 
         The costs are summed in the order ExKMC 0.0.3 sums them (rows in index order for the
         leaf total; along numpy's default ``argsort`` of each column when values repeat), so a
         near-tie between cuts (several cuts of zero gain, common on data with repeated values
         such as iris) resolves as it does there.
         """
-        members = order.order[0]
-        if members.size < 2 or np.all(codes[members] == center):
+        if sums is None:
             return None
+        rows, total, before = sums
         d = order.n_features
         cost, pos = np.empty(d), np.empty(d, dtype=np.int64)
         c_left, c_right = np.empty(d, dtype=np.int64), np.empty(d, dtype=np.int64)
-        rows = np.sort(members)
-        total = xc[rows].sum(axis=0)
         sweep_order, (ties, has) = order.order, _ties(order)
         if has:
             srt, ties = _reference_order(X, perm[rows])
@@ -391,7 +400,6 @@ class ExKMC(_CentreTree):
         j, p, best = pick_best(cost, pos, priority)
         if j < 0:
             return None
-        before = np.min(members.size * c_norm2 - 2.0 * total)
         # p ends a run of equal values, so it is the same position in ``order`` (sorted by value too)
         return best - before, j, p, int(c_left[j]), int(c_right[j])
 

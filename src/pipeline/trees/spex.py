@@ -189,9 +189,9 @@ class SpExClique(_SpExBase, ReferenceTree):
         counts = np.bincount(codes, minlength=classes.size)
         priority = feature_priority(X.shape[1], self.random_state)
         with limit_threads(self.n_jobs, work=X.size):
-            binned = None
-            if use_binned_clique(X.shape[0]):  # large data: exact cuts from value bins, no column sort
-                binned = BinnedColumns(X, codes, counts, priority, _spex_sweeps.CLIQUE_BINS, n_leaves)
+            # large data: exact cuts from value bins, no column sort (where the bins suit the data)
+            binned = (BinnedColumns(X, codes, counts, priority, _spex_sweeps.CLIQUE_BINS, n_leaves)
+                      if use_binned_clique(X.shape[0]) else None)
             if binned is not None and binned.suited:
                 tree = grow_spex_tree(X, n_leaves, binned.best_cut, feature_names, self.verbose,
                                       split_cuts=binned.split_cuts, root=binned.root(), threshold=binned.threshold,
