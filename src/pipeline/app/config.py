@@ -129,6 +129,9 @@ class ConceptsConfig:
     # concepts=examples / concepts=classes (a user's own concepts, docs/own-data.md)
     path: Optional[str] = None  # concept table, concept folder, .npz of concept embeddings, or a mapping .yaml
     id_column: Optional[str] = None  # join the concept table on this column instead of row order
+    # how concept thresholds read: probability (P(concept | z), calibrated CAVs) | percentile | raw;
+    # null: probability when the CAV fitter is a calibrated classifier (logistic), else percentile
+    units: Optional[str] = None
 
 
 @dataclass

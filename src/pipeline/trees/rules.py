@@ -56,11 +56,18 @@ class Condition:
     feature: int | None = None  # axis-aligned test
     weights: dict[int, float] | None = None  # oblique test: feature index -> weight
     names: Sequence[str] | None = field(default=None, repr=False)
+    node: int | None = None  # the tree node holding the test
+    display: object = field(default=None, repr=False, compare=False)  # a pipeline.trees.display.RuleDisplay
 
     def lhs(self, max_terms: int | None = MAX_TERMS) -> str:
+        if self.display is not None:
+            return self.display.lhs(self.node, max_terms)
         return lhs_text(self.feature, self.weights, self.names, max_terms)
 
     def format(self, max_terms: int | None = MAX_TERMS) -> str:
+        """The test as text; with a display (rules computed with data) its exact threshold in display units."""
+        if self.display is not None:
+            return self.display.condition(self.node, self.op, max_terms)
         return f"{self.lhs(max_terms)} {self.op} {self.threshold:.4g}"
 
     def __str__(self) -> str:
@@ -81,6 +88,9 @@ class Interval:
     feature: int | None = None
     weights: dict[int, float] | None = None
     names: Sequence[str] | None = field(default=None, repr=False)
+    low_node: int | None = None  # the nodes whose tests give low / high
+    high_node: int | None = None
+    display: object = field(default=None, repr=False, compare=False)
 
     @property
     def empty(self) -> bool:
@@ -88,9 +98,13 @@ class Interval:
         return self.low is not None and self.high is not None and self.low >= self.high
 
     def lhs(self, max_terms: int | None = MAX_TERMS) -> str:
+        if self.display is not None:
+            return self.display.lhs(self.high_node if self.high_node is not None else self.low_node, max_terms)
         return lhs_text(self.feature, self.weights, self.names, max_terms)
 
     def format(self, max_terms: int | None = MAX_TERMS) -> str:
+        if self.display is not None:
+            return self.display.interval(self.low_node, self.high_node, max_terms)
         lhs = self.lhs(max_terms)
         if self.low is None:
             return f"{lhs} <= {self.high:.4g}"
@@ -111,7 +125,9 @@ class Interval:
         return out
 
     def to_dict(self) -> dict:
-        d = {"low": self.low, "high": self.high, "text": self.format(None)}
+        d = {"low": self.low, "high": self.high, "text": self.format(None)}  # low/high: the raw thresholds
+        if self.display is not None:
+            d["units"] = self.display.node_units(self.high_node if self.high_node is not None else self.low_node)
         if self.weights is None:
             d.update(feature=int(self.feature), name=_name(self.names, self.feature))
         else:
@@ -124,11 +140,12 @@ def simplify(conditions: Sequence[Condition]) -> list[Interval]:
     out: dict[object, Interval] = {}
     for c in conditions:
         key = c.feature if c.weights is None else tuple(c.weights.items())
-        iv = out.setdefault(key, Interval(None, None, c.feature, c.weights, c.names))
+        iv = out.setdefault(key, Interval(None, None, c.feature, c.weights, c.names, display=c.display))
         if c.op == "<=":
-            iv.high = c.threshold if iv.high is None else min(iv.high, c.threshold)
-        else:
-            iv.low = c.threshold if iv.low is None else max(iv.low, c.threshold)
+            if iv.high is None or c.threshold < iv.high:
+                iv.high, iv.high_node = c.threshold, c.node
+        elif iv.low is None or c.threshold > iv.low:
+            iv.low, iv.low_node = c.threshold, c.node
     return list(out.values())
 
 
@@ -224,7 +241,8 @@ class Rule:
         return out
 
     def to_dict(self) -> dict:
-        d = {"leaf": int(self.leaf), "label": int(self.label), "text": str(self), "raw": self.raw(),
+        d = {"leaf": int(self.leaf), "label": int(self.label), "text": self.format(None),
+             "raw": self.format(None, simplified=False),
              "conditions": [iv.to_dict() for iv in self.intervals]}
         if self.stats is not None:
             s = self.stats

@@ -308,15 +308,20 @@ class ExplanationTree:
             labels = [self.leaf_name(label) for label in labels]  # a reference given in the class names
         return leaf_stats(rows, leaves, labels, reference, y, class_names)
 
-    def rules(self, X=None, reference=None, y=None, class_names=None) -> list[Rule]:
+    def rules(self, X=None, reference=None, y=None, class_names=None, units=None) -> list[Rule]:
         """One rule per leaf (depth-first order), in feature names.
 
         ``str(rule)`` shows the simplified rule (one interval per feature, in the order the
         features first appear on the path); ``rule.conditions`` keeps the raw path. With
-        ``X`` (and optionally ``reference``, ``y``, ``class_names``, see :meth:`leaf_stats`)
-        each rule also carries its leaf's size, purity and majority class.
+        ``X`` (the training data; and optionally ``reference``, ``y``, ``class_names``, see
+        :meth:`leaf_stats`) each rule also carries its leaf's size, purity and majority class,
+        and every threshold prints as the shortest decimal that routes every row of ``X``
+        as the tree does, in the display ``units`` (one monotone map or None per feature;
+        :class:`pipeline.trees.display.RuleDisplay`). The raw thresholds stay in
+        ``rule.conditions`` and ``to_dict``.
         """
         stats = self.leaf_stats(X, reference, y, class_names) if X is not None else {}
+        display = self.display(X, units) if X is not None else None
         out: list[Rule] = []
 
         def walk(n: int, conds: list[Condition]) -> None:
@@ -325,23 +330,33 @@ class ExplanationTree:
                 out.append(Rule(leaf=n, label=self._label[n], conditions=list(conds), stats=stats.get(n),
                                 name=self.leaf_name(self._label[n])))
                 return
-            walk(self._left[n], conds + [self.condition(n, "<=")])
-            walk(self._right[n], conds + [self.condition(n, ">")])
+            walk(self._left[n], conds + [self.condition(n, "<=", display)])
+            walk(self._right[n], conds + [self.condition(n, ">", display)])
 
         walk(0, [])
         return out
 
-    def condition(self, node: int, op: str = "<=") -> Condition:
-        """The test of internal ``node`` as a Condition (``<=`` goes left), in the tree's feature names."""
+    def condition(self, node: int, op: str = "<=", display=None) -> Condition:
+        """The test of internal ``node`` as a Condition (``<=`` goes left), in the tree's feature names
+        (printed through ``display``, a :meth:`display`, when given)."""
         if self._feature[node] == LEAF:
             raise InvalidInputError(f"node {node} is a leaf; only internal nodes hold a test.")
         oblique = self._feature[node] == OBLIQUE
         return Condition(op=op, threshold=self._threshold[node], names=self.feature_names,
                          feature=None if oblique else self._feature[node],
-                         weights=dict(self._weights[node]) if oblique else None)
+                         weights=dict(self._weights[node]) if oblique else None, node=node, display=display)
+
+    def display(self, X, units=None):
+        """How the tests read given the training data ``X``: exact shortest decimals, in display
+        ``units`` (:class:`pipeline.trees.display.RuleDisplay`)."""
+        from pipeline.trees.display import RuleDisplay
+
+        X = check_matrix(X, "X", min_rows=0)
+        check_n_features(X, self.n_features, "X")
+        return RuleDisplay(self, X, units)
 
     def to_dot(self, X=None, reference=None, y=None, class_names=None, title: str | None = None,
-               max_terms: int | None = 4) -> str:
+               max_terms: int | None = 4, units=None) -> str:
         """Graphviz DOT source of the tree (render with ``dot -Tsvg``; nothing here needs Graphviz).
 
         Internal nodes show their test (oblique ones their ``max_terms`` largest terms), edges
@@ -349,28 +364,30 @@ class ExplanationTree:
         and majority class.
         """
         stats = self.leaf_stats(X, reference, y, class_names) if X is not None else {}
+        display = self.display(X, units) if X is not None else None
         nodes, edges = [], []
         for n in self._dfs():
             if self._feature[n] == LEAF:
                 parts = [self.leaf_name(self._label[n])] + (stats[n].parts() if n in stats else [])
                 nodes.append((n, "\n".join(parts), True))
             else:
-                nodes.append((n, self.condition(n).format(max_terms), False))
+                nodes.append((n, self.condition(n, "<=", display).format(max_terms), False))
                 edges += [(n, self._left[n], "yes"), (n, self._right[n], "no")]
         return _tree_format.to_dot(nodes, edges, title)
 
-    def to_text(self) -> str:
-        """Indented drawing of the tree, one line per node."""
+    def to_text(self, X=None, units=None, max_terms: int | None = None) -> str:
+        """Indented drawing of the tree, one line per node (with the training data ``X``: exact
+        thresholds in display ``units``, as in :meth:`rules`)."""
         lines: list[str] = []
+        display = self.display(X, units) if X is not None else None
 
         def walk(n: int, indent: str) -> None:
             if self._feature[n] == LEAF:
                 lines.append(f"{indent}leaf {n}: {self.leaf_name(self._label[n])}")
                 return
-            cond = self.condition(n)
-            lines.append(f"{indent}if {cond}:")
+            lines.append(f"{indent}if {self.condition(n, '<=', display).format(max_terms)}:")
             walk(self._left[n], indent + "    ")
-            lines.append(f"{indent}else:  # {cond.lhs()} > {cond.threshold:.4g}")
+            lines.append(f"{indent}else:  # {self.condition(n, '>', display).format(max_terms)}")
             walk(self._right[n], indent + "    ")
 
         walk(0, "")

@@ -120,7 +120,7 @@ def _stats(tree, X, reference, y, class_names):
 
 
 def plot_tree(tree: ExplanationTree, X=None, reference=None, y=None, class_names=None, cluster_names=None,
-              title: str | None = None, layout_name: str = "auto") -> Figure:
+              title: str | None = None, layout_name: str = "auto", units=None) -> Figure:
     """Draw ``tree`` with its tests, leaf clusters and (given data) leaf annotations.
 
     Parameters
@@ -137,18 +137,22 @@ def plot_tree(tree: ExplanationTree, X=None, reference=None, y=None, class_names
     title : str, optional
     layout_name : {"auto", "top-down", "indented"}
         "auto" draws top-down when that fits in 7 inches, else indented.
+    units : sequence of display maps (or None) per feature, optional
+        How thresholds read (:class:`pipeline.trees.display.RuleDisplay`); with ``X`` every
+        threshold is the shortest decimal that routes the training points as the tree does.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
     stats = _stats(tree, X, reference, y, class_names)
+    display = tree.display(X, units) if X is not None else None
     if layout_name not in ("auto", "top-down", "indented"):
         raise ValueError(f"layout_name must be 'auto', 'top-down' or 'indented', got {layout_name!r}.")
     col = _column_width(tree, stats, cluster_names)
     if layout_name == "top-down" or (layout_name == "auto" and col * tree.n_leaves <= _TOP_DOWN_MAX_WIDTH):
-        return _top_down(tree, stats, cluster_names, title, col)
-    return _indented(tree, stats, cluster_names, title)
+        return _top_down(tree, stats, cluster_names, title, col, display)
+    return _indented(tree, stats, cluster_names, title, display)
 
 
 def _column_width(tree, stats, cluster_names) -> float:
@@ -161,11 +165,12 @@ def _box(fc, ec):
     return dict(boxstyle="round,pad=0.3", fc=fc, ec=ec, lw=0.8)
 
 
-def _top_down(tree, stats, cluster_names, title, col) -> Figure:
+def _top_down(tree, stats, cluster_names, title, col, display=None) -> Figure:
     pos = layout(tree)
     depth = max(d for _, d in pos.values())
     wrap = max(12, int(2 * col / _CHAR) - 4)  # a test may span about two leaf columns
-    tests = {n: wrap_terms(node_condition(tree, n).format(_MAX_TERMS), wrap) for n in pos if not tree.is_leaf(n)}
+    tests = {n: wrap_terms(tree.condition(n, "<=", display).format(_MAX_TERMS), wrap)
+             for n in pos if not tree.is_leaf(n)}
     leaves = {n: "\n".join(leaf_lines(tree, n, stats, cluster_names)) for n in pos if tree.is_leaf(n)}
     tallest = max(s.count("\n") + 1 for s in [*tests.values(), *leaves.values()])
     level = tallest * _LINE + 0.45  # inches per depth level
@@ -192,7 +197,7 @@ def _top_down(tree, stats, cluster_names, title, col) -> Figure:
     return fig
 
 
-def _indented(tree, stats, cluster_names, title) -> Figure:
+def _indented(tree, stats, cluster_names, title, display=None) -> Figure:
     """One row per node (depth-first); each row shows the test leading to it, leaves their cluster
     (second line: size, purity, majority class), so the width follows the depth and the text."""
     rows: list[tuple[int, int, str, int | None]] = []  # (node, depth, text, parent row)
@@ -204,10 +209,8 @@ def _indented(tree, stats, cluster_names, title) -> Figure:
             text = f"{text}  →  {head}" + ("\n" + " · ".join(rest) if rest else "")
         rows.append((n, d, text, parent))
         if not tree.is_leaf(n):
-            cond = node_condition(tree, n)
-            lhs, thr = cond.lhs(_MAX_TERMS), f"{cond.threshold:.4g}"
-            walk(int(tree.children_left[n]), d + 1, f"{lhs} <= {thr}", me)
-            walk(int(tree.children_right[n]), d + 1, f"{lhs} > {thr}", me)
+            walk(int(tree.children_left[n]), d + 1, tree.condition(n, "<=", display).format(_MAX_TERMS), me)
+            walk(int(tree.children_right[n]), d + 1, tree.condition(n, ">", display).format(_MAX_TERMS), me)
 
     n_points = sum(s.size for s in stats.values()) if stats else None
     walk(0, 0, "all points" + (f" ({n_points})" if n_points is not None else ""), None)

@@ -116,7 +116,7 @@ def feature_summary(data, rows: np.ndarray, names, top: int = 5) -> pd.DataFrame
 
 def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y=None, class_names=None, *,
               kind: str | None = None, data=None, data_feature_names=None, dataset: str | None = None,
-              ari: float | None = None, n_examples: int = 8, random_state: int = 0) -> TreeView:
+              ari: float | None = None, n_examples: int = 8, random_state: int = 0, units=None) -> TreeView:
     """Everything the report shows for one tree.
 
     Parameters
@@ -137,13 +137,13 @@ def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y
     from pipeline.app.report.figures import plot_tree, tree_title
 
     title = tree_title(row, method, tree, dataset, ari)
-    fig = plot_tree(tree, X, reference, y, class_names)  # the section heading carries the title
-    rules = tree.rules(X, reference, y, class_names)
+    fig = plot_tree(tree, X, reference, y, class_names, units=units)  # the section heading carries the title
+    rules = tree.rules(X, reference, y, class_names, units=units)
     picks = leaf_examples(tree, X, n_examples, random_state) if data is not None else {}
     leaf_of = tree.apply(X) if kind not in (None, "image", "text") and data is not None else None
     leaves = []
     for rule in rules:
-        view = LeafView(rule.leaf, str(rule))
+        view = LeafView(rule.leaf, rule.format(None))
         rows = picks.get(rule.leaf, np.array([], dtype=int))
         if kind == "image":
             view.thumbnails = [thumbnail_png(data[i]) for i in rows]
@@ -153,7 +153,8 @@ def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y
             members = np.flatnonzero(leaf_of == rule.leaf)
             view.features = feature_summary(data, members, data_feature_names)
         leaves.append(view)
-    return TreeView(row, title, svg_of(fig), [str(r) for r in rules], [r.raw() for r in rules], leaves)
+    return TreeView(row, title, svg_of(fig), [r.format(None) for r in rules],
+                    [r.format(None, simplified=False) for r in rules], leaves)
 
 
 # ----------------------------------------------------------------------------- rendering

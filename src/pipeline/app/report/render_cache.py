@@ -21,7 +21,7 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 _CODE = ("app/report/figures.py", "app/report/html.py", "app/report/run_report.py", "app/report/concept_plots.py",
-         "app/report/render_cache.py", "trees/tree.py", "trees/rules.py")
+         "app/report/render_cache.py", "trees/tree.py", "trees/rules.py", "trees/display.py", "concepts/units.py")
 
 
 @lru_cache(maxsize=1)

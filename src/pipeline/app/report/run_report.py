@@ -33,7 +33,8 @@ def tree_data(load: dict, cluster: dict, project: dict) -> dict:
 
     out = {"X": X, "reference": np.asarray(cluster["labels"]) if fits(cluster.get("labels")) else None,
            "y": load.get("y") if fits(load.get("y")) else None,
-           "class_names": list(load["class_names"]) if load.get("class_names") is not None else None}
+           "class_names": list(load["class_names"]) if load.get("class_names") is not None else None,
+           "units": project.get("units"), "units_kind": project.get("units_kind")}
     kind = load.get("kind")
     images = load.get("images") if load.get("images") is not None else (load.get("X") if kind == "image" else None)
     if images is not None and fits(images):  # image data, or a table that brings its images (digits)
@@ -46,7 +47,7 @@ def tree_data(load: dict, cluster: dict, project: dict) -> dict:
 
 
 def _annotations(data: dict | None) -> dict:
-    keys = ("X", "reference", "y", "class_names")
+    keys = ("X", "reference", "y", "class_names", "units")
     return {k: data.get(k) for k in keys} if data else {}
 
 
@@ -59,19 +60,40 @@ def tree_figure(row: str, fit: dict, data: dict | None = None, dataset: str | No
     return plot_tree(tree, **_annotations(data), title=tree_title(row, fit["name"], tree, dataset, ari))
 
 
+def units_note(tree: ExplanationTree, data: dict | None) -> str:
+    """What the printed thresholds mean: exact decimals, the concept units, oblique tests in raw units."""
+    kind = (data or {}).get("units_kind") if (data or {}).get("units") is not None else None
+    text = ("Thresholds are the shortest decimals that route every training point as the tree does "
+            "(the exact cuts are in the JSON).")
+    if kind == "probability":
+        text += " P(c) is the concept's calibrated probability P(concept | z) from its CAV's logistic model."
+    elif kind == "percentile":
+        text += " 'c in top p%' ranks the concept coordinate among the data's points."
+    if kind and any(tree.is_oblique(n) for n in range(tree.n_nodes) if not tree.is_leaf(n)):
+        text += " Oblique tests (weighted sums) are in raw concept coordinates ⟨c, z⟩."
+    return text
+
+
 def rules_text(row: str, fit: dict, data: dict | None = None) -> str:
-    """``trees/<row>.rules.txt``: simplified annotated rules, the raw path rules, the tree drawn as text."""
+    """``trees/<row>.rules.txt``: simplified annotated rules (every term of an oblique test), the raw
+    path rules, the tree drawn as text."""
+    from pipeline.app.report.figures import method_name
+
     tree = ExplanationTree.from_dict(fit["tree"])
     rules = tree.rules(**_annotations(data))
     ann = ("each rule: one interval per feature (root first) → leaf cluster · points · purity (share in the leaf's "
            "reference cluster)" + (" · majority ground-truth class (share)" if data and data.get("y") is not None
                                    else ""))
-    if any(r.raw() != str(r) for r in rules):
-        raw = "Raw path conditions (as the tree tests them):\n" + "\n".join(f"- {r.raw()}" for r in rules)
+    full = [r.format(None) for r in rules]
+    raws = [r.format(None, simplified=False) for r in rules]
+    if raws != full:
+        raw = "Raw path conditions (as the tree tests them):\n" + "\n".join(f"- {r}" for r in raws)
     else:
         raw = "(No path tests a feature twice: the raw path conditions read as the rules above.)"
-    return (f"# {row} ({fit['name']}): {tree.n_leaves} leaves, depth {tree.depth}\n\n"
-            f"Rules ({ann}):\n" + "\n".join(f"- {r}" for r in rules) + f"\n\n{raw}\n\nTree:\n{tree.to_text()}\n")
+    return (f"# {row} ({method_name(fit['name'])}): {tree.n_leaves} leaves, depth {tree.depth}\n\n"
+            f"{units_note(tree, data)}\n\n"
+            f"Rules ({ann}):\n" + "\n".join(f"- {r}" for r in full) + f"\n\n{raw}\n\nTree:\n"
+            + tree.to_text((data or {}).get("X"), (data or {}).get("units")) + "\n")
 
 
 def rules_json(fit: dict, data: dict | None = None) -> list[dict]:
@@ -106,7 +128,7 @@ def run_report_html(cfg: dict, load: dict, cluster: dict, project: dict, results
         args = dict(row=row, method=fit["name"], tree=tree, X=gallery["X"], reference=gallery.get("reference"),
                     y=gallery.get("y"), class_names=gallery.get("class_names"), kind=gallery.get("kind"),
                     data=gallery.get("data"), data_feature_names=gallery.get("data_feature_names"),
-                    dataset=load.get("name"), ari=_ari(results, row))
+                    dataset=load.get("name"), ari=_ari(results, row), units=data.get("units"))
         views.append(cache.get("tree_view", {**args, "tree": fit["tree"]}, lambda args=args: tree_view(**args)))
     scatter = None
     if concepts and fits and data["reference"] is not None and project["X"].shape[1] >= 2:

@@ -97,6 +97,9 @@ def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> dict:
                   offered={"fitter": fitter_name(cfg, examples.fitter), "random_state": cfg["seed"], "progress": True})
     fitter.fit(Zex, examples.labels, examples.names)
     summary = fitter.summary()
+    calibration = cav_calibration(fitter, Zex, examples)
+    for row, (a, b) in zip(summary, calibration):  # the concept's own decision boundary (raw units)
+        row["boundary"] = float(-b / a) if np.isfinite(a) and a != 0 else float("nan")
     log.info("CAVs: %s", ", ".join(f"{r['concept']}={r['score']:.3f}" for r in summary))
     return {
         "concept_names": fitter.concept_names_, "cavs": fitter.cavs_, "cav_summary": summary,
@@ -104,7 +107,25 @@ def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> dict:
         "concept_set": examples.set_name,
         "cav_fitter": fitter.fitter if isinstance(fitter.fitter, str) else type(fitter.fitter).__name__,
         "n_concept_examples": int(Zex.shape[0]),
+        "cav_calibration": calibration.tolist(),
+        "units": "probability" if fitter_name(cfg, examples.fitter) in CALIBRATED else "percentile",
     }
+
+
+CALIBRATED = ("logistic",)  # CAV fitters that are calibrated classifiers: default units = probability
+
+
+def cav_calibration(fitter, Zex: np.ndarray, examples) -> np.ndarray:
+    """(slope, intercept) per kept concept: Platt scaling of its labels on its CAV coordinate
+    (:func:`pipeline.concepts.units.calibrate`); NaN for continuous concepts."""
+    from pipeline.concepts.units import calibrate
+
+    out = []
+    for name, cav in zip(fitter.concept_names_, fitter.cavs_):
+        y = np.asarray(examples.labels, dtype=float)
+        y = y[:, list(examples.names).index(name)] if y.ndim == 2 else y
+        out.append(calibrate(Zex @ cav, y))
+    return np.asarray(out, dtype=np.float64).reshape(-1, 2)
 
 
 def select_for_reference(cfg: dict, concepts: dict, cluster: dict, Z: np.ndarray) -> dict:
@@ -128,5 +149,32 @@ def select_for_reference(cfg: dict, concepts: dict, cluster: dict, Z: np.ndarray
              len(names))
     out = dict(concepts)
     out["cavs"], out["concept_names"] = C[res.selected], res.names
+    if concepts.get("cav_calibration") is not None:
+        out["cav_calibration"] = np.asarray(concepts["cav_calibration"]).reshape(-1, 2)[res.selected].tolist()
     out["selection"] = {"selected": res.names, "q_path": res.q_path, "q_all": res.q_all, "all_concepts": names}
     return out
+
+
+def display_units(cfg: dict, concepts: dict, X: np.ndarray, names) -> tuple[str, list | None]:
+    """(units kind, one display map per concept or None) for the concept coordinates ``X``:
+    ``concepts.units`` when set (an error if it cannot be honoured), else the concept set's
+    default (probability for calibrated CAVs, percentile otherwise; a concept without a usable
+    calibration then reads in percentiles, with a log line)."""
+    from pipeline.concepts.units import UNITS, concept_units, percentile_units, probability_units
+
+    asked = cfg["concepts"].get("units")
+    if asked is not None and asked not in UNITS:
+        raise InvalidInputError(f"concepts.units={asked!r} is not a unit; choose one of {list(UNITS)} (or null for "
+                                "the default: probability for calibrated CAVs, else percentile).")
+    calibration = concepts.get("cav_calibration")
+    kind = asked or concepts.get("units") or "percentile"
+    if asked is not None or kind != "probability":
+        return kind, concept_units(kind, X, names, calibration)
+    out = []
+    for m, (a, b) in enumerate(np.asarray(calibration, dtype=float).reshape(-1, 2)):
+        try:
+            out.append(probability_units(a, b, X[:, m], names[m]))
+        except InvalidInputError as exc:
+            log.info("concept %r reads in percentiles: %s", names[m], str(exc).split(":")[0])
+            out.append(percentile_units(X[:, m], names[m]))
+    return kind, out

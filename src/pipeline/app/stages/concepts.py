@@ -34,7 +34,8 @@ def _config(cfg: dict) -> dict:
         return {"concepts": "none"}
     # Concept selection runs in the project stage (pipeline.app.stages.cavs), so it is not part of this key.
     params = {k: v for k, v in (cfg["concepts"].get("params") or {}).items() if k not in STAGE_ONLY}
-    return {"concepts": {**cfg["concepts"], "params": params}, "cav": cfg["cav"], "seed": cfg["seed"]}
+    node = {k: v for k, v in cfg["concepts"].items() if k != "units"}  # units: display only (report)
+    return {"concepts": {**node, "params": params}, "cav": cfg["cav"], "seed": cfg["seed"]}
 
 
 def _compute(cfg: dict, load: dict, encode: dict) -> dict:
@@ -68,4 +69,4 @@ def _compute(cfg: dict, load: dict, encode: dict) -> dict:
     return out
 
 
-CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=2)
+CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=3)

@@ -13,6 +13,7 @@ from pipeline.concepts.projection import project, project_mixture
 
 def _config(cfg: dict) -> dict:
     params = cfg["concepts"].get("params") or {}
+    # concepts.units is display only (uncached report), so it is not part of this key: no refit
     return {k: params[k] for k in ("select", "select_tol") if params.get(k) is not None}
 
 
@@ -33,6 +34,9 @@ def _compute(cfg: dict, encode: dict, cluster: dict, concepts: dict) -> dict:
     if concepts.get("selection"):
         out["selection"] = concepts["selection"]
     out.update(X=project(Z, C), feature_names=concepts["concept_names"], cavs=C, concept_names=concepts["concept_names"])
+    from pipeline.app.stages.cavs import display_units
+
+    out["units_kind"], out["units"] = display_units(cfg, concepts, out["X"], concepts["concept_names"])
     out["centers"] = None if cluster.get("centers") is None else project(cluster["centers"], C)
     if mixture[1] is not None:
         out["mixture"] = project_mixture(C, *mixture)

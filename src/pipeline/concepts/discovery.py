@@ -1,0 +1,217 @@
+"""Concepts discovered in the representation itself, and their names.
+
+When no concept examples are given, concepts come from a factorisation of the activations
+``Z`` (n, m) into ``k`` parts, as in ACE (Ghorbani et al., 2019) and CRAFT (Fel et al., 2023):
+
+* ``method="nmf"`` for non-negative activations (CNN features after a ReLU): ``Z ≈ U H``
+  with ``U, H ≥ 0`` (scikit-learn ``NMF``, ``nndsvda`` start: deterministic). Parts add up,
+  each a pattern that is present or absent, which is what makes NMF concepts readable.
+* ``method="ica"`` for signed latents (a VAE's means, a contrastive head): FastICA
+  (scikit-learn ``FastICA``, unit-variance whitening) finds the directions whose
+  coordinates are most non-Gaussian and mutually independent. NMF cannot factor signed
+  data, and sparse PCA / dictionary learning give sparse *codes* that are not a fixed linear
+  map of ``z`` (a lasso per point), so their coordinate would not be a direction; ICA's
+  sources are ``(z - mean) W`` exactly, a linear read-out like a CAV, and heavy-tailed
+  independent factors are the signed analogue of NMF's "parts".
+
+Each concept is a direction ``c_j`` (a row of ``directions_``, unit length) whose coordinate
+``⟨c_j, z⟩`` feeds the trees exactly like a CAV's (:func:`pipeline.concepts.projection.project`).
+For NMF the directions are the rows of the pseudo-inverse read-out ``(H⁺)ᵀ`` (the
+least-squares coefficients of ``z`` on the parts); for ICA the unmixing rows. Signs are
+oriented so that a larger coordinate means "more of the concept" (the heavier tail up).
+
+:func:`name_concepts` names each concept by its strongest association with whatever binary
+labels the run knows (one-vs-rest class labels, attribute or concept tables): the label
+with the largest ROC AUC of the concept coordinate, e.g. ``≈sandal`` with AUC 0.93.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Mapping, Sequence
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from pipeline.validation import InvalidInputError, check_matrix, check_n_features
+
+METHODS = ("auto", "nmf", "ica")
+
+
+class ConceptDiscovery(TransformerMixin, BaseEstimator):
+    """Find ``n_concepts`` concept directions in activations ``Z``.
+
+    Parameters
+    ----------
+    n_concepts : int, default=10
+        Number of concepts, between 1 and the dimension of ``Z``.
+    method : {"auto", "nmf", "ica"}, default="auto"
+        ``auto``: NMF when every activation is >= 0, else ICA.
+    max_iter : int, default=1000
+    random_state : int, optional
+
+    Attributes
+    ----------
+    method_ : str
+        The method used.
+    directions_ : ndarray of shape (n_concepts, n_features)
+        Unit concept directions (the CAV matrix C of the discovered concepts).
+    components_ : ndarray of shape (n_concepts, n_features)
+        The factors (NMF parts H, or ICA mixing columns), oriented like ``directions_``.
+    importance_ : ndarray of shape (n_concepts,)
+        Share of the activations' total variance along each concept's coordinate times its
+        factor (NMF: share of ``‖U H‖²``; ICA: share of the reconstructed variance).
+    """
+
+    _parameter_constraints = {
+        "n_concepts": [Interval(Integral, 1, None, closed="left")],
+        "method": [StrOptions(set(METHODS))],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, n_concepts: int = 10, method: str = "auto", max_iter: int = 1000, random_state=None):
+        self.n_concepts = n_concepts
+        self.method = method
+        self.max_iter = max_iter
+        self.random_state = random_state
+
+    def fit(self, Z, y=None) -> "ConceptDiscovery":
+        """Factor ``Z`` (n_samples, n_features); ``y`` is ignored."""
+        Z = check_matrix(Z, "Z", min_rows=2)
+        if isinstance(self.n_concepts, Integral) and not isinstance(self.n_concepts, bool) and not (
+                1 <= self.n_concepts <= Z.shape[1]):
+            raise InvalidInputError(
+                f"n_concepts={self.n_concepts} must be between 1 and the dimension of the activations "
+                f"({Z.shape[1]}): a factorisation finds at most as many independent directions as the representation "
+                f"has. Set concepts.params.n_concepts to a value in [1, {Z.shape[1]}].")
+        self._validate_params()
+        negative = float(Z.min()) < 0
+        method = ("ica" if negative else "nmf") if self.method == "auto" else self.method
+        if method == "nmf" and negative:
+            raise InvalidInputError(
+                f"method='nmf' (non-negative matrix factorisation) needs non-negative activations, but Z has values "
+                f"down to {Z.min():.4g} (signed latents, e.g. a VAE's means). Use method='ica' (independent "
+                "components, for signed latents) or method='auto', or take activations after a ReLU.")
+        self.method_ = method
+        self.n_features_in_ = Z.shape[1]
+        self._fit_nmf(Z) if method == "nmf" else self._fit_ica(Z)
+        return self
+
+    def _fit_nmf(self, Z: np.ndarray) -> None:
+        from sklearn.decomposition import NMF
+
+        model = NMF(n_components=int(self.n_concepts), init="nndsvda", max_iter=int(self.max_iter),
+                    random_state=self.random_state)
+        U = model.fit_transform(Z)
+        H = model.components_
+        C = np.linalg.pinv(H).T  # Z Cᵀ = Z H⁺: least-squares coefficients of Z on the parts
+        energy = np.array([np.linalg.norm(np.outer(U[:, j], H[j])) ** 2 for j in range(H.shape[0])])
+        self._finish(C, H, energy)
+
+    def _fit_ica(self, Z: np.ndarray) -> None:
+        import warnings
+
+        from sklearn.decomposition import FastICA
+        from sklearn.exceptions import ConvergenceWarning
+
+        model = FastICA(n_components=int(self.n_concepts), whiten="unit-variance", max_iter=int(self.max_iter),
+                        random_state=self.random_state)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            S = model.fit_transform(Z)
+        W, A = model.components_, model.mixing_.T  # S = (Z - mean) Wᵀ; Z - mean ≈ S A
+        skew = ((S - S.mean(axis=0)) ** 3).mean(axis=0)
+        sign = np.where(skew < 0, -1.0, 1.0)  # the heavier tail up: large = "expresses the concept"
+        energy = (S.var(axis=0)) * (A ** 2).sum(axis=1)
+        self._finish(W * sign[:, None], A * sign[:, None], energy)
+
+    def _finish(self, C: np.ndarray, factors: np.ndarray, energy: np.ndarray) -> None:
+        norms = np.linalg.norm(C, axis=1)
+        norms[norms == 0] = 1.0
+        self.directions_ = C / norms[:, None]
+        self.components_ = factors
+        total = energy.sum()
+        self.importance_ = energy / total if total > 0 else np.full(len(energy), 1.0 / len(energy))
+
+    def transform(self, Z) -> np.ndarray:
+        """Concept coordinates ``Z Cᵀ``, shape (n_samples, n_concepts)."""
+        check_is_fitted(self, "directions_")
+        Z = check_matrix(Z, "Z", min_rows=0)
+        check_n_features(Z, self.n_features_in_, "Z")
+        return Z @ self.directions_.T
+
+
+def top_examples(coords, n: int = 8) -> np.ndarray:
+    """Row indices of the ``n`` examples expressing each concept most, shape (n_concepts, min(n, n_samples))."""
+    S = check_matrix(coords, "coords")
+    k = min(int(n), S.shape[0])
+    return np.argsort(-S, axis=0, kind="stable")[:k].T
+
+
+def label_table(y, class_names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """One-vs-rest binary columns of the classes in ``y`` (negative ints = unknown, left out)."""
+    y = np.asarray(y)
+    known = y >= 0 if y.dtype.kind in "iu" else np.ones(len(y), dtype=bool)
+    out = {}
+    for c in np.unique(y[known]):
+        named = class_names is not None and y.dtype.kind in "iu" and 0 <= int(c) < len(class_names)
+        col = np.where(known, (y == c).astype(float), np.nan)
+        out[str(class_names[int(c)]) if named else str(c)] = col
+    return out
+
+
+def concept_associations(coords, labels: Mapping[str, np.ndarray]) -> list[tuple[str, float]]:
+    """For each concept (column of ``coords``), the label whose ROC AUC of the concept
+    coordinate is largest, and that AUC. ``labels``: name -> binary column (1/0, NaN = unknown)."""
+    from sklearn.metrics import roc_auc_score
+
+    S = check_matrix(coords, "coords")
+    if not labels:
+        raise InvalidInputError("naming discovered concepts needs at least one label column (class labels, an "
+                                "attribute table or a concept table); give names with concepts.params.names.")
+    out = []
+    for j in range(S.shape[1]):
+        best = ("", float("nan"))
+        for name, col in labels.items():
+            col = np.asarray(col, dtype=float)
+            if col.shape[0] != S.shape[0]:
+                raise InvalidInputError(f"label column {name!r} has {col.shape[0]} rows but there are {S.shape[0]} "
+                                        "concept coordinates.")
+            used = np.isfinite(col)
+            y = col[used]
+            if np.unique(y).size < 2:
+                continue
+            auc = float(roc_auc_score(y, S[used, j]))
+            if not best[0] or auc > best[1]:
+                best = (name, auc)
+        out.append(best)
+    return out
+
+
+def name_concepts(associations: Sequence[tuple[str, float]], names: Mapping[str, str] | None = None,
+                  min_auc: float = 0.6) -> list[str]:
+    """Unique concept names: ``≈label`` from each concept's best association when its AUC is at
+    least ``min_auc`` (else ``concept_j``; repeated labels get ``#2``, ``#3``), then the renames
+    in ``names`` (keys: the automatic name or ``concept_j``)."""
+    auto = []
+    for j, (label, auc) in enumerate(associations):
+        base = f"≈{label}" if label and auc >= min_auc else f"concept_{j}"
+        name, k = base, 2
+        while name in auto:
+            name, k = f"{base}#{k}", k + 1
+        auto.append(name)
+    names = dict(names or {})
+    ids = [f"concept_{j}" for j in range(len(auto))]
+    unknown = [k for k in names if k not in auto and k not in ids]
+    if unknown:
+        raise InvalidInputError(
+            f"concepts.params.names renames {unknown}, which are not discovered concepts; the concepts are "
+            f"{auto} (or by position {ids[0]}..{ids[-1]}). Use one of those names as the key, e.g. "
+            f"names: {{{auto[0]!r}: my_name}}.")
+    out = [str(names.get(a, names.get(i, a))) for a, i in zip(auto, ids)]
+    if len(set(out)) != len(out):
+        raise InvalidInputError(f"concepts.params.names gives two concepts the same name: {out}; names must be unique.")
+    return out

@@ -1,0 +1,169 @@
+"""Readable concept units: a concept coordinate ``s = ⟨c, z⟩`` shown as a probability or a percentile.
+
+Two monotone maps of one coordinate (and the identity, raw units):
+
+* :class:`ProbabilityUnits`: ``P(concept | z) = σ(a·s + b)``, the CAV's own calibrated
+  logistic model (Platt scaling: a one-feature logistic regression of the concept labels on
+  the CAV coordinate of the concept examples, :func:`calibrate`). Its decision boundary is
+  ``s = -b / a`` (P = 0.5).
+* :class:`PercentileUnits`: the percentage of the data at or below ``s`` (the empirical
+  CDF of the coordinates the tree was fitted on, ×100).
+
+A monotone map of one coordinate does not change an axis-aligned tree's partition, so trees
+are fitted on raw coordinates and only their printed thresholds are mapped
+(:class:`pipeline.trees.display.RuleDisplay`). :func:`concept_units` builds one map per concept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Sequence
+
+import numpy as np
+
+from pipeline.validation import InvalidInputError
+
+UNITS = ("probability", "percentile", "raw")
+
+
+@dataclass(frozen=True)
+class ProbabilityUnits:
+    """``s ↦ σ(slope·s + intercept)``, shown as ``P(name)``."""
+
+    slope: float
+    intercept: float
+    kind = "probability"
+    include_low = False
+
+    @property
+    def increasing(self) -> bool:
+        return self.slope > 0
+
+    @property
+    def boundary(self) -> float:
+        """The raw coordinate where P = 0.5."""
+        return -self.intercept / self.slope
+
+    def __call__(self, s) -> np.ndarray:
+        return _sigmoid(self.slope * np.asarray(s, dtype=np.float64) + self.intercept)
+
+    def condition(self, name: str, op: str, text: str) -> str:
+        return f"P({name}) {op} {text}"
+
+    def interval(self, name: str, low: str, high: str) -> str:
+        return f"{low} < P({name}) <= {high}"
+
+
+@dataclass(frozen=True)
+class PercentileUnits:
+    """``s ↦ 100 · (share of the reference values <= s)``, shown as ``name in top 12%``.
+
+    A step function: a cut between neighbours ``lo < hi`` reads as any percentage in
+    ``[F(lo), F(hi))``, hence ``include_low``.
+    """
+
+    values: np.ndarray  # sorted reference values (the data's coordinates)
+    kind = "percentile"
+    include_low = True
+    increasing = True
+
+    def __call__(self, s) -> np.ndarray:
+        return 100.0 * np.searchsorted(self.values, np.asarray(s, dtype=np.float64), side="right") / self.values.size
+
+    def condition(self, name: str, op: str, text: str) -> str:
+        if op == "<=":
+            return f"{name} in bottom {text}%"
+        return f"{name} in top {format((Decimal(100) - Decimal(text)).normalize(), 'f')}%"
+
+    def interval(self, name: str, low: str, high: str) -> str:
+        return f"{name} in percentiles {low}–{high}"
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    out = np.empty_like(x, dtype=np.float64)
+    pos = x >= 0
+    out[pos] = 1.0 / (1.0 + np.exp(-x[pos]))
+    e = np.exp(x[~pos])
+    out[~pos] = e / (1.0 + e)
+    return out
+
+
+def calibrate(coords, labels) -> tuple[float, float]:
+    """Platt scaling: ``(slope, intercept)`` of a one-feature logistic regression of binary
+    ``labels`` (1 / 0; other values are ignored) on ``coords`` (shape (n,)), nearly unpenalised."""
+    from sklearn.linear_model import LogisticRegression
+
+    s = np.asarray(coords, dtype=np.float64).ravel()
+    y = np.asarray(labels, dtype=np.float64).ravel()
+    used = np.isin(y, (0.0, 1.0)) & np.isfinite(s)
+    s, y = s[used], y[used]
+    if s.size < 2 or np.unique(y).size < 2:
+        return float("nan"), float("nan")
+    scale = s.std() or 1.0
+    model = LogisticRegression(C=1e4, max_iter=1000).fit((s / scale)[:, None], y)
+    return float(model.coef_[0, 0] / scale), float(model.intercept_[0])
+
+
+def percentile_units(values, name: str = "concept") -> PercentileUnits:
+    """Percentile units over the coordinates ``values`` (shape (n,)); at least 2 finite values."""
+    v = np.sort(np.asarray(values, dtype=np.float64).ravel())
+    v = v[np.isfinite(v)]
+    if v.size < 2:
+        raise InvalidInputError(
+            f"percentile units for {name!r} need at least 2 data points to rank against, got {v.size}. Use "
+            "concepts.units=raw (or probability with a calibrated CAV fitter) for such small data.")
+    return PercentileUnits(v)
+
+
+def probability_units(slope: float, intercept: float, values=None, name: str = "concept") -> ProbabilityUnits:
+    """Probability units from a calibration ``(slope, intercept)``; ``values`` (the data's
+    coordinates), when given, must not all map to the same probability."""
+    if not (np.isfinite(slope) and np.isfinite(intercept)) or slope == 0:
+        raise InvalidInputError(
+            f"concept {name!r} has no usable calibration (slope={slope}, intercept={intercept}): its calibrated "
+            "probability P(concept | z) is constant, so P(...) thresholds would say nothing. The concept examples "
+            "do not separate along its CAV (or it was fitted without binary labels). Use concepts.units=percentile "
+            "(or raw), or drop the concept from the concept set.")
+    units = ProbabilityUnits(float(slope), float(intercept))
+    if values is not None:
+        p = units(np.asarray(values, dtype=np.float64))
+        if p.size and p.max() == p.min():
+            raise InvalidInputError(
+                f"concept {name!r}: its calibrated probability P(concept | z) is the same ({p[0]:.3g}) for every "
+                "data point, so P(...) thresholds cannot separate anything. Use concepts.units=percentile (or raw), "
+                "or drop the concept.")
+    return units
+
+
+def concept_units(kind: str, X, names: Sequence[str], calibration=None) -> list | None:
+    """One display map per column of the concept coordinates ``X`` (n, M), or None for raw.
+
+    Parameters
+    ----------
+    kind : {"probability", "percentile", "raw"}
+    X : array-like of shape (n_samples, n_concepts)
+        The coordinates the trees are fitted on (percentile reference; probability check).
+    names : sequence of str
+    calibration : array-like of shape (n_concepts, 2), optional
+        ``(slope, intercept)`` per concept; required for ``probability``.
+    """
+    if kind not in UNITS:
+        raise InvalidInputError(f"concepts.units={kind!r} is not a unit; choose one of {list(UNITS)}.")
+    if kind == "raw":
+        return None
+    X = np.asarray(X, dtype=np.float64)
+    if kind == "percentile":
+        return [percentile_units(X[:, m], names[m]) for m in range(X.shape[1])]
+    if calibration is None:
+        raise InvalidInputError(
+            "concepts.units=probability needs the CAVs' calibrated classifiers, but these concepts have none "
+            "(discovered concepts, or a CAV fitter without probabilities). Use concepts.units=percentile or raw, "
+            "or cav=logistic.")
+    cal = np.asarray(calibration, dtype=np.float64)
+    return [probability_units(cal[m, 0], cal[m, 1], X[:, m], names[m]) for m in range(X.shape[1])]
+
+
+def boundary_in_units(units, boundary: float) -> float:
+    """A raw decision boundary ``s`` shown in ``units`` (None: raw)."""
+    return float(boundary) if units is None else float(units(np.array([boundary]))[0])
