@@ -101,8 +101,10 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
             from pipeline.app.report.concept_run import concept_summary_text
 
             concepts = done["concepts"].artifact
+            project = done["project"].artifact
             print(concept_summary_text(report["table2"], concepts.get("cav_summary", []),
-                                       concepts.get("cav_dropped", {}), done["project"].artifact.get("selection")))
+                                       concepts.get("cav_dropped", {}), project.get("selection"),
+                                       concepts.get("discovery"), project.get("units"), project.get("units_kind")))
     if report["counterfactuals_csv"] is not None:
         print(f"counterfactual explanations ({done['counterfactuals'].artifact['space']} space) written to "
               f"{report['counterfactuals_csv']}")

@@ -4,7 +4,7 @@ A tree stores its cut as a float (``loop <= 7.6983321``); a rule printed with fo
 significant digits (``loop <= 7.698``) can send training points the other way. The number
 printed here is the **shortest decimal strictly between the two neighbouring training
 values around the cut** (the largest value that goes left and the smallest that goes
-right, among the training points reaching the node), so the printed rule routes every
+right, among all training points), so the printed rule routes every
 training point exactly as the tree does (:func:`shortest_decimal`).
 
 Display units (``units``: one monotone map per feature, e.g.
@@ -48,7 +48,8 @@ def shortest_decimal(lo: float, hi: float, near: float | None = None, include_lo
     N = Decimal(float(near)) if near is not None else (L + H) / 2
     top = max(abs(L), abs(H))
     k = -(top.adjusted() + 2) if top > 0 else 0  # start with a step larger than both values
-    while True:
+    lo, hi = float(lo), float(hi)
+    for _ in range(400):
         q = Decimal(1).scaleb(-k)
         first = (L / q).to_integral_value(ROUND_CEILING)
         if not include_low and first * q == L:
@@ -56,8 +57,12 @@ def shortest_decimal(lo: float, hi: float, near: float | None = None, include_lo
         last = (H / q).to_integral_value(ROUND_CEILING) - 1
         if first <= last:
             c = min(max((N / q).to_integral_value(ROUND_HALF_EVEN), first), last)
-            return _plain(c * q)
+            for cand in (c, c - 1, c + 1, first, last):
+                # read back as a float (what a program evaluating the rule sees) it must still split lo | hi
+                if first <= cand <= last and lo <= float(cand * q) < hi:
+                    return _plain(cand * q)
         k += 1
+    return repr(lo)  # lo and hi are adjacent floats: "x <= lo" is the only exact float test
 
 
 def _plain(d: Decimal) -> str:
@@ -90,21 +95,18 @@ class RuleDisplay:
         if len(self.units) != tree.n_features:
             raise ValueError(f"units has {len(self.units)} entries for a tree with {tree.n_features} features.")
         self._node: dict[int, tuple] = {}
-        rows_of = {0: np.arange(X.shape[0])}
-        for n in tree._dfs():
-            rows = rows_of.pop(n)
+        # Neighbours among *all* training points, not only those reaching the node: then each printed
+        # test agrees with the tree's test on every training point, so any conjunction of them (the
+        # simplified intervals of a rule, which drop a test implied by a later one) routes exactly too.
+        for n in range(tree.n_nodes):
             if tree.is_leaf(n):
                 continue
             t = float(tree.threshold[n])
             if tree.is_oblique(n):
-                info, go_left = self._oblique(X[rows], tree.weights(n), t)
+                self._node[n] = self._oblique(X, tree.weights(n), t)
             else:
-                v = X[rows, int(tree.feature[n])]
-                go_left = v <= t
-                info = self._axis(int(tree.feature[n]), v, go_left, t)
-            self._node[n] = info
-            rows_of[int(tree.children_left[n])] = rows[go_left]
-            rows_of[int(tree.children_right[n])] = rows[~go_left]
+                v = X[:, int(tree.feature[n])]
+                self._node[n] = self._axis(int(tree.feature[n]), v, v <= t, t)
 
     @property
     def mapped(self) -> bool:
@@ -149,9 +151,9 @@ class RuleDisplay:
             if lo is None or hi is None or lo < hi:
                 lo, hi = self._neighbours(v, left, t)
                 thr = f"{t:.4g}" if lo is None else shortest_decimal(lo, hi, near=t)
-                return ("oblique", list(zip(cols.tolist(), shown, w.tolist())), thr, False), left
+                return ("oblique", list(zip(cols.tolist(), shown, w.tolist())), thr, False)
         shown = [repr(float(x)) for x in w]
-        return ("oblique", list(zip(cols.tolist(), shown, w.tolist())), repr(t), False), left
+        return ("oblique", list(zip(cols.tolist(), shown, w.tolist())), repr(t), False)
 
     # ------------------------------------------------------------------ text
     def lhs(self, node: int, max_terms: int | None = None) -> str:

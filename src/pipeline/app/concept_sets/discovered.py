@@ -9,7 +9,10 @@ like CAVs. Cached with the concepts stage (key: the concepts config, the seed, t
 encoder); the same seed gives the same concepts.
 
     python -m pipeline dataset=digits concepts=discovered concepts.params.n_concepts=10
-    python -m pipeline concepts=discovered concepts.params.names='{"≈0": round}'
+    python -m pipeline dataset=digits concepts=discovered concepts.params.names='{concept_0: round}'
+
+(On the command line rename by position, ``concept_j``; in a YAML file the automatic name,
+``"≈0": round``, works too.)
 """
 
 from __future__ import annotations

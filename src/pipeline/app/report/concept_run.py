@@ -52,11 +52,38 @@ def table2_row(df: pd.DataFrame, *, dataset: str, n_samples: int, n_cavs: int, m
     return pd.DataFrame([row])
 
 
-def cav_frame(cav_summary: list[dict]) -> pd.DataFrame:
-    """CAV table: concept, held-out accuracy mean [95% CI], random-split accuracy, p, spread."""
+def cav_frame(cav_summary: list[dict], units: list | None = None, units_kind: str | None = None) -> pd.DataFrame:
+    """CAV table: concept, held-out accuracy mean [95% CI], random-split accuracy, p, spread and,
+    when known, the concept's own decision boundary in the units the rules read in."""
     df = pd.DataFrame(cav_summary)
-    return df[["concept", "score", "ci_low", "ci_high", "random_score", "p_value", "significant", "spread_deg",
-               "n_positives", "n_negatives"]]
+    cols = ["concept", "score", "ci_low", "ci_high", "random_score", "p_value", "significant", "spread_deg",
+            "n_positives", "n_negatives"]
+    if "boundary" in df.columns:
+        name = boundary_column(units_kind if units is not None else "raw")
+        df[name] = boundaries(df["boundary"], units)
+        cols.append(name)
+    return df[cols]
+
+
+def boundary_column(units_kind: str | None) -> str:
+    return {"probability": "boundary P(c)", "percentile": "boundary (percentile)"}.get(units_kind or "raw",
+                                                                                        "boundary ⟨c, z⟩")
+
+
+def boundaries(raw, units: list | None) -> list[float]:
+    """Each CAV's decision boundary (raw coordinate ``-b/a``) in its display units."""
+    from pipeline.concepts.units import boundary_in_units
+
+    raw = [float(v) for v in raw]
+    if units is None:
+        return raw
+    return [float("nan") if v != v else boundary_in_units(u, v) for u, v in zip(units, raw)]
+
+
+def discovery_frame(discovery: list[dict]) -> pd.DataFrame:
+    """Discovered concepts: name, the label it is most associated with, its AUC, importance."""
+    df = pd.DataFrame(discovery)
+    return df[[c for c in ("concept", "associated with", "AUC", "importance", "automatic name") if c in df.columns]]
 
 
 def _fmt(df: pd.DataFrame) -> str:
@@ -72,9 +99,16 @@ def table2_display(table2: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped: dict, selection: dict | None) -> str:
-    lines = ["", "Concept trees (MMDT paper, Table 2 layout):", _fmt(table2_display(table2)), "",
-             "CAVs (held-out accuracy of one cut along the CAV; random = random-split CAVs):", _fmt(cav_frame(cav_summary))]
+def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped: dict, selection: dict | None,
+                         discovery: list[dict] | None = None, units: list | None = None,
+                         units_kind: str | None = None) -> str:
+    lines = ["", "Concept trees (MMDT paper, Table 2 layout):", _fmt(table2_display(table2))]
+    if cav_summary:
+        lines += ["", "CAVs (held-out accuracy of one cut along the CAV; random = random-split CAVs; boundary: where "
+                      "the CAV's own classifier says 50%):", _fmt(cav_frame(cav_summary, units, units_kind))]
+    if discovery:
+        lines += ["", "Discovered concepts (named by the class they separate best, ROC AUC of the concept coordinate):",
+                  _fmt(discovery_frame(discovery))]
     if dropped:
         lines += ["", "CAVs not used (why the independent count is lower): "
                   + "; ".join(f"{k} {v}" if v.startswith(("is ", "duplicates")) else f"{k}: {v}"
@@ -104,7 +138,11 @@ def write_concept_run(out_dir: Path, load: dict, cluster: dict, concepts: dict, 
             "class_names": load.get("class_names"), "cav_summary": concepts.get("cav_summary", []),
             "cav_dropped": concepts.get("cav_dropped", {}), "selection": project.get("selection"),
             "table2": table2.to_dict(orient="records")[0],
-            "texts": list(load["texts"]) if load["kind"] == "text" else None}
+            "texts": list(load["texts"]) if load["kind"] == "text" else None,
+            "discovery": concepts.get("discovery"), "discovery_method": concepts.get("discovery_method"),
+            "units": project.get("units_kind")}
+    if concepts.get("top_examples") is not None:
+        meta["top_examples"] = np.asarray(concepts["top_examples"]).tolist()
     atomic_write(out / "run.json", json.dumps(meta, indent=1, default=float))
     return out
 

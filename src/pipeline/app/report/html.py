@@ -71,6 +71,38 @@ class TreeView:
     leaves: list[LeafView] = field(default_factory=list)
 
 
+@dataclass
+class ConceptView:
+    """One discovered concept in the report: its name, association and the examples expressing it most."""
+
+    name: str
+    caption: str
+    thumbnails: list[bytes] = field(default_factory=list)
+    snippets: list[str] = field(default_factory=list)
+    features: pd.DataFrame | None = None
+
+
+def concept_views(discovery: list[dict], top_examples, kind: str | None, data=None,
+                  data_feature_names=None) -> list[ConceptView]:
+    """Views of discovered concepts: thumbnails (images), snippets (text) or the features that set the
+    top examples apart (tables), each captioned ``≈ label, AUC .93``."""
+    out = []
+    for row, rows in zip(discovery, np.asarray(top_examples, dtype=int)):
+        auc = row.get("AUC")
+        caption = (f"≈ {row['associated with']}, AUC {auc:.2f}".replace("AUC 0.", "AUC .")
+                   if row.get("associated with") and auc == auc else "no class association")
+        caption += f" · importance {row.get('importance', float('nan')):.0%}"
+        view = ConceptView(str(row["concept"]), caption)
+        if data is not None and kind == "image":
+            view.thumbnails = [thumbnail_png(data[i]) for i in rows]
+        elif data is not None and kind == "text":
+            view.snippets = [" ".join(str(data[i]).split())[:160] for i in rows[:3]]
+        elif data is not None and kind is not None:
+            view.features = feature_summary(data, rows, data_feature_names)
+        out.append(view)
+    return out
+
+
 def svg_of(fig: Figure) -> str:
     """The ``<svg>`` element of ``fig`` (text kept as text), ready to inline in HTML."""
     from pipeline.app.report.figures import figure_bytes
@@ -193,16 +225,32 @@ def table_html(df: pd.DataFrame) -> str:
     return f'<div class="tbl"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-def cav_table_html(cav_summary: list[dict]) -> str:
-    """The CAV table: accuracy with its 95% CI, random-split accuracy, p-value, significance."""
+def cav_table_html(cav_summary: list[dict], boundary: tuple[str, list[float]] | None = None) -> str:
+    """The CAV table: accuracy with its 95% CI, random-split accuracy, p-value, significance and,
+    given ``boundary`` (column name, values), each concept's own decision boundary in the rules' units."""
     rows = []
-    for c in cav_summary:
+    for m, c in enumerate(cav_summary):
         ci = f"{c.get('score', float('nan')):.3f} [{c.get('ci_low', float('nan')):.3f}, {c.get('ci_high', float('nan')):.3f}]"
         rows.append({"concept": c.get("concept"), "held-out accuracy [95% CI]": ci,
                      "random-split accuracy": c.get("random_score"), "p-value": c.get("p_value"),
                      "significant": bool(c.get("significant")), "positives": c.get("n_positives"),
                      "negatives": c.get("n_negatives")})
+        if boundary is not None:
+            rows[-1][boundary[0]] = boundary[1][m]
     return table_html(pd.DataFrame(rows))
+
+
+def _concept_html(view: ConceptView) -> str:
+    parts = [f'<div class="leaf"><div class="rule"><b>{_e(view.name)}</b> · {_e(view.caption)}</div>']
+    if view.thumbnails:
+        imgs = "".join(f'<img alt="example expressing {_e(view.name)}" src="{png_data_uri(t)}">'
+                       for t in view.thumbnails)
+        parts.append(f'<div class="thumbs">{imgs}</div>')
+    parts += [f'<p class="snip">“{_e(s)}”</p>' for s in view.snippets]
+    if view.features is not None:
+        parts.append(table_html(view.features))
+    parts.append("</div>")
+    return "".join(parts)
 
 
 def _config_summary(config: dict) -> str:
@@ -248,7 +296,9 @@ def _tree_html(view: TreeView) -> str:
 def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[TreeView], *,
                   subtitle: str = "", cav_summary: list[dict] | None = None, scatter_svg: str | None = None,
                   counterfactuals: pd.DataFrame | None = None,
-                  counterfactual_svgs: list[str] = (), notes: list[str] = (), max_counterfactuals: int = 20) -> str:
+                  counterfactual_svgs: list[str] = (), notes: list[str] = (), max_counterfactuals: int = 20,
+                  cav_boundary: tuple[str, list[float]] | None = None, discovered: list[ConceptView] = (),
+                  discovery_method: str | None = None) -> str:
     """The whole page as one HTML string (UTF-8, no external resources)."""
     body = [f"<h1>{_e(title)}</h1>"]
     if subtitle:
@@ -268,7 +318,13 @@ def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[T
         body += ["<h2>Concept activation vectors</h2>",
                  '<p class="sub">held-out accuracy of one cut along each CAV, with its 95% confidence interval, '
                  "beside CAVs fitted to random splits; significant = better than random.</p>",
-                 cav_table_html(cav_summary)]
+                 cav_table_html(cav_summary, cav_boundary)]
+    if discovered:
+        how = {"nmf": "non-negative matrix factorisation", "ica": "independent component analysis (FastICA)"}
+        body += ['<h2 id="discovered">Discovered concepts</h2>',
+                 f'<p class="sub">concepts found in the representation by {_e(how.get(discovery_method, "factorisation"))}'
+                 "; each is named after the class its coordinate separates best (ROC AUC) and shown by the examples "
+                 "expressing it most.</p>"] + [_concept_html(v) for v in discovered]
     if scatter_svg:
         body += ["<h2>Clusters in concept space</h2>", f'<div class="fig">{scatter_svg}</div>']
     if counterfactuals is not None and len(counterfactuals):

@@ -152,6 +152,31 @@ def run_report_html(cfg: dict, load: dict, cluster: dict, project: dict, results
     subtitle = (f"{load.get('name')} · {n} samples · encoder {cfg.get('encoder', {}).get('name')} · reference "
                 f"{cluster.get('method', cfg.get('clustering', {}).get('name'))}"
                 + (" (chosen using the labels)" if cluster.get("uses_labels") else ""))
-    return render_report(f"Concept trees: {load.get('name')}", cfg, results, views, subtitle=subtitle,
-                         cav_summary=(concepts or {}).get("cav_summary"), scatter_svg=scatter,
-                         counterfactuals=cf_table, counterfactual_svgs=cf_svgs)
+    concepts = concepts or {}
+    boundary = None
+    if concepts.get("cav_summary") and "boundary" in concepts["cav_summary"][0]:
+        from pipeline.app.report.concept_run import boundaries, boundary_column
+
+        units = project.get("units")
+        boundary = (boundary_column(project.get("units_kind") if units is not None else "raw"),
+                    boundaries([c["boundary"] for c in concepts["cav_summary"]], units))
+    discovered = []
+    if concepts.get("discovery"):
+        from pipeline.app.report.html import concept_views
+
+        discovered = concept_views(concepts["discovery"], concepts["top_examples"], data.get("kind"),
+                                   data.get("data"), data.get("data_feature_names"))
+    return render_report(page_title(cfg, load, concepts), cfg, results, views, subtitle=subtitle,
+                         cav_summary=concepts.get("cav_summary"), scatter_svg=scatter,
+                         counterfactuals=cf_table, counterfactual_svgs=cf_svgs, cav_boundary=boundary,
+                         discovered=discovered, discovery_method=concepts.get("discovery_method"))
+
+
+def page_title(cfg: dict, load: dict, concepts: dict | None) -> str:
+    """The report's title: what the run explains, e.g. ``Concept trees (discovered concepts): digits``
+    or ``Explanation trees: iris`` for a run without concepts."""
+    name = load.get("name")
+    if not concepts:
+        return f"Explanation trees: {name}"
+    source = concepts.get("concept_set") or cfg.get("concepts", {}).get("name")
+    return f"Concept trees ({'discovered concepts' if source == 'discovered' else source}): {name}"
