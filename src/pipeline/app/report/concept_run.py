@@ -87,7 +87,10 @@ def discovery_frame(discovery: list[dict]) -> pd.DataFrame:
 
 
 def _fmt(df: pd.DataFrame) -> str:
-    return df.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+    from pipeline.app.report.tables import is_time
+
+    times = {c: (lambda v: f"{v:.3g}") for c in df.columns if is_time(c)}
+    return df.to_string(index=False, float_format=lambda v: f"{v:.4g}", formatters=times)
 
 
 def table2_display(table2: pd.DataFrame) -> pd.DataFrame:

@@ -194,11 +194,11 @@ def _e(text) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _num(v) -> str:
+def _num(v, column=None) -> str:
     if isinstance(v, (bool, np.bool_)):
         return '<span class="yes">yes</span>' if v else '<span class="no">no</span>'
     if isinstance(v, (float, np.floating)):
-        return format_cell(float(v))
+        return format_cell(float(v), column)
     return _e(v)
 
 
@@ -215,13 +215,13 @@ def table_html(df: pd.DataFrame) -> str:
     head = "".join(f"<th>{_e(c)}</th>" for c in df.columns)
     counts = [c in _COUNTS for c in df.columns]
 
-    def cell(v, count):
+    def cell(v, count, column):
         if count and isinstance(v, (float, np.floating)) and np.isfinite(v) and float(v).is_integer():
             return str(int(v))
-        return _num(v)
+        return _num(v, column)
 
-    body = "".join("<tr>" + "".join(f"<td>{cell(v, c)}</td>" for v, c in zip(row, counts)) + "</tr>"
-                   for row in df.itertuples(index=False))
+    body = "".join("<tr>" + "".join(f"<td>{cell(v, c, col)}</td>" for v, c, col in zip(row, counts, df.columns))
+                   + "</tr>" for row in df.itertuples(index=False))
     return f'<div class="tbl"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
@@ -241,10 +241,14 @@ def cav_table_html(cav_summary: list[dict], boundary: tuple[str, list[float]] | 
 
 
 def _concept_html(view: ConceptView) -> str:
-    parts = [f'<div class="leaf"><div class="rule"><b>{_e(view.name)}</b> · {_e(view.caption)}</div>']
+    return _examples_html(f"<b>{_e(view.name)}</b> · {_e(view.caption)}", view, f"example expressing {view.name}")
+
+
+def _examples_html(head: str, view, alt: str) -> str:
+    """A box: ``head`` (HTML), then the view's thumbnails, text snippets or feature table."""
+    parts = [f'<div class="leaf"><div class="rule">{head}</div>']
     if view.thumbnails:
-        imgs = "".join(f'<img alt="example expressing {_e(view.name)}" src="{png_data_uri(t)}">'
-                       for t in view.thumbnails)
+        imgs = "".join(f'<img alt="{_e(alt)}" src="{png_data_uri(t)}">' for t in view.thumbnails)
         parts.append(f'<div class="thumbs">{imgs}</div>')
     parts += [f'<p class="snip">“{_e(s)}”</p>' for s in view.snippets]
     if view.features is not None:
@@ -267,15 +271,7 @@ def _config_summary(config: dict) -> str:
 
 
 def _leaf_html(view: LeafView) -> str:
-    parts = [f'<div class="leaf"><div class="rule">leaf {view.leaf}: {_e(view.rule)}</div>']
-    if view.thumbnails:
-        imgs = "".join(f'<img alt="example of leaf {view.leaf}" src="{png_data_uri(t)}">' for t in view.thumbnails)
-        parts.append(f'<div class="thumbs">{imgs}</div>')
-    parts += [f'<p class="snip">“{_e(s)}”</p>' for s in view.snippets]
-    if view.features is not None:
-        parts.append(table_html(view.features))
-    parts.append("</div>")
-    return "".join(parts)
+    return _examples_html(f"leaf {view.leaf}: {_e(view.rule)}", view, f"example of leaf {view.leaf}")
 
 
 def _tree_html(view: TreeView) -> str:

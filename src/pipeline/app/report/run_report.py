@@ -8,6 +8,7 @@ simplified, annotated rules (and the raw ones) for ``trees/<row>.rules.txt`` / `
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,9 +42,19 @@ def tree_data(load: dict, cluster: dict, project: dict) -> dict:
         out.update(kind="image", data=images)
     elif kind == "text" and fits(load.get("texts")):
         out.update(kind="text", data=load["texts"])
-    elif fits(load.get("X")):
+    elif fits(load.get("X")) and not anonymous(load.get("feature_names")):
+        # a table with named columns: each leaf shows the columns that set it apart; anonymous columns
+        # (an .npy of embeddings, x0..x49) would only give means of meaningless axes, so no gallery
         out.update(kind="tabular", data=load["X"], data_feature_names=load.get("feature_names"))
     return out
+
+
+_ANONYMOUS = re.compile(r"^(x|f|v|z|c|col|column|feature|dim|pc|latent|component|var)[_\[]?\d+\]?$", re.IGNORECASE)
+
+
+def anonymous(feature_names) -> bool:
+    """True when a table's columns carry no meaning a reader could use (none, or ``x0``, ``pc_3``, ``dim12``)."""
+    return feature_names is None or all(_ANONYMOUS.match(str(n)) for n in feature_names)
 
 
 def _annotations(data: dict | None) -> dict:

@@ -16,7 +16,7 @@ _COUNTS = {"n_leaves", "depth"}  # shown as integers (read as floats when a row 
 def _format(value, column: str) -> str:
     if column in _COUNTS and isinstance(value, float) and value == value and value.is_integer():
         return str(int(value))
-    return format_cell(value)
+    return format_cell(value, column)
 
 
 def summary_text(title: str, df: pd.DataFrame, fits: dict[str, dict], max_rules: int = 12,

@@ -72,7 +72,28 @@ def summarize_sweep(results: pd.DataFrame, override_keys) -> pd.DataFrame:
             row[f"{m}_mean"] = values.mean()
             row[f"{m}_std"] = values.std(ddof=1) if values.notna().sum() > 1 else np.nan
         rows.append(row)
-    return pd.DataFrame(rows)
+    return tidy_summary(pd.DataFrame(rows))
+
+
+def tidy_summary(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary as published: an override column that repeats a results column (``dataset_override``
+    beside ``dataset``) shows once, metrics rounded (4 decimals; fit times 3 significant digits)."""
+    out = summary.copy()
+    for c in [c for c in out.columns if c.endswith("_override")]:
+        same = c.removesuffix("_override")
+        if same in out.columns and (out[c].astype(str) == out[same].astype(str)).all():
+            out = out.drop(columns=c)
+    for c in out.columns:
+        if c.endswith(("_mean", "_std")) and pd.api.types.is_numeric_dtype(out[c]):
+            out[c] = [significant(v, 3) for v in out[c]] if c.startswith("fit_seconds") else out[c].round(4)
+    return out
+
+
+def significant(v: float, digits: int = 3) -> float:
+    """``v`` rounded to ``digits`` significant digits (NaN and 0 unchanged)."""
+    if v != v or v == 0:
+        return v
+    return float(f"{v:.{digits}g}")
 
 
 def plot_metric_per_explainer(summary: pd.DataFrame, metric: str = "ari", label: str | None = None) -> Figure:

@@ -22,11 +22,19 @@ def results_frame(rows: list[dict], extra: dict | None = None) -> pd.DataFrame:
     return df
 
 
-def format_cell(v) -> str:
-    """A table cell: NaN empty, floats to 3 decimals (4 significant digits below 0.01)."""
+def is_time(column) -> bool:
+    """Columns holding durations (``fit_seconds``, ``MMDT time (s)``): printed with 3 significant digits."""
+    return str(column).endswith(("seconds", "time (s)", "seconds_mean", "seconds_std"))
+
+
+def format_cell(v, column=None) -> str:
+    """A table cell: NaN empty, floats to 3 decimals (4 significant digits below 0.01); durations
+    (``column`` a time column, :func:`is_time`) with 3 significant digits, so 0.15 s and 0.00232 s read alike."""
     if isinstance(v, float):
         if math.isnan(v):
             return ""
+        if is_time(column):
+            return f"{v:.3g}"
         return f"{v:.4g}" if abs(v) < 1e-2 and v != 0 else f"{v:.3f}"
     return str(v)
 
@@ -35,5 +43,6 @@ def format_markdown(df: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table (NaN shown empty, floats to 3 decimals)."""
     head = "| " + " | ".join(str(c) for c in df.columns) + " |"
     sep = "|" + "|".join("---" for _ in df.columns) + "|"
-    body = ["| " + " | ".join(format_cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    body = ["| " + " | ".join(format_cell(v, c) for v, c in zip(row, df.columns)) + " |"
+            for row in df.itertuples(index=False)]
     return "\n".join([head, sep, *body]) + "\n"
