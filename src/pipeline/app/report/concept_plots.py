@@ -60,13 +60,16 @@ def _bfs_features(tree: ExplanationTree):
 
 
 def plot_concept_scatter(tree: ExplanationTree, X, labels, features: tuple[int, int] | None = None,
-                         max_points: int = 5000, random_state: int = 0, title: str | None = None) -> Figure:
+                         max_points: int = 5000, random_state: int = 0, title: str | None = None,
+                         units=None) -> Figure:
     """Scatter of two concept coordinates coloured by cluster (categorical legend), with the tree's cuts.
 
     Each cut on one of the two shown concepts is drawn inside the region its node covers and
     labelled with its test. A cut drawn solid separates every point in that region; a dashed
     cut sits below a cut on a concept not shown, so it applies only to the points on one side
-    of that hidden cut (the legend says so).
+    of that hidden cut (the legend says so). Cut labels (the test, with its exact threshold in
+    the display ``units``) sit outside the plot, above it for vertical cuts and right of it for
+    horizontal ones, spread apart so that none overlaps another or the points.
     """
     from matplotlib.lines import Line2D
 
@@ -78,8 +81,10 @@ def plot_concept_scatter(tree: ExplanationTree, X, labels, features: tuple[int, 
     names = tree.feature_names or [f"x[{j}]" for j in range(tree.n_features)]
     rng = np.random.default_rng(random_state)
     idx = np.sort(rng.choice(len(X), size=min(max_points, len(X)), replace=False))
-    fig = Figure(figsize=(6.5, 4.6))
-    ax = fig.add_axes((0.1, 0.11, 0.62, 0.8))
+    fig = Figure(figsize=(7.6, 6.4))  # room above and right of the plot for the cut labels
+    ax = fig.add_axes((0.09, 0.08, 0.5, 0.56))
+    display = tree.display(X, units)
+    cut_labels: dict[str, list] = {"x": [], "y": []}  # (position, text) of each drawn cut
     handles = []
     for k in np.unique(labels):
         pts = idx[labels[idx] == k]
@@ -97,16 +102,17 @@ def plot_concept_scatter(tree: ExplanationTree, X, labels, features: tuple[int, 
         f, t = int(tree.feature[node]), float(tree.threshold[node])
         style = dict(color="k", lw=1.6 if node == 0 else 1.0, ls="--" if hidden else "-", zorder=3)
         x0, x1, y0, y1 = box
-        text = dict(fontsize=7, color="k", zorder=4, bbox=dict(fc="white", ec="none", alpha=0.8, pad=0.5))
+        if tree.is_oblique(node):
+            f = -1
         if f == fx and x0 <= t <= x1:
             ax.plot([t, t], [y0, y1], **style)
-            ax.text(t, y1, f" {names[fx]} = {t:.3g}", rotation=90, ha="right", va="top", **text)
+            cut_labels["x"].append((t, display.condition(node, "<=")))
             hidden_used[0] |= hidden
             walk(left, (x0, t, y0, y1), hidden)
             walk(right, (t, x1, y0, y1), hidden)
         elif f == fy and y0 <= t <= y1:
             ax.plot([x0, x1], [t, t], **style)
-            ax.text(x1, t, f"{names[fy]} = {t:.3g} ", ha="right", va="bottom", **text)
+            cut_labels["y"].append((t, display.condition(node, "<=")))
             hidden_used[0] |= hidden
             walk(left, (x0, x1, y0, t), hidden)
             walk(right, (x0, x1, t, y1), hidden)
@@ -117,15 +123,56 @@ def plot_concept_scatter(tree: ExplanationTree, X, labels, features: tuple[int, 
     walk(0, box0, False)
     ax.set_xlim(box0[0], box0[1])
     ax.set_ylim(box0[2], box0[3])
+    _label_cuts(ax, cut_labels, box0)
     ax.set_xlabel(f"{names[fx]} (concept score)")
     ax.set_ylabel(f"{names[fy]} (concept score)")
     lines = [Line2D([], [], color="k", lw=1.2, label="cut of the tree")]
     if hidden_used[0]:
         lines.append(Line2D([], [], color="k", lw=1.0, ls="--", label="cut below a cut on\nanother concept"))
-    fig.legend(handles=handles + lines, loc="upper left", bbox_to_anchor=(0.74, 0.91), fontsize=7, frameon=False,
+    fig.legend(handles=handles + lines, loc="upper left", bbox_to_anchor=(0.835, 0.64), fontsize=7, frameon=False,
                markerscale=2, title="reference cluster (n)", title_fontsize=7)
-    ax.set_title(title or f"Reference clusters in the concepts {names[fx]} and {names[fy]}", fontsize=9)
+    fig.suptitle(title or f"Reference clusters in the concepts {names[fx]} and {names[fy]}", fontsize=9, y=0.99)
     return fig
+
+
+def spread(positions, gap: float) -> np.ndarray:
+    """Positions (in [0, 1]) moved apart to at least ``gap`` from each other, order kept, as little as
+    possible (pushed forward, then back from 1 if the last overflowed)."""
+    p = np.asarray(positions, dtype=float)
+    order = np.argsort(p, kind="stable")
+    out = p[order].copy()
+    for i in range(1, len(out)):
+        out[i] = max(out[i], out[i - 1] + gap)
+    if len(out) and out[-1] > 1.0:
+        out[-1] = 1.0
+        for i in range(len(out) - 2, -1, -1):
+            out[i] = min(out[i], out[i + 1] - gap)
+    res = np.empty_like(out)
+    res[order] = out
+    return res
+
+
+def _label_cuts(ax, cut_labels: dict, box) -> None:
+    """Each cut's test outside the axes (above for vertical cuts, right for horizontal), spread so no
+    two overlap, joined to its cut by a thin leader line."""
+    x0, x1, y0, y1 = box
+    text = dict(fontsize=7, color="k", clip_on=False)
+    lead = dict(color="#777777", lw=0.5, clip_on=False)
+    w, h = ax.get_position().width * ax.figure.get_figwidth(), ax.get_position().height * ax.figure.get_figheight()
+    for axis, size in (("x", w), ("y", h)):
+        items = cut_labels[axis]
+        if not items:
+            continue
+        lo, hi = (x0, x1) if axis == "x" else (y0, y1)
+        where = [(t - lo) / (hi - lo) for t, _ in items]
+        placed = spread(where, gap=1.25 * 7 / 72 / size)  # one text line between neighbours
+        for (t, label), a, b in zip(items, where, placed):
+            if axis == "x":
+                ax.plot([a, a, b], [1.0, 1.02, 1.04], transform=ax.transAxes, **lead)
+                ax.text(b, 1.045, label, rotation=90, ha="center", va="bottom", transform=ax.transAxes, **text)
+            else:
+                ax.plot([1.0, 1.02, 1.04], [a, a, b], transform=ax.transAxes, **lead)
+                ax.text(1.045, b, label, ha="left", va="center", transform=ax.transAxes, **text)
 
 
 def plot_cav_accuracy(cav_summary: list[dict]) -> Figure:

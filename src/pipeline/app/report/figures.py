@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
+from dataclasses import dataclass
 
 import matplotlib as mpl
 import numpy as np
@@ -26,8 +28,24 @@ from pipeline.trees.rules import Condition, LeafStats
 from pipeline.trees.tree import ExplanationTree
 
 FONT = 8.0  # points: readable when the figure is printed at its own size
-_CHAR = 0.55 * FONT / 72  # inches per character (average, sans-serif)
-_LINE = 1.35 * FONT / 72  # inches per text line
+PRINT_FONT = 7.0  # points: the smallest text of the column-width variants (3.3 in, 6.9 in)
+COLUMN_WIDTHS = {"column": 3.3, "wide": 6.9}  # inches: one and two columns of a two-column paper
+
+
+@dataclass(frozen=True)
+class _Style:
+    """Text sizes of one drawing: ``font`` points; ``char`` / ``line`` inches per character / line."""
+
+    font: float = FONT
+    small: float = FONT - 1.5  # the yes/no edge labels
+
+    @property
+    def char(self) -> float:
+        return 0.55 * self.font / 72  # average sans-serif character
+
+    @property
+    def line(self) -> float:
+        return 1.35 * self.font / 72
 _MAX_TERMS = 3  # oblique tests in figures: largest terms, then "+ n more"
 _TOP_DOWN_MAX_WIDTH = 7.0  # inches; wider trees use the indented layout
 FORMATS = ("png", "svg", "pdf")
@@ -121,7 +139,7 @@ def _stats(tree, X, reference, y, class_names):
 
 
 def plot_tree(tree: ExplanationTree, X=None, reference=None, y=None, class_names=None, cluster_names=None,
-              title: str | None = None, layout_name: str = "auto", units=None) -> Figure:
+              title: str | None = None, layout_name: str = "auto", units=None, width: float | None = None) -> Figure:
     """Draw ``tree`` with its tests, leaf clusters and (given data) leaf annotations.
 
     Parameters
@@ -141,6 +159,10 @@ def plot_tree(tree: ExplanationTree, X=None, reference=None, y=None, class_names
     units : sequence of display maps (or None) per feature, optional
         How thresholds read (:class:`pipeline.trees.display.RuleDisplay`); with ``X`` every
         threshold is the shortest decimal that routes the training points as the tree does.
+    width : float, optional
+        Fit the drawing into ``width`` inches with all text at 7 pt (``COLUMN_WIDTHS``: 3.3 for
+        one column of a two-column paper, 6.9 for both): tests, leaf lines and the title wrap
+        to the width, and the top-down layout is used only when it fits.
 
     Returns
     -------
@@ -150,55 +172,62 @@ def plot_tree(tree: ExplanationTree, X=None, reference=None, y=None, class_names
     display = tree.display(X, units) if X is not None else None
     if layout_name not in ("auto", "top-down", "indented"):
         raise ValueError(f"layout_name must be 'auto', 'top-down' or 'indented', got {layout_name!r}.")
-    col = _column_width(tree, stats, cluster_names)
-    if layout_name == "top-down" or (layout_name == "auto" and col * tree.n_leaves <= _TOP_DOWN_MAX_WIDTH):
-        return _top_down(tree, stats, cluster_names, title, col, display)
-    return _indented(tree, stats, cluster_names, title, display)
+    style = _Style() if width is None else _Style(PRINT_FONT, PRINT_FONT)
+    col = _column_width(tree, stats, cluster_names, style)
+    limit = _TOP_DOWN_MAX_WIDTH if width is None else width
+    if title and width is not None:
+        title = textwrap.fill(title, max(20, int(width / (style.char * 1.1))))
+    if layout_name == "top-down" or (layout_name == "auto" and col * tree.n_leaves <= limit):
+        return _top_down(tree, stats, cluster_names, title, col, display, style)
+    return _indented(tree, stats, cluster_names, title, display, style, width)
 
 
-def _column_width(tree, stats, cluster_names) -> float:
+def _column_width(tree, stats, cluster_names, style: _Style = _Style()) -> float:
     """Inches per leaf in the top-down layout: the widest leaf text, or a wrapped test."""
     chars = [len(s) for n in tree.leaves for s in leaf_lines(tree, n, stats, cluster_names)]
-    return max(1.0, (max(chars, default=8) + 3) * _CHAR)
+    return max(1.0, (max(chars, default=8) + 3) * style.char)
 
 
 def _box(fc, ec):
     return dict(boxstyle="round,pad=0.3", fc=fc, ec=ec, lw=0.8)
 
 
-def _top_down(tree, stats, cluster_names, title, col, display=None) -> Figure:
+def _top_down(tree, stats, cluster_names, title, col, display=None, style: _Style = _Style()) -> Figure:
     pos = layout(tree)
     depth = max(d for _, d in pos.values())
-    wrap = max(12, int(2 * col / _CHAR) - 4)  # a test may span about two leaf columns
+    wrap = max(12, int(2 * col / style.char) - 4)  # a test may span about two leaf columns
     tests = {n: wrap_terms(tree.condition(n, "<=", display).format(_MAX_TERMS), wrap)
              for n in pos if not tree.is_leaf(n)}
     leaves = {n: "\n".join(leaf_lines(tree, n, stats, cluster_names)) for n in pos if tree.is_leaf(n)}
     tallest = max(s.count("\n") + 1 for s in [*tests.values(), *leaves.values()])
-    level = tallest * _LINE + 0.45  # inches per depth level
-    width, height = col * tree.n_leaves, level * (depth + 1) + (0.3 if title else 0.05)
+    level = tallest * style.line + 0.45  # inches per depth level
+    head = _title_height(title, style)
+    width, height = col * tree.n_leaves, level * (depth + 1) + head
     fig = Figure(figsize=(max(width, 2.0), height))
-    ax = fig.add_axes((0, 0, 1, 1 - (0.3 / height if title else 0)))
+    ax = fig.add_axes((0, 0, 1, 1 - (head / height if title else 0)))
     ax.set_axis_off()
     for n, (x, d) in pos.items():
         if n in leaves:
             label = int(tree.label[n])
-            ax.text(x, -d, leaves[n], ha="center", va="center", fontsize=FONT, zorder=3,
+            ax.text(x, -d, leaves[n], ha="center", va="center", fontsize=style.font, zorder=3,
                     bbox=_box(cluster_colour(label, light=True), cluster_colour(label)))
             continue
         for child, yes in ((int(tree.children_left[n]), True), (int(tree.children_right[n]), False)):
             cx, cd = pos[child]
             ax.plot([x, cx], [-d, -cd], color="#888888", lw=0.8, zorder=1)
-            ax.text(x + 0.55 * (cx - x), -d - 0.55 * (cd - d), "yes" if yes else "no", fontsize=FONT - 1.5,
+            ax.text(x + 0.55 * (cx - x), -d - 0.55 * (cd - d), "yes" if yes else "no", fontsize=style.small,
                     color="#444444", ha="center", va="center", bbox=dict(fc="white", ec="none", pad=0.3), zorder=2)
-        ax.text(x, -d, tests[n], ha="center", va="center", fontsize=FONT, zorder=3, bbox=_box("#eef2fa", "#34558b"))
+        ax.text(x, -d, tests[n], ha="center", va="center", fontsize=style.font, zorder=3,
+                bbox=_box("#eef2fa", "#34558b"))
     ax.set_xlim(-0.5, tree.n_leaves - 0.5)
     ax.set_ylim(-depth - 0.5 * (1 + 0.2 / level), 0.5 * (1 + 0.2 / level))
     if title:
-        fig.suptitle(title, fontsize=FONT + 1, y=1 - 0.12 / height, va="top")
+        fig.suptitle(title, fontsize=style.font + 1, y=1 - 0.12 / height, va="top")
     return fig
 
 
-def _indented(tree, stats, cluster_names, title, display=None) -> Figure:
+def _indented(tree, stats, cluster_names, title, display=None, style: _Style = _Style(),
+              fit: float | None = None) -> Figure:
     """One row per node (depth-first); each row shows the test leading to it, leaves their cluster
     (second line: size, purity, majority class), so the width follows the depth and the text."""
     rows: list[tuple[int, int, str, int | None]] = []  # (node, depth, text, parent row)
@@ -215,18 +244,22 @@ def _indented(tree, stats, cluster_names, title, display=None) -> Figure:
 
     n_points = sum(s.size for s in stats.values()) if stats else None
     walk(0, 0, "all points" + (f" ({n_points})" if n_points is not None else ""), None)
+    indent = 0.2 if fit is None else 0.12  # inches per depth level
+    if fit is not None:  # wrap every row into the width left after its indent
+        rows = [(n, d, _wrap_row(t, max(14, int((fit - 0.4 - d * indent) / style.char))), p) for n, d, t, p in rows]
     heights = [1.0 + 0.95 * t.count("\n") for _, _, t, _ in rows]  # in text rows
     centres = np.cumsum(heights) - np.asarray(heights) / 2
-    indent = 0.2  # inches per depth level
-    width = max(d * indent + max(len(line) for line in t.split("\n")) * _CHAR for _, d, t, _ in rows) + 0.3
-    row_h = 1.75 * FONT / 72
+    width = max(d * indent + max(len(line) for line in t.split("\n")) * style.char for _, d, t, _ in rows) + 0.3
+    row_h = 1.75 * style.font / 72
     total = float(np.sum(heights))
-    height = row_h * (total + 0.4) + (0.3 if title else 0.05)
-    fig = Figure(figsize=(max(width, 2.0), height))
-    top = 1 - (0.3 / height if title else 0.02)
+    head = _title_height(title, style)
+    height = row_h * (total + 0.4) + head
+    # savefig's tight box adds 0.1 in on each side: the drawing itself keeps 0.2 in under ``fit``
+    fig = Figure(figsize=(max(width, 2.0) if fit is None else min(max(width, 2.0), fit - 0.2), height))
+    top = 1 - (head / height if title else 0.02)
     ax = fig.add_axes((0.02, 0, 0.98, top))
     ax.set_axis_off()
-    ax.set_xlim(0, max(width, 2.0) - 0.04)
+    ax.set_xlim(0, fig.get_figwidth() - 0.04)
     ax.set_ylim(-total - 0.2, 0.2)
     for i, (n, d, text, parent) in enumerate(rows):
         x, yc = d * indent, -centres[i]
@@ -235,14 +268,36 @@ def _indented(tree, stats, cluster_names, title, display=None) -> Figure:
             ax.plot([px, px, x - 0.02], [-centres[parent] - 0.4, yc, yc], color="#888888", lw=0.7)
         if tree.is_leaf(n):
             label = int(tree.label[n])
-            ax.text(x, yc, text, fontsize=FONT, va="center", ha="left", linespacing=1.15,
+            ax.text(x, yc, text, fontsize=style.font, va="center", ha="left", linespacing=1.15,
                     bbox=dict(boxstyle="round,pad=0.2", fc=cluster_colour(label, light=True),
                               ec=cluster_colour(label), lw=0.6))
         else:
-            ax.text(x, yc, text, fontsize=FONT, va="center", ha="left", color="#1f3559")
+            ax.text(x, yc, text, fontsize=style.font, va="center", ha="left", color="#1f3559")
     if title:
-        fig.suptitle(title, fontsize=FONT + 1, y=1 - 0.12 / height, va="top")
+        fig.suptitle(title, fontsize=style.font + 1, y=1 - 0.12 / height, va="top")
     return fig
+
+
+def _title_height(title: str | None, style: _Style) -> float:
+    """Inches above the drawing for a (possibly wrapped) title."""
+    return 0.3 + 1.2 * (style.font + 1) / 72 * title.count("\n") if title else 0.05
+
+
+def _wrap_row(text: str, width: int) -> str:
+    """Lines of at most about ``width`` characters: break before ``→``, between the terms of a sum
+    and between the `` · `` parts of a leaf's annotation (never inside a name)."""
+    out = []
+    for line in text.replace("  →  ", "\n→ ").split("\n"):
+        parts = re.split(r"(?<= ·) | (?=[+-] )", line)
+        cur = parts[0]
+        for part in parts[1:]:
+            if len(cur) + 1 + len(part) <= width:
+                cur += " " + part
+            else:
+                out.append(cur)
+                cur = part
+        out.append(cur)
+    return "\n".join(out)
 
 
 def figure_bytes(fig: Figure, fmt: str, dpi: int = 200) -> bytes:

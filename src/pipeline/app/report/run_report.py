@@ -63,12 +63,13 @@ def _annotations(data: dict | None) -> dict:
 
 
 def tree_figure(row: str, fit: dict, data: dict | None = None, dataset: str | None = None,
-                ari: float | None = None) -> "Figure":
-    """The paper figure of one fitted explainer (title: method, dataset, size, ARI)."""
+                ari: float | None = None, width: float | None = None) -> "Figure":
+    """The paper figure of one fitted explainer (title: method, dataset, size, ARI); ``width``:
+    fitted into that many inches at 7 pt (:func:`pipeline.app.report.figures.plot_tree`)."""
     from pipeline.app.report.figures import plot_tree, tree_title
 
     tree = ExplanationTree.from_dict(fit["tree"])
-    return plot_tree(tree, **_annotations(data), title=tree_title(row, fit["name"], tree, dataset, ari))
+    return plot_tree(tree, **_annotations(data), title=tree_title(row, fit["name"], tree, dataset, ari), width=width)
 
 
 def units_note(tree: ExplanationTree, data: dict | None) -> str:
@@ -149,10 +150,11 @@ def run_report_html(cfg: dict, load: dict, cluster: dict, project: dict, results
             from pipeline.app.report.concept_plots import plot_concept_scatter
 
             return svg_of(plot_concept_scatter(ExplanationTree.from_dict(fits[first]["tree"]), data["X"],
-                                               data["reference"], title=None))
+                                               data["reference"], title=None, units=data.get("units")))
 
         scatter = cache.get("concept_scatter", {"tree": fits[first]["tree"], "X": data["X"],
-                                                "reference": data["reference"]}, draw_scatter)
+                                                "reference": data["reference"], "units": data.get("units")},
+                            draw_scatter)
     cf_table, cf_svgs = None, []
     if counterfactuals:
         from pipeline.app.report.counterfactual_plots import counterfactual_table, plot_pair_scores

@@ -38,7 +38,9 @@ def write_tables(out_dir: Path, df: "pd.DataFrame", stem: str = "results") -> tu
 def write_trees(out_dir: Path, fits: dict[str, dict], figures: bool = True, data: dict | None = None,
                 dataset: str | None = None, ari: dict[str, float] | None = None, cache=None) -> list[Path]:
     """Each tree as ``trees/<row>.json`` (tree + simplified annotated rules), ``trees/<row>.rules.txt``
-    and ``trees/<row>.dot`` (Graphviz), and ``figures/<row>.{png,svg,pdf}``.
+    and ``trees/<row>.dot`` (Graphviz), and ``figures/<row>.{png,svg,pdf}`` (screen size) with the
+    print variants ``figures/<row>.column.{pdf,png}`` (3.3 in, one column of a two-column paper) and
+    ``figures/<row>.wide.{pdf,png}`` (6.9 in), all text at 7 pt or more.
 
     ``data`` (:func:`pipeline.app.report.run_report.tree_data`) annotates leaves with size, purity
     and majority class; ``ari`` (row -> ARI vs ground truth) goes into the figure titles.
@@ -60,11 +62,15 @@ def write_trees(out_dir: Path, fits: dict[str, dict], figures: bool = True, data
                                     tree.to_dot(**_annotations(data), title=f"{row} ({fit['name']})").encode("utf-8")))
         if figures:  # matplotlib only when figures are drawn (not when they come from the cache)
             def draw(row=row, fit=fit) -> dict[str, bytes]:
-                from pipeline.app.report.figures import FORMATS, figure_bytes
+                from pipeline.app.report.figures import COLUMN_WIDTHS, FORMATS, figure_bytes
                 from pipeline.app.report.run_report import tree_figure
 
                 fig = tree_figure(row, fit, data, dataset, (ari or {}).get(row))
-                return {fmt: figure_bytes(fig, fmt) for fmt in FORMATS}
+                out = {fmt: figure_bytes(fig, fmt) for fmt in FORMATS}
+                for variant, width in COLUMN_WIDTHS.items():  # print sizes: 3.3 in / 6.9 in at >= 7 pt
+                    fig = tree_figure(row, fit, data, dataset, (ari or {}).get(row), width=width)
+                    out.update({f"{variant}.{fmt}": figure_bytes(fig, fmt) for fmt in ("pdf", "png")})
+                return out
 
             inputs = {"row": row, "name": fit["name"], "tree": fit["tree"], "data": _annotations(data),
                       "dataset": dataset, "ari": (ari or {}).get(row)}
