@@ -52,7 +52,9 @@ def test_report_is_one_self_contained_page():
     assert "difference (SD)" in page  # feature summaries for tables
     assert "0.910 [0.880, 0.940]" in page and '<span class="yes">yes</span>' in page  # CAV table with CI
     assert "0.123" in page and "0.12345" not in page  # results to 3 decimals
-    assert "+ 2 more" in page  # oblique test: largest terms, then the rest counted
+    assert "+ 2 more" in page  # the figure abbreviates an oblique test: largest terms, then the rest counted
+    rules = re.findall(r'<ol class="rules">(.*?)</ol>', page)
+    assert rules and all("more" not in r for r in rules) and "0.05·pixel 60" in rules[0]  # the rules list every term
     assert "MMDT on digits: 3 leaves, depth 2, ARI 0.500 vs ground truth" in page
 
 
@@ -117,3 +119,45 @@ def test_a_runs_report_renders_in_headless_chromium(browser, tmp_path):
     dom, console = render(browser, (out / "report.html").read_text(encoding="utf-8"), tmp_path)
     assert console == []
     assert dom.count('<section class="tree"') == 2 and "MMDT on iris: 3 leaves" in dom and "<svg" in dom
+
+
+def test_a_discovered_concepts_report_renders_in_headless_chromium(browser, tmp_path):
+    """`concepts=discovered` on digits pixels (NMF): its own page title, display names, the discovered
+    concepts shown by their top examples with their association, exact percentile rules."""
+    from pipeline.app.config import compose_config
+    from pipeline.app.runner import run
+
+    out = tmp_path / "run"
+    run(compose_config([f"paths.output_dir={out}", f"paths.cache_dir={tmp_path / 'cache'}",
+                        f"paths.models_dir={tmp_path / 'models'}", "dataset=digits", "dataset.n_samples=300",
+                        "encoder=identity", "clustering=gmm", "concepts=discovered", "concepts.params.n_concepts=6",
+                        "explainer=[concept_mmdt,concept_cart]", "report.summary=false"]))
+    for name in ("figures/concept_cart.column.pdf", "figures/concept_cart.wide.png"):
+        assert (out / name).stat().st_size > 0, name
+    dom, console = render(browser, (out / "report.html").read_text(encoding="utf-8"), tmp_path)
+    assert console == []
+    assert "<title>Concept trees (discovered concepts): digits</title>" in dom
+    assert "Concept-CART on digits" in dom and "Concept-MMDT on digits" in dom
+    section = dom[dom.index('<h2 id="discovered">'):]
+    assert section.count('alt="example expressing') == 6 * 8  # 8 top examples per concept
+    assert re.search(r"≈ \w+, AUC \.\d\d", section)  # "≈ 3, AUC .91"
+    rules = re.findall(r'<ol class="rules">(.*?)</ol>', dom, re.S)
+    assert rules and any(re.search(r"in (top|bottom) [\d.]+%", r) for r in rules)
+
+
+def test_a_cav_report_shows_probabilities_and_boundaries(browser, tmp_path):
+    """A concept run with calibrated CAVs: rules in P(concept), the CAV table's own boundary column."""
+    from pipeline.app.config import compose_config
+    from pipeline.app.runner import run
+
+    out = tmp_path / "run"
+    run(compose_config([f"paths.output_dir={out}", f"paths.cache_dir={tmp_path / 'cache'}",
+                        f"paths.models_dir={tmp_path / 'models'}", "dataset=digits", "dataset.n_samples=300",
+                        "encoder=identity", "clustering=gmm", "concepts=mnist_geometric", "cav.params.n_repeats=2",
+                        "cav.params.cv=2", "explainer=[concept_mmdt,concept_cart]", "report.summary=false",
+                        "report.figures=false"]))
+    dom, console = render(browser, (out / "report.html").read_text(encoding="utf-8"), tmp_path)
+    assert console == []
+    assert "<title>Concept trees (mnist_geometric): digits</title>" in dom and "boundary P(c)" in dom
+    rules = re.findall(r'<ol class="rules">(.*?)</ol>', dom, re.S)
+    assert rules and all("P(" in r for r in rules)
