@@ -235,3 +235,25 @@ def leaf_text_examples(tree: ExplanationTree, X, texts, n: int = 3, width: int =
     rows = [{"leaf": leaf, "cluster": int(tree.label[leaf]), "snippet": " ".join(str(texts[i]).split())[:width]}
             for leaf, idx in picks.items() for i in idx]
     return pd.DataFrame(rows)
+
+
+def plot_concept_examples(discovery: list[dict], top_examples, images, n: int = 8) -> Figure:
+    """One row per discovered concept: its name, association (``≈ 7, AUC .96``) and the ``n``
+    images expressing it most (``top_examples``: row indices per concept, most expressive first)."""
+    images = np.asarray(images)
+    top = np.asarray(top_examples, dtype=int)[:, :n]
+    fig = Figure(figsize=(0.9 * top.shape[1] + 2.2, 0.9 * len(top) + 0.3))
+    axes = np.atleast_2d(fig.subplots(len(top), top.shape[1], squeeze=False))
+    for r, (row, idx) in enumerate(zip(discovery, top)):
+        for c, i in enumerate(idx):
+            ax = axes[r, c]
+            ax.set_xticks([])
+            ax.set_yticks([])
+            img = images[i]
+            img = img[..., 0] if img.ndim == 3 and img.shape[-1] == 1 else img
+            ax.imshow(img, cmap="gray_r" if img.ndim == 2 else None)
+        auc = row.get("AUC")
+        assoc = f"≈ {row['associated with']}, AUC {auc:.2f}" if row.get("associated with") and auc == auc else ""
+        axes[r, 0].set_ylabel(f"{row['concept']}\n{assoc}", rotation=0, ha="right", va="center", fontsize=8)
+    fig.suptitle("discovered concepts: the examples expressing each most", fontsize=9)
+    return fig
