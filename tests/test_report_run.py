@@ -36,8 +36,9 @@ def test_rules_text_and_json_are_simplified_and_annotated():
     load, cluster, project, fits, _ = iris_run()
     data = tree_data(load, cluster, project)
     text = rules_text("cart", fits["cart"], data)
-    assert '- petal length (cm) > 2.5 and petal width (cm) > 1.75 and petal length (cm) <= 4.85' in text  # raw
-    assert '- 2.5 < petal length (cm) <= 4.85 and petal width (cm) > 1.75 → cluster 1 · ' in text  # simplified
+    # exact: the shortest decimals strictly between the neighbouring data values (1.9 | 3.0, 1.7 | 1.8, 4.8 | 4.9)
+    assert '- petal length (cm) > 2 and petal width (cm) > 1.75 and petal length (cm) <= 4.85' in text  # raw
+    assert '- 2 < petal length (cm) <= 4.85 and petal width (cm) > 1.75 → cluster 1 · ' in text  # simplified
     assert 'mostly "setosa" (100%)' in text and "Tree:" in text
     doc = rules_json(fits["cart"], data)
     json.dumps(doc)

@@ -37,7 +37,7 @@ def test_hand_example_simplified_rules_with_annotations():
     ]
     d = rules[2].to_dict()
     assert d["n_points"] == 1 and d["majority"] == 3 and d["conditions"][0] == {
-        "low": 0.2, "high": 0.4, "text": "0.2 < loop <= 0.4", "feature": 0, "name": "loop"}
+        "low": 0.2, "high": 0.4, "text": "0.2 < loop <= 0.4", "feature": 0, "name": "loop", "units": "raw"}
     json.dumps([r.to_dict() for r in rules])  # JSON-serialisable
 
 

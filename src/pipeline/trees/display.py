@@ -34,15 +34,19 @@ MIN_WEIGHT_DIGITS = 3
 def shortest_decimal(lo: float, hi: float, near: float | None = None, include_low: bool = False) -> str:
     """The shortest decimal ``d`` with ``lo < d < hi`` (``lo <= d < hi`` with ``include_low``).
 
-    Among the decimals with the fewest digits after the point, the one nearest ``near``
-    (default: the midpoint). Exact: computed in decimal arithmetic from the floats' exact values.
+    ``lo`` and ``hi`` are taken as they read (the shortest decimal of each float, ``repr``), and
+    ``float(d)`` must still satisfy ``lo <= float(d) < hi`` (so a program evaluating the printed
+    rule routes ``lo`` and ``hi`` as the tree does). Among the decimals with the fewest digits
+    after the point, the one nearest ``near`` (default: the midpoint). Computed in exact decimal
+    arithmetic.
 
     >>> shortest_decimal(1.5204, 1.5206)
     '1.5205'
     >>> shortest_decimal(0.2, 3.9, near=1.7)
     '2'
     """
-    L, H = Decimal(float(lo)), Decimal(float(hi))
+    # the neighbours as a person reads them (the shortest decimal of each float: 1.7, not 1.69999...)
+    L, H = Decimal(repr(float(lo))), Decimal(repr(float(hi)))
     if not L < H:
         raise ValueError(f"shortest_decimal needs lo < hi, got lo={lo!r}, hi={hi!r}.")
     N = Decimal(float(near)) if near is not None else (L + H) / 2

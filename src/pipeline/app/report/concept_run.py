@@ -52,15 +52,17 @@ def table2_row(df: pd.DataFrame, *, dataset: str, n_samples: int, n_cavs: int, m
     return pd.DataFrame([row])
 
 
-def cav_frame(cav_summary: list[dict], units: list | None = None, units_kind: str | None = None) -> pd.DataFrame:
+def cav_frame(cav_summary: list[dict], units: list | None = None, units_kind: str | None = None,
+              names: list[str] | None = None) -> pd.DataFrame:
     """CAV table: concept, held-out accuracy mean [95% CI], random-split accuracy, p, spread and,
-    when known, the concept's own decision boundary in the units the rules read in."""
+    when known, the concept's own decision boundary in the units the rules read in (``units``:
+    one map per concept of ``names``, the concepts the trees use)."""
     df = pd.DataFrame(cav_summary)
     cols = ["concept", "score", "ci_low", "ci_high", "random_score", "p_value", "significant", "spread_deg",
             "n_positives", "n_negatives"]
     if "boundary" in df.columns:
         name = boundary_column(units_kind if units is not None else "raw")
-        df[name] = boundaries(df["boundary"], units)
+        df[name] = boundaries(cav_summary, names, units)
         cols.append(name)
     return df[cols]
 
@@ -70,14 +72,18 @@ def boundary_column(units_kind: str | None) -> str:
                                                                                         "boundary ⟨c, z⟩")
 
 
-def boundaries(raw, units: list | None) -> list[float]:
-    """Each CAV's decision boundary (raw coordinate ``-b/a``) in its display units."""
+def boundaries(cav_summary: list[dict], names: list[str] | None, units: list | None) -> list[float]:
+    """Each CAV's decision boundary (raw coordinate ``-b/a``, ``cav_summary[m]['boundary']``) in the
+    display units of its concept (``units[names.index(concept)]``); NaN for a concept the trees do
+    not use (left out by concept selection) when the units are not raw."""
     from pipeline.concepts.units import boundary_in_units
 
-    raw = [float(v) for v in raw]
+    raw = [float(c.get("boundary", float("nan"))) for c in cav_summary]
     if units is None:
         return raw
-    return [float("nan") if v != v else boundary_in_units(u, v) for u, v in zip(units, raw)]
+    index = {n: i for i, n in enumerate(names or [])}
+    return [boundary_in_units(units[index[c["concept"]]], v) if v == v and c["concept"] in index else float("nan")
+            for c, v in zip(cav_summary, raw)]
 
 
 def discovery_frame(discovery: list[dict]) -> pd.DataFrame:
@@ -104,11 +110,11 @@ def table2_display(table2: pd.DataFrame) -> pd.DataFrame:
 
 def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped: dict, selection: dict | None,
                          discovery: list[dict] | None = None, units: list | None = None,
-                         units_kind: str | None = None) -> str:
+                         units_kind: str | None = None, names: list[str] | None = None) -> str:
     lines = ["", "Concept trees (MMDT paper, Table 2 layout):", _fmt(table2_display(table2))]
     if cav_summary:
         lines += ["", "CAVs (held-out accuracy of one cut along the CAV; random = random-split CAVs; boundary: where "
-                      "the CAV's own classifier says 50%):", _fmt(cav_frame(cav_summary, units, units_kind))]
+                      "the CAV's own classifier says 50%):", _fmt(cav_frame(cav_summary, units, units_kind, names))]
     if discovery:
         lines += ["", "Discovered concepts (named by the class they separate best, ROC AUC of the concept coordinate):",
                   _fmt(discovery_frame(discovery))]

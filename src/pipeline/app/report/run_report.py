@@ -172,7 +172,7 @@ def run_report_html(cfg: dict, load: dict, cluster: dict, project: dict, results
 
         units = project.get("units")
         boundary = (boundary_column(project.get("units_kind") if units is not None else "raw"),
-                    boundaries([c["boundary"] for c in concepts["cav_summary"]], units))
+                    boundaries(concepts["cav_summary"], project.get("concept_names"), units))
     discovered = []
     if concepts.get("discovery"):
         from pipeline.app.report.html import concept_views
