@@ -69,6 +69,7 @@ class TreeView:
     rules: list[str]
     raw_rules: list[str]
     leaves: list[LeafView] = field(default_factory=list)
+    note: str = ""  # what the printed thresholds mean (units, exactness)
 
 
 @dataclass
@@ -279,6 +280,8 @@ def _tree_html(view: TreeView) -> str:
     raw = "".join(f"<li>{_e(r)}</li>" for r in view.raw_rules)
     out = [f'<section class="tree" id="tree-{_e(view.row)}"><h3>{_e(view.title)}</h3>',
            f'<div class="fig">{view.svg}</div>', f'<ol class="rules">{rules}</ol>']
+    if view.note:
+        out.append(f'<p class="sub">{_e(view.note)}</p>')
     if view.raw_rules != view.rules:  # some path tests a feature more than once
         out.append(f'<details><summary>rules as the raw path conditions</summary><ol class="rules">{raw}</ol>'
                    "</details>")

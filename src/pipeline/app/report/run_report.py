@@ -141,7 +141,9 @@ def run_report_html(cfg: dict, load: dict, cluster: dict, project: dict, results
                     y=gallery.get("y"), class_names=gallery.get("class_names"), kind=gallery.get("kind"),
                     data=gallery.get("data"), data_feature_names=gallery.get("data_feature_names"),
                     dataset=load.get("name"), ari=_ari(results, row), units=data.get("units"))
-        views.append(cache.get("tree_view", {**args, "tree": fit["tree"]}, lambda args=args: tree_view(**args)))
+        view = cache.get("tree_view", {**args, "tree": fit["tree"]}, lambda args=args: tree_view(**args))
+        view.note = units_note(tree, data)
+        views.append(view)
     scatter = None
     if concepts and fits and data["reference"] is not None and project["X"].shape[1] >= 2:
         first = next((r for r in fits if "concept" in fits[r]["name"]), next(iter(fits)))
