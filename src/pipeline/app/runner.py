@@ -105,7 +105,7 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
             print(concept_summary_text(report["table2"], concepts.get("cav_summary", []),
                                        concepts.get("cav_dropped", {}), project.get("selection"),
                                        concepts.get("discovery"), project.get("units"), project.get("units_kind"),
-                                       project.get("concept_names")))
+                                       project.get("concept_names"), project.get("X")))
     if report["counterfactuals_csv"] is not None:
         print(f"counterfactual explanations ({done['counterfactuals'].artifact['space']} space) written to "
               f"{report['counterfactuals_csv']}")

@@ -53,10 +53,11 @@ def table2_row(df: pd.DataFrame, *, dataset: str, n_samples: int, n_cavs: int, m
 
 
 def cav_frame(cav_summary: list[dict], units: list | None = None, units_kind: str | None = None,
-              names: list[str] | None = None) -> pd.DataFrame:
+              names: list[str] | None = None, X=None) -> pd.DataFrame:
     """CAV table: concept, held-out accuracy mean [95% CI], random-split accuracy, p, spread and,
     when known, the concept's own decision boundary in the units the rules read in (``units``:
-    one map per concept of ``names``, the concepts the trees use)."""
+    one map per concept of ``names``, the concepts the trees use) and, given the concept
+    coordinates ``X`` of the data, the share of the data beyond it."""
     df = pd.DataFrame(cav_summary)
     cols = ["concept", "score", "ci_low", "ci_high", "random_score", "p_value", "significant", "spread_deg",
             "n_positives", "n_negatives"]
@@ -64,7 +65,26 @@ def cav_frame(cav_summary: list[dict], units: list | None = None, units_kind: st
         name = boundary_column(units_kind if units is not None else "raw")
         df[name] = boundaries(cav_summary, names, units)
         cols.append(name)
+        if X is not None:
+            df[ABOVE] = share_above(cav_summary, names, X)
+            cols.append(ABOVE)
     return df[cols]
+
+
+ABOVE = "data beyond boundary (%)"
+
+
+def share_above(cav_summary: list[dict], names: list[str] | None, X) -> list[float]:
+    """Percentage of the data whose concept coordinate lies beyond each CAV's own boundary (the
+    points its classifier calls positive); NaN for concepts the trees do not use."""
+    X = np.asarray(X, dtype=float)
+    index = {n: i for i, n in enumerate(names or [])}
+    out = []
+    for c in cav_summary:
+        b = float(c.get("boundary", float("nan")))
+        j = index.get(c["concept"])
+        out.append(float(100.0 * np.mean(X[:, j] > b)) if j is not None and b == b else float("nan"))
+    return out
 
 
 def boundary_column(units_kind: str | None) -> str:
@@ -110,11 +130,11 @@ def table2_display(table2: pd.DataFrame) -> pd.DataFrame:
 
 def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped: dict, selection: dict | None,
                          discovery: list[dict] | None = None, units: list | None = None,
-                         units_kind: str | None = None, names: list[str] | None = None) -> str:
+                         units_kind: str | None = None, names: list[str] | None = None, X=None) -> str:
     lines = ["", "Concept trees (MMDT paper, Table 2 layout):", _fmt(table2_display(table2))]
     if cav_summary:
         lines += ["", "CAVs (held-out accuracy of one cut along the CAV; random = random-split CAVs; boundary: where "
-                      "the CAV's own classifier says 50%):", _fmt(cav_frame(cav_summary, units, units_kind, names))]
+                      "the CAV's own classifier says 50%):", _fmt(cav_frame(cav_summary, units, units_kind, names, X))]
     if discovery:
         lines += ["", "Discovered concepts (named by the class they separate best, ROC AUC of the concept coordinate):",
                   _fmt(discovery_frame(discovery))]

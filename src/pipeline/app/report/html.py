@@ -226,9 +226,10 @@ def table_html(df: pd.DataFrame) -> str:
     return f'<div class="tbl"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-def cav_table_html(cav_summary: list[dict], boundary: tuple[str, list[float]] | None = None) -> str:
+def cav_table_html(cav_summary: list[dict], boundary: dict[str, list[float]] | None = None) -> str:
     """The CAV table: accuracy with its 95% CI, random-split accuracy, p-value, significance and,
-    given ``boundary`` (column name, values), each concept's own decision boundary in the rules' units."""
+    given ``boundary`` (column name -> values), each concept's own decision boundary in the rules'
+    units and the share of the data beyond it."""
     rows = []
     for m, c in enumerate(cav_summary):
         ci = f"{c.get('score', float('nan')):.3f} [{c.get('ci_low', float('nan')):.3f}, {c.get('ci_high', float('nan')):.3f}]"
@@ -236,8 +237,8 @@ def cav_table_html(cav_summary: list[dict], boundary: tuple[str, list[float]] | 
                      "random-split accuracy": c.get("random_score"), "p-value": c.get("p_value"),
                      "significant": bool(c.get("significant")), "positives": c.get("n_positives"),
                      "negatives": c.get("n_negatives")})
-        if boundary is not None:
-            rows[-1][boundary[0]] = boundary[1][m]
+        for column, values in (boundary or {}).items():
+            rows[-1][column] = values[m]
     return table_html(pd.DataFrame(rows))
 
 
@@ -296,7 +297,7 @@ def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[T
                   subtitle: str = "", cav_summary: list[dict] | None = None, scatter_svg: str | None = None,
                   counterfactuals: pd.DataFrame | None = None,
                   counterfactual_svgs: list[str] = (), notes: list[str] = (), max_counterfactuals: int = 20,
-                  cav_boundary: tuple[str, list[float]] | None = None, discovered: list[ConceptView] = (),
+                  cav_boundary: dict[str, list[float]] | None = None, discovered: list[ConceptView] = (),
                   discovery_method: str | None = None) -> str:
     """The whole page as one HTML string (UTF-8, no external resources)."""
     body = [f"<h1>{_e(title)}</h1>"]

@@ -170,11 +170,12 @@ def run_report_html(cfg: dict, load: dict, cluster: dict, project: dict, results
     concepts = concepts or {}
     boundary = None
     if concepts.get("cav_summary") and "boundary" in concepts["cav_summary"][0]:
-        from pipeline.app.report.concept_run import boundaries, boundary_column
+        from pipeline.app.report.concept_run import ABOVE, boundaries, boundary_column, share_above
 
-        units = project.get("units")
-        boundary = (boundary_column(project.get("units_kind") if units is not None else "raw"),
-                    boundaries(concepts["cav_summary"], project.get("concept_names"), units))
+        units, names = project.get("units"), project.get("concept_names")
+        boundary = {boundary_column(project.get("units_kind") if units is not None else "raw"):
+                    boundaries(concepts["cav_summary"], names, units),
+                    ABOVE: share_above(concepts["cav_summary"], names, project["X"])}
     discovered = []
     if concepts.get("discovery"):
         from pipeline.app.report.html import concept_views

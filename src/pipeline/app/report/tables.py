@@ -27,12 +27,18 @@ def is_time(column) -> bool:
     return str(column).endswith(("seconds", "time (s)", "seconds_mean", "seconds_std"))
 
 
+COUNTS = {"n_leaves", "depth", "n_noise", "n_runs", "samples", "K", "CAVs", "independent CAVs"}  # whole numbers
+
+
 def format_cell(v, column=None) -> str:
     """A table cell: NaN empty, floats to 3 decimals (4 significant digits below 0.01); durations
-    (``column`` a time column, :func:`is_time`) with 3 significant digits, so 0.15 s and 0.00232 s read alike."""
+    (``column`` a time column, :func:`is_time`) with 3 significant digits, so 0.15 s and 0.00232 s
+    read alike; counts (``COUNTS``, read as floats when a row has none) as integers."""
     if isinstance(v, float):
         if math.isnan(v):
             return ""
+        if column in COUNTS and v.is_integer():
+            return str(int(v))
         if is_time(column):
             return f"{v:.3g}"
         return f"{v:.4g}" if abs(v) < 1e-2 and v != 0 else f"{v:.3f}"
