@@ -147,3 +147,18 @@ def test_concept_runs_print_probabilities_by_default(tmp_path, capsys):
     run(_compose(tmp_path, "concepts=mnist_geometric", "cav.params.n_repeats=2", "cav.params.cv=2",
                  "concepts.units=raw"))
     assert "P(" not in capsys.readouterr().out.split("rules:")[1]
+
+
+def test_an_attribute_table_names_the_concept_it_matches(tmp_path):
+    """concepts.params.attributes: a 0/1 column planted on one concept's top 20% names that concept."""
+    import pandas as pd
+
+    run(_compose(tmp_path, "concepts=discovered", "concepts.params.n_concepts=6", "dataset.n_samples=null"))
+    X = np.load(tmp_path / "run" / "concepts" / "run.npz")["X"]
+    planted = (X[:, 2] > np.quantile(X[:, 2], 0.8)).astype(int)
+    table = tmp_path / "attributes.csv"
+    pd.DataFrame({"planted": planted, "noise": np.arange(len(planted)) % 2}).to_csv(table, index=False)
+    run(_compose(tmp_path, "concepts=discovered", "concepts.params.n_concepts=6", "dataset.n_samples=null",
+                 f"concepts.params.attributes={table}"))
+    meta = json.loads((tmp_path / "run" / "concepts" / "run.json").read_text())
+    assert meta["concept_names"][2] == "≈planted" and meta["discovery"][2]["AUC"] == 1.0

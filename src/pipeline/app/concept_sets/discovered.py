@@ -28,8 +28,13 @@ log = logging.getLogger(__name__)
 
 
 def discovered(Z, dataset, cfg: dict, n_concepts: int = 10, method: str = "auto", names: dict | None = None,
-               n_examples: int = 8, min_auc: float = 0.6, max_iter: int = 1000) -> dict:
+               n_examples: int = 8, min_auc: float = 0.6, max_iter: int = 1000, attributes: str | None = None,
+               attributes_id_column: str | None = None, attributes_fingerprint=None) -> dict:
     """Discover ``n_concepts`` concepts in the latents ``Z`` of ``dataset`` (seed: ``cfg['seed']``).
+
+    Names come from the class labels and, with ``attributes`` (a 0/1 table with one column per
+    attribute and one row per data row, read like a ``concepts=examples`` table; joined on
+    ``attributes_id_column`` if given), from its columns too.
 
     Returns the concepts-stage artifact: ``concept_names``, ``cavs`` (the unit directions),
     ``discovery`` (one row per concept: automatic name, association, AUC, importance, method),
@@ -44,6 +49,8 @@ def discovered(Z, dataset, cfg: dict, n_concepts: int = 10, method: str = "auto"
     model = ConceptDiscovery(int(n_concepts), method=method, max_iter=max_iter, random_state=cfg["seed"]).fit(Z)
     coords = model.transform(Z)
     labels = label_table(dataset.y, dataset.class_names) if dataset.y is not None else {}
+    if attributes is not None:
+        labels.update(_attribute_table(attributes, dataset, attributes_id_column))
     assoc = concept_associations(coords, labels) if labels else [("", float("nan"))] * coords.shape[1]
     auto = name_concepts(assoc, None, min_auc=min_auc)
     final = name_concepts(assoc, names, min_auc=min_auc)
@@ -55,3 +62,18 @@ def discovered(Z, dataset, cfg: dict, n_concepts: int = 10, method: str = "auto"
     return {"concept_names": final, "cavs": model.directions_, "discovery": rows, "concept_set": "discovered",
             "discovery_method": model.method_, "top_examples": top_examples(coords, n_examples),
             "n_concept_examples": int(Z.shape[0])}
+
+
+def _attribute_table(path, dataset, id_column) -> dict[str, np.ndarray]:
+    """The columns of a per-row 0/1 attribute table (``concepts.params.attributes``) by name."""
+    from pipeline.app.concept_sets.examples import read_concept_examples
+
+    table = read_concept_examples(path, dataset, id_column=id_column, key="concepts.params.attributes")
+    labels = np.asarray(table.labels, dtype=float)
+    if table.inputs is not None or labels.ndim != 2 or labels.shape[0] != len(dataset):
+        raise InvalidInputError(
+            f"concepts.params.attributes={path} must be a table (.csv/.tsv/.parquet) with one 0/1 column per attribute "
+            f"and one row per data row ({len(dataset)} rows); got concept examples of another kind. Name the "
+            "discovered concepts from it, or leave attributes null to name them from the class labels.")
+    labels = np.where(labels < 0, np.nan, labels)  # -1: unknown
+    return {str(n): labels[:, j] for j, n in enumerate(table.names)}
