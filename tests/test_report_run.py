@@ -55,3 +55,19 @@ def test_tree_figure_title_and_report():
     assert "rules as the raw path conditions" in page and "difference (SD)" in page
     table = page[page.index("<h2>Results</h2>"):page.index("<h2>Trees</h2>")]
     assert "<td>3</td>" in table and "3.000" not in table and "<td>0.900</td>" in table  # depth is a count
+
+
+def test_oblique_rules_in_files_list_every_term_and_say_raw_units():
+    """rules.txt, the JSON and the DOT file never end a test in '+ n more' (issue 25)."""
+    from pipeline.concepts.units import percentile_units
+
+    X = np.random.default_rng(0).normal(size=(200, 6))
+    t = ExplanationTree(6, [f"c{j}" for j in range(6)])
+    t.split_oblique(0, {j: 0.5 + j for j in range(6)}, 0.1, left_label=0, right_label=1)
+    units = [percentile_units(X[:, j]) for j in range(6)]
+    data = {"X": X, "units": units, "units_kind": "percentile"}
+    fit = {"name": "tao", "tree": t.to_dict(), "fit_seconds": 0.01}
+    text = rules_text("tao", fit, data)
+    assert "more" not in text and text.count("·c5") >= 2 and "raw concept coordinates" in text
+    assert all("more" not in r["text"] for r in rules_json(fit, data))
+    assert "more" not in t.to_dot(X, units=units, max_terms=None)

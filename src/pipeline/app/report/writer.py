@@ -59,7 +59,8 @@ def write_trees(out_dir: Path, fits: dict[str, dict], figures: bool = True, data
         written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.json", json.dumps(doc, indent=1, default=float)))
         written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.rules.txt", rules_text(row, fit, data).encode("utf-8")))
         written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.dot",
-                                    tree.to_dot(**_annotations(data), title=f"{row} ({fit['name']})").encode("utf-8")))
+                                    tree.to_dot(**_annotations(data), title=f"{row} ({fit['name']})",
+                                                max_terms=None).encode("utf-8")))  # files list every term
         if figures:  # matplotlib only when figures are drawn (not when they come from the cache)
             def draw(row=row, fit=fit) -> dict[str, bytes]:
                 from pipeline.app.report.figures import COLUMN_WIDTHS, FORMATS, figure_bytes
