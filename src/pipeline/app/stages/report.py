@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.app.artifacts import (
+    ClusterArtifact, ConceptsArtifact, CounterfactualsArtifact, EvaluateArtifact, LoadArtifact, ProjectArtifact,
+    ReportArtifact,
+)
 from pipeline.app.report.tables import results_frame
-from pipeline.app.report.writer import atomic_write, write_tables, write_trees
+from pipeline.app.report.tree_files import write_trees
+from pipeline.app.report.writer import atomic_write, write_tables
 from pipeline.app.stages.base import RunContext, Stage
 
 
@@ -19,20 +24,21 @@ def report_stage(rows, counterfactuals: bool = False) -> Stage:
     inputs = ("load", "cluster", "concepts", "project", "evaluate", *fit_names)
     inputs += ("counterfactuals",) if counterfactuals else ()
 
-    def compute(cfg: dict, load: dict, cluster: dict, concepts: dict, project: dict, evaluate: dict, ctx: RunContext,
-                counterfactuals: dict | None = None, **fits) -> dict:
+    def compute(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, concepts: ConceptsArtifact,
+                project: ProjectArtifact, evaluate: EvaluateArtifact, ctx: RunContext,
+                counterfactuals: CounterfactualsArtifact | None = None, **fits) -> ReportArtifact:
         out_dir = Path(ctx.out_dir)
         fits = {name[len("fit."):]: fits[name] for name in fit_names if fits.get(name) is not None}
-        df = results_frame(evaluate["rows"], {"dataset": load["name"], "clustering": cfg["clustering"]["name"]})
+        df = results_frame(evaluate.rows, {"dataset": load.name, "clustering": cfg["clustering"]["name"]})
         from pipeline.app.report.run_report import tree_data
 
         data = tree_data(load, cluster, project)  # leaf annotations: size, purity, majority class
         ari = dict(zip(df["explainer"], df["ari"])) if "ari" in df.columns else {}
         renders = render_cache(cfg, ctx)
-        write_trees(out_dir, fits, cfg["report"]["figures"], data, load["name"], ari, cache=renders)
+        write_trees(out_dir, fits, cfg["report"]["figures"], data, load.name, ari, cache=renders)
         csv, _ = write_tables(out_dir, df)
         out = {"df": df, "csv": csv, "fits": fits, "table2": None, "counterfactuals_csv": None, "html": None}
-        if concepts:  # Table-2 row, CAV table, files for the notebook (issue 6)
+        if concepts.enabled:  # Table-2 row, CAV table, files for the notebook (issue 6)
             from pipeline.app.report.concept_run import table2_for_run, write_concept_run
 
             out["table2"] = table2_for_run(cfg, load, cluster, project, df, concepts)
@@ -45,12 +51,13 @@ def report_stage(rows, counterfactuals: bool = False) -> Stage:
         if cfg["report"]["html"]:  # one self-contained page (issue 14)
             from pipeline.app.report.run_report import run_report_html
 
-            page = run_report_html(cfg, load, cluster, project, df, fits, concepts or None, counterfactuals,
+            page = run_report_html(cfg, load, cluster, project, df, fits, concepts if concepts.enabled else None,
+                                   counterfactuals,
                                    cache=renders)
             out["html"] = atomic_write(out_dir / "report.html", page.encode("utf-8"))
-        return out
+        return ReportArtifact(**out)
 
-    return Stage("report", inputs, lambda cfg: {}, compute, cached=False, context=True)
+    return Stage("report", inputs, lambda cfg: {}, compute, cached=False, context=True, artifact=ReportArtifact)
 
 
 def render_cache(cfg: dict, ctx: RunContext):
