@@ -18,7 +18,7 @@ from pipeline.encoders import VaDEEncoder
 from pipeline.encoders.base import Encoder, IdentityEncoder
 from pipeline.encoders.contrastive import ContrastiveClusteringEncoder
 from pipeline.app.runner import run, run_stages, to_plain
-from pipeline.app.stages.base import execute
+from pipeline.app.stages.framework import execute
 from pipeline.app.stages.counterfactuals import counterfactuals_stage
 from pipeline.app.stages.encode import fitted_encoder
 from pipeline.validation import InvalidInputError

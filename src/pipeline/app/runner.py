@@ -23,7 +23,7 @@ from pipeline.app.capabilities import check_request
 from pipeline.app.checks import parse_force  # noqa: F401 - part of the runner's interface
 from pipeline.app.report.writer import write_status, write_tables
 from pipeline.app.stages import declared_stages
-from pipeline.app.stages.base import RunContext, StageOutput, execute
+from pipeline.app.stages.framework import RunContext, StageOutput, execute
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ import numpy as np
 
 from pipeline.app.artifacts import ClusterArtifact, EncodeArtifact, LoadArtifact
 from pipeline.app.instantiate import accepts, call, factory
-from pipeline.app.stages.base import Stage
+from pipeline.app.stages.framework import Stage
 from pipeline.clustering import Clustering, check_enough_clusters
 from pipeline.validation import InvalidInputError
 

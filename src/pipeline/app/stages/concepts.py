@@ -21,7 +21,7 @@ import numpy as np
 
 from pipeline.app.artifacts import ArtifactFieldError, ConceptsArtifact, EncodeArtifact, LoadArtifact
 from pipeline.app.instantiate import call, factory
-from pipeline.app.stages.base import Stage
+from pipeline.app.stages.framework import Stage
 from pipeline.app.stages.load import artifact_to_dataset
 from pipeline.validation import InvalidInputError
 

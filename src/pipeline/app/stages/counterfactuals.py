@@ -40,7 +40,7 @@ from pipeline.counterfactuals import (
 from pipeline.app.artifacts import (
     ClusterArtifact, CounterfactualsArtifact, EncodeArtifact, LoadArtifact, ProjectArtifact,
 )
-from pipeline.app.stages.base import Stage
+from pipeline.app.stages.framework import Stage
 from pipeline.encoders.base import Encoder
 from pipeline.validation import InvalidInputError
 

@@ -24,7 +24,7 @@ import numpy as np
 from pipeline.app.artifacts import EncodeArtifact, LoadArtifact, TrainArtifact
 from pipeline.app.cache import checked_sha256, localize, make_key, portable
 from pipeline.app.instantiate import call, factory
-from pipeline.app.stages.base import RunContext, Stage, execute
+from pipeline.app.stages.framework import RunContext, Stage, execute
 from pipeline.app.stages.load import LOAD, artifact_to_dataset
 from pipeline.validation import InvalidInputError
 

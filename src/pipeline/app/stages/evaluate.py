@@ -21,7 +21,7 @@ from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score
 
 from pipeline import metrics
 from pipeline.app.artifacts import ClusterArtifact, EvaluateArtifact, FitArtifact, LoadArtifact
-from pipeline.app.stages.base import RunContext, Stage
+from pipeline.app.stages.framework import RunContext, Stage
 
 log = logging.getLogger(__name__)
 

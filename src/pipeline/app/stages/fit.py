@@ -10,7 +10,7 @@ import numpy as np
 from pipeline.app.artifacts import ClusterArtifact, FitArtifact, ProjectArtifact
 from pipeline.app.capabilities import check_provided
 from pipeline.app.explainers import FitInputs, fit_explainer
-from pipeline.app.stages.base import Stage
+from pipeline.app.stages.framework import Stage
 
 log = logging.getLogger(__name__)
 

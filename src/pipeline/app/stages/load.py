@@ -7,7 +7,7 @@ import numpy as np
 from pipeline.app.artifacts import LoadArtifact
 from pipeline.app.data.dataset import Dataset
 from pipeline.app.data.loading import load_dataset
-from pipeline.app.stages.base import Stage
+from pipeline.app.stages.framework import Stage
 
 # The dataset fields that determine the data (download does not; root does, as the source).
 _KEY_FIELDS = ("_target_", "name", "split", "classes", "n_samples", "standardize", "params")

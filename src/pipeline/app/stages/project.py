@@ -8,7 +8,7 @@ a matrix product is cheaper than reading its result back.
 from __future__ import annotations
 
 from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, EncodeArtifact, ProjectArtifact
-from pipeline.app.stages.base import Stage
+from pipeline.app.stages.framework import Stage
 from pipeline.concepts.projection import project, project_mixture
 
 

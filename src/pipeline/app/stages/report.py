@@ -15,7 +15,7 @@ from pipeline.app.artifacts import (
 from pipeline.app.report.tables import results_frame
 from pipeline.app.report.tree_files import write_trees
 from pipeline.app.report.writer import atomic_write, write_tables
-from pipeline.app.stages.base import RunContext, Stage
+from pipeline.app.stages.framework import RunContext, Stage
 
 
 def report_stage(rows, counterfactuals: bool = False) -> Stage:
