@@ -1,4 +1,4 @@
-"""``python -m pipeline.app.sweep_command <sweep dir>``: one table from a multirun's jobs.
+"""``python -m pipeline.collect <sweep dir>`` (this module's :func:`main`): one table from a multirun's jobs.
 
 Writes ``<sweep dir>/collected.csv`` and ``collected.md`` (one row per job x explainer, with
 each job's overrides as columns), ``jobs.csv`` (status per job), ``summary.csv`` and
