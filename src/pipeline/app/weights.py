@@ -97,6 +97,8 @@ class SBERTEncoder(_LibrarySBERT):
     """``encoder=sbert``: :class:`pipeline.encoders.sbert.SBERTEncoder` that loads ``model_name``
     (hub name or local directory; the offline fallback model when it cannot)."""
 
+    fetches_weights = True  # the pipeline checks the hub is reachable before it builds one
+
     def _load_model(self) -> tuple:
         return sentence_transformer(self.model_name, self.device_, self.cache_dir, self.offline, self.fallback)
 
@@ -104,6 +106,8 @@ class SBERTEncoder(_LibrarySBERT):
 class CLIPEncoder(_LibraryCLIP):
     """``encoder=clip``: :class:`pipeline.encoders.clip.CLIPEncoder` that loads the ``pretrained``
     weights (an open_clip tag or a local checkpoint file)."""
+
+    fetches_weights = True
 
     def _load_pretrained(self) -> tuple:
         return open_clip_model(self.model_name, self.pretrained, self.device_, self.cache_dir, self.model_config)

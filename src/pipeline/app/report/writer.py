@@ -1,7 +1,7 @@
 """Writing a run's report files; every file is written atomically (temp file + rename).
 
 The bottom of ``pipeline.app.report``: it imports no other report module but the tables
-(``tree_files`` writes the trees with these helpers)."""
+(the report stage writes the trees with these helpers, :func:`pipeline.app.stages.report.write_trees`)."""
 
 from __future__ import annotations
 

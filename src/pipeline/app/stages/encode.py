@@ -39,13 +39,14 @@ def encoder_key_config(cfg: dict) -> dict:
 
 def build(cfg: dict):
     """The configured encoder, unfitted (``device`` / ``batch_size`` passed when its class takes them)."""
-    from pipeline.app.network import needs_hub, prepare_hub_access
-
     enc = cfg["encoder"]
     encoder = call(_with_weight_files(factory(enc, "encoder")), "encoder",
                    offered={k: enc[k] for k in _RUNTIME_FIELDS if k in enc})
-    if needs_hub(encoder):  # an unreachable hub: offline mode within ~2 s instead of minutes of retries
-        prepare_hub_access(cfg.get("offline"), f"{enc['name']} weights")
+    if getattr(encoder, "fetches_weights", False):  # pipeline.app.weights' encoders
+        from pipeline.app.network import needs_hub, prepare_hub_access
+
+        if needs_hub(encoder):  # an unreachable hub: offline mode within ~2 s instead of minutes of retries
+            prepare_hub_access(cfg.get("offline"), f"{enc['name']} weights")
     return encoder
 
 
