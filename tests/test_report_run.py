@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from sklearn.datasets import load_iris
 
+from pipeline.app.artifacts import ClusterArtifact, FitArtifact, LoadArtifact, ProjectArtifact
 from pipeline.app.report.run_report import rules_json, rules_text, run_report_html, tree_data, tree_figure
 from pipeline.trees.tree import ExplanationTree
 
@@ -22,11 +23,12 @@ def iris_run():
     c, e = t.split(b, 2, 4.85)  # a second cut on petal length below the first: simplification at work
     t.set_label(c, 1)
     t.set_label(e, 2)
-    load = {"name": "iris", "kind": "tabular", "X": X, "y": y, "class_names": list(d.target_names),
-            "feature_names": list(d.feature_names)}
-    cluster = {"labels": y, "method": "gmm"}
-    project = {"X": X, "feature_names": list(d.feature_names)}
-    fits = {"cart": {"name": "cart", "tree": t.to_dict(), "fit_seconds": 0.01}}
+    load = LoadArtifact(name="iris", kind="tabular", X=X, y=y, class_names=list(d.target_names),
+                        feature_names=list(d.feature_names))
+    cluster = ClusterArtifact(labels=y, method="gmm")
+    project = ProjectArtifact(X=X, feature_names=list(d.feature_names), latent_X=X, latent_names=list(d.feature_names))
+    fits = {"cart": FitArtifact(row="cart", name="cart", tree=t.to_dict(), predictions=y, fit_seconds=0.01,
+                                n_leaves=5, depth=3)}
     results = pd.DataFrame({"explainer": ["reference", "cart"], "method": ["gmm", "cart"], "ari": [1.0, 0.9],
                             "n_leaves": [3.0, 5.0], "depth": [np.nan, 3.0]})
     return load, cluster, project, fits, results
@@ -66,7 +68,8 @@ def test_oblique_rules_in_files_list_every_term_and_say_raw_units():
     t.split_oblique(0, {j: 0.5 + j for j in range(6)}, 0.1, left_label=0, right_label=1)
     units = [percentile_units(X[:, j]) for j in range(6)]
     data = {"X": X, "units": units, "units_kind": "percentile"}
-    fit = {"name": "tao", "tree": t.to_dict(), "fit_seconds": 0.01}
+    fit = FitArtifact(row="tao", name="tao", tree=t.to_dict(), predictions=t.predict(X), fit_seconds=0.01,
+                      n_leaves=t.n_leaves, depth=t.depth)
     text = rules_text("tao", fit, data)
     assert "more" not in text and text.count("·c5") >= 2 and "raw concept coordinates" in text
     assert all("more" not in r["text"] for r in rules_json(fit, data))
