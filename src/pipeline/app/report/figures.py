@@ -24,6 +24,7 @@ import matplotlib as mpl
 import numpy as np
 from matplotlib.figure import Figure
 
+from pipeline.app.report.tables import METHOD_NAMES, method_name  # noqa: F401 (display names live with the tables)
 from pipeline.trees.rules import Condition, LeafStats
 from pipeline.trees.tree import ExplanationTree
 
@@ -46,18 +47,11 @@ class _Style:
     @property
     def line(self) -> float:
         return 1.35 * self.font / 72
+
+
 _MAX_TERMS = 3  # oblique tests in figures: largest terms, then "+ n more"
 _TOP_DOWN_MAX_WIDTH = 7.0  # inches; wider trees use the indented layout
 FORMATS = ("png", "svg", "pdf")
-
-METHOD_NAMES = {"mmdt": "MMDT", "randomized_mmdt": "Randomized MMDT", "random_mmdt": "Randomized MMDT",
-                "concept_mmdt": "Concept-MMDT", "cart": "CART", "concept_cart": "Concept-CART", "tao_axis": "TAO (axis)", "imm": "IMM", "emn": "EMN", "exkmc": "ExKMC",
-                "tao": "TAO", "spex_clique": "SpEx-Clique", "spex_knn": "SpEx-kNN", "spex_graph": "SpEx-Graph"}
-
-
-def method_name(name: str) -> str:
-    """Display name of an explainer method (``mmdt`` -> ``MMDT``)."""
-    return METHOD_NAMES.get(name, name.replace("_", " "))
 
 
 def tree_title(row: str, method: str, tree: ExplanationTree, dataset: str | None = None,

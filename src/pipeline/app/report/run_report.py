@@ -90,7 +90,7 @@ def units_note(tree: ExplanationTree, data: dict | None) -> str:
 def rules_text(row: str, fit: FitArtifact, data: dict | None = None) -> str:
     """``trees/<row>.rules.txt``: simplified annotated rules (every term of an oblique test), the raw
     path rules, the tree drawn as text."""
-    from pipeline.app.report.figures import method_name
+    from pipeline.app.report.tables import method_name  # no matplotlib: a warm run draws nothing
 
     tree = ExplanationTree.from_dict(fit.tree)
     rules = tree.rules(**tree_annotations(data))
@@ -181,8 +181,11 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
     if concepts is not None and concepts.discovery:
         from pipeline.app.report.html import concept_views
 
-        discovered = concept_views(concepts.discovery, concepts.top_examples, data.get("kind"),
-                                   data.get("data"), data.get("data_feature_names"))
+        discovered = cache.get(  # thumbnails need matplotlib: drawn once, then served from the render cache
+            "concept_views", {"discovery": concepts.discovery, "top": concepts.top_examples, "kind": data.get("kind"),
+                              "data": data.get("data"), "names": data.get("data_feature_names")},
+            lambda: concept_views(concepts.discovery, concepts.top_examples, data.get("kind"), data.get("data"),
+                                  data.get("data_feature_names")))
     return render_report(page_title(cfg, load, concepts), cfg, results, views, subtitle=subtitle,
                          cav_summary=concepts.cav_summary if concepts is not None else None, scatter_svg=scatter,
                          counterfactuals=cf_table, counterfactual_svgs=cf_svgs, cav_boundary=boundary,
