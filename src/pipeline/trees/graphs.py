@@ -36,6 +36,11 @@ def check_graph(graph, n_samples: int) -> sp.csr_matrix:
         )
     if A.nnz and not np.all(np.isfinite(A.data)):
         raise InvalidInputError("graph contains NaN or infinite edge weights; edge weights must be finite.")
+    if A.nnz == 0 or not A.data.any():
+        raise InvalidInputError(
+            f"graph has no edges (all {n_samples}x{n_samples} weights are zero), so every cut has the same (zero) "
+            "weight and SpEx would cut arbitrarily; pass a graph that connects similar points (e.g. a kNN graph)."
+        )
     if A.nnz and A.data.min() < 0:
         raise InvalidInputError(
             f"graph contains negative edge weights (min {A.data.min():.4g}); SpEx needs non-negative weights."

@@ -32,9 +32,9 @@ from tqdm.auto import tqdm
 
 from pipeline.trees._column_order import ColumnOrder, feature_priority
 from pipeline.trees._fitting import (
-    COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, check_n_leaves, leaf_labels,
-    majority_labels, name_leaves, noise_mask, power_of_two_scale, predict_tree, resolve_feature_names,
-    tree_predict, unsplittable_error, validate_X,
+    COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, check_magnitude_outliers,
+    check_n_leaves, leaf_labels, majority_labels, name_leaves, noise_mask, power_of_two_scale, predict_tree,
+    resolve_feature_names, tree_predict, unsplittable_error, validate_X,
 )
 from pipeline.trees._threads import limit_threads
 from pipeline.trees import _spex_sweeps
@@ -44,7 +44,7 @@ from pipeline.trees._spex_sweeps import (
 )
 from pipeline.trees.graphs import check_graph, knn_graph
 from pipeline.trees.tree import ExplanationTree
-from pipeline.validation import InvalidInputError
+from pipeline.validation import InvalidInputError, check_label_values
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ class SpExClique(_SpExBase, ReferenceTree):
     n_leaves : int, optional
         Number of leaves (default: number of reference clusters); between 1 and the number
         of fitted rows.
-    noise_label : int, str or None, default=-1
+    noise_label : int, str or None, default=None
         Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
         Seeds the feature order used to break exact ties between features.
@@ -170,7 +170,7 @@ class SpExClique(_SpExBase, ReferenceTree):
 
     _parameter_constraints = _SPEX_CONSTRAINTS
 
-    def __init__(self, n_leaves=None, *, noise_label=-1, random_state=None, verbose=False, n_jobs=None):
+    def __init__(self, n_leaves=None, *, noise_label=None, random_state=None, verbose=False, n_jobs=None):
         self.n_leaves = n_leaves
         self.noise_label = noise_label
         self.random_state = random_state
@@ -241,6 +241,7 @@ class _ClusterSpEx(ClusterMixin, _SpExBase):
         if y is not None:
             y = column_or_1d(y, warn=True)
             check_consistent_length(X, y)
+            check_label_values(y)
             keep = ~noise_mask(y, self.noise_label)
             y = y[keep]
             if np.unique(y).size < 1:
@@ -262,7 +263,7 @@ class SpExGraph(_ClusterSpEx):
     n_leaves : int, optional
         Number of leaves; default: the number of reference clusters if ``y`` is passed to
         ``fit``, else 8 (scikit-learn's KMeans default).
-    noise_label : int, str or None, default=-1
+    noise_label : int, str or None, default=None
         Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
         Seeds the feature order used to break exact ties between features.
@@ -278,7 +279,7 @@ class SpExGraph(_ClusterSpEx):
     n_leaves_ : int
     """
 
-    def __init__(self, n_leaves=None, *, noise_label=-1, random_state=None, verbose=False, n_jobs=None):
+    def __init__(self, n_leaves=None, *, noise_label=None, random_state=None, verbose=False, n_jobs=None):
         self.n_leaves = n_leaves
         self.noise_label = noise_label
         self.random_state = random_state
@@ -316,7 +317,7 @@ class SpExKNN(_ClusterSpEx):
         Graph construction (see :func:`pipeline.trees.graphs.knn_graph`): exact up to 20,000
         points, pynndescent (approximate, seeded by ``random_state``) above. The graph is
         built on the centred data divided by a power of two, so any scale of X works.
-    noise_label : int, str or None, default=-1
+    noise_label : int, str or None, default=None
         Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
         Seeds the feature order used to break exact ties between features.
@@ -336,7 +337,7 @@ class SpExKNN(_ClusterSpEx):
         "knn_method": [StrOptions({"auto", "exact", "nndescent"})],
     }
 
-    def __init__(self, n_leaves=None, n_neighbors=20, knn_method="auto", *, noise_label=-1, random_state=None,
+    def __init__(self, n_leaves=None, n_neighbors=20, knn_method="auto", *, noise_label=None, random_state=None,
                  verbose=False, n_jobs=None):
         self.n_leaves = n_leaves
         self.n_neighbors = n_neighbors
@@ -361,6 +362,8 @@ class SpExKNN(_ClusterSpEx):
                     warnings.warn(f"n_neighbors={k} is not smaller than the {Xk.shape[0]} points; using "
                                   f"{Xk.shape[0] - 1}.", UserWarning, stacklevel=2)
                     k = Xk.shape[0] - 1
+                check_magnitude_outliers(Xk, "SpExKNN", "the distances of its k-nearest-neighbour graph lose "
+                                         "every other point's spread next to such a point")
                 lo, hi = Xk.min(axis=0), Xk.max(axis=0)
                 centred = Xk - (lo / 2 + hi / 2)
                 centred /= power_of_two_scale(centred)
