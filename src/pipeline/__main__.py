@@ -16,6 +16,7 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from pipeline.app.config import CONFIG_DIR, register_configs  # noqa: E402
+from pipeline.app.write_errors import WriteFailedError  # noqa: E402
 from pipeline.validation import InvalidInputError  # noqa: E402
 
 
@@ -25,7 +26,7 @@ def main(cfg: DictConfig) -> None:
 
     try:
         run(cfg)
-    except InvalidInputError as exc:
+    except (InvalidInputError, WriteFailedError) as exc:
         if HydraConfig.get().mode == RunMode.MULTIRUN:
             raise  # the sweeper records the failed job (status.json has the error) and the others go on
         # A single run: one clear paragraph instead of a traceback, non-zero exit.

@@ -88,3 +88,24 @@ def mark_interrupted(log_dir: str | os.PathLike) -> list[Path]:
                 atomic_write(path, json.dumps(status, indent=1, default=str))
                 changed.append(path)
     return changed
+
+
+def remove_stale_temporaries(log_dir: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files (``.<name>.<hex>.tmp``, see ``atomic_write``) that runs under
+    ``log_dir`` which are no longer running left behind (a kill or a crash between write and
+    rename); a running run's temporaries are left alone. Returns the removed paths."""
+    removed = []
+    root = Path(log_dir)
+    if not root.is_dir():
+        return removed
+    for pattern in _PATTERNS:
+        for status_path in root.glob(pattern):
+            if read_status(status_path)["status"] == "running":
+                continue
+            for tmp in status_path.parent.rglob(".*.tmp"):
+                try:
+                    tmp.unlink()
+                except OSError:
+                    continue
+                removed.append(tmp)
+    return removed
