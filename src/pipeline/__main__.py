@@ -34,6 +34,19 @@ def main(cfg: DictConfig) -> None:
         sys.exit(1)
 
 
+def check_command_line() -> None:
+    """Misspelt group options in any form (``explainer=[mmdt,carrt]``): one ``error:`` line that
+    lists the valid ones, before Hydra composes anything."""
+    from pipeline.app.checks import check_group_choices
+
+    try:
+        check_group_choices(sys.argv[1:], CONFIG_DIR)
+    except InvalidInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
+
+
 if __name__ == "__main__":
     register_configs()
+    check_command_line()
     main()
