@@ -101,12 +101,22 @@ def test_n_samples_above_the_dataset_size_is_an_error(tmp_path):
 
 
 def test_the_documented_spex_knn_parameter_works_without_a_plus(tmp_path):
-    cfg = to_plain(compose_config(["dataset=iris", "explainer=[spex_knn]", "explainer.spex_knn.params.n_neighbors=30",
-                                   f"paths.output_dir={tmp_path}"]))
-    assert cfg["explainer"]["spex_knn"]["params"]["n_neighbors"] == 30
-    df = run(compose_config(["dataset=iris", "explainer=[spex_knn]", "explainer.spex_knn.params.n_neighbors=30",
-                             f"paths.output_dir={tmp_path / 'out'}", f"paths.cache_dir={tmp_path / 'cache'}", *FAST]))
-    assert "spex_knn" in set(df["explainer"])
+    """docs/pipeline.md: `explainer.spex_knn.params.n_neighbors=30` (no `+`; spex_knn.yaml lists no params)."""
+    proc = cli(tmp_path, "dataset=iris", "explainer=[spex_knn]", "explainer.spex_knn.params.n_neighbors=30", *FAST)
+    assert proc.returncode == 0, proc.stderr
+    config = next((tmp_path / "logs").rglob(".hydra/config.yaml")).read_text()
+    assert "n_neighbors: 30" in config
+    typo = cli(tmp_path, "dataset=iris", "explainer=[spex_knn]", "explainer.spex_knn.params.n_neighbor=30", *FAST)
+    assert typo.returncode == 1 and "has no parameter(s) ['n_neighbor']" in typo.stderr and "'n_neighbors'" in typo.stderr
+    assert "explainer.spex_knn.params.n_neighbors=30" in (ROOT / "docs" / "pipeline.md").read_text()
+
+
+def test_params_overrides_become_upserts_and_nothing_else():
+    args = ["explainer.spex_knn.params.n_neighbors=30", "+explainer.cart.params.max_depth=2", "seed=1",
+            "clustering.params.n_init=3", "hydra.job.params.x=1", "-m", "dataset=iris,wine"]
+    assert checks.params_overrides_as_upserts(args) == [
+        "++explainer.spex_knn.params.n_neighbors=30", "+explainer.cart.params.max_depth=2", "seed=1",
+        "++clustering.params.n_init=3", "hydra.job.params.x=1", "-m", "dataset=iris,wine"]
 
 
 # ------------------------------------------------------------------ every documented command

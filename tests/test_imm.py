@@ -197,9 +197,9 @@ def test_exkmc_lowers_surrogate_cost_and_noise_ignored():
     X, y = make_blobs(n_samples=800, n_features=6, centers=4, cluster_std=3.0, random_state=3)
     y_noise = y.copy()
     y_noise[::15] = -1
-    base = ExKMC().fit(X, y_noise)
-    more = ExKMC(n_leaves=8, random_state=0).fit(X, y_noise)
-    assert base.tree_ == IMM().fit(X, y_noise).tree_
+    base = ExKMC(noise_label=-1).fit(X, y_noise)
+    more = ExKMC(n_leaves=8, random_state=0, noise_label=-1).fit(X, y_noise)
+    assert base.tree_ == IMM(noise_label=-1).fit(X, y_noise).tree_
     assert more.tree_.n_leaves == 8
 
     def surrogate(est):

@@ -227,7 +227,7 @@ def test_spex_recovers_blobs_and_noise_is_ignored():
     X, y = make_blobs(n_samples=600, n_features=5, centers=4, cluster_std=0.5, random_state=2)
     noisy = y.copy()
     noisy[::10] = -1
-    est = SpExClique(random_state=0).fit(X, noisy)
+    est = SpExClique(random_state=0, noise_label=-1).fit(X, noisy)
     assert est.tree_.n_leaves == 4 and set(est.classes_) == {0, 1, 2, 3}
     assert adjusted_rand_score(y, est.predict(X)) == 1.0
     assert est.predict(X).dtype == np.int64
@@ -366,9 +366,9 @@ def test_binned_clique_equals_sorted_sweep_on_large_data(monkeypatch, case):
     if case == "noise":
         y[::17] = -1
     assert _spex_sweeps.use_binned_clique(X.shape[0])
-    binned = SpExClique(n_leaves=n_leaves, random_state=0).fit(X, y).tree_
+    binned = SpExClique(n_leaves=n_leaves, random_state=0, noise_label=-1).fit(X, y).tree_
     monkeypatch.setattr(_spex_sweeps, "BINS_MIN_POINTS", 10**9)
-    same_structure(binned, SpExClique(n_leaves=n_leaves, random_state=0).fit(X, y).tree_)
+    same_structure(binned, SpExClique(n_leaves=n_leaves, random_state=0, noise_label=-1).fit(X, y).tree_)
 
 
 def test_binned_clique_falls_back_to_sorted_sweep_on_heavy_tails(monkeypatch):

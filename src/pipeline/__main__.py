@@ -36,14 +36,16 @@ def main(cfg: DictConfig) -> None:
 
 def check_command_line() -> None:
     """Misspelt group options in any form (``explainer=[mmdt,carrt]``): one ``error:`` line that
-    lists the valid ones, before Hydra composes anything."""
-    from pipeline.app.checks import check_group_choices
+    lists the valid ones, before Hydra composes anything; ``<group>.params.<name>=v`` works
+    without a ``+`` (see :func:`pipeline.app.checks.params_overrides_as_upserts`)."""
+    from pipeline.app.checks import check_group_choices, params_overrides_as_upserts
 
     try:
         check_group_choices(sys.argv[1:], CONFIG_DIR)
     except InvalidInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
+    sys.argv[1:] = params_overrides_as_upserts(sys.argv[1:])
 
 
 if __name__ == "__main__":

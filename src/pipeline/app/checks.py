@@ -261,3 +261,19 @@ def check_group_choices(args: list[str], config_dir) -> None:
                 f"{o.input_line}: {group} has no option {name!r}.{hint} Valid {group} options: {', '.join(options)} "
                 f"(python -m pipeline --help lists every group)."
             )
+
+
+def params_overrides_as_upserts(args: list[str]) -> list[str]:
+    """``group.params.name=value`` -> ``++group.params.name=value``: a target's arguments can be
+    set on the command line whether or not its config file lists them
+    (``explainer.spex_knn.params.n_neighbors=30``, as the docs write it). Only ``params``
+    (free-form, checked against the target's signature before any stage runs, so a misspelt
+    name still fails) are treated so; every other key keeps Hydra's strict rules."""
+    out = []
+    for a in args:
+        key = a.split("=", 1)[0]
+        if ("=" in a and not a.startswith(("-", "+", "~")) and ".params." in f".{key}"
+                and not key.startswith("hydra") and "@" not in key):
+            a = "++" + a
+        out.append(a)
+    return out

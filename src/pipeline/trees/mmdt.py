@@ -445,13 +445,26 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
         Zs = Z / scale if scale != 1.0 else Z
         with limit_threads(self.n_jobs):
             means, _ = cluster_moments(Zs, codes)
+            with np.errstate(over="ignore", invalid="ignore"):
+                S = _project(Z, C)
+            concept_scale = power_of_two_scale(S, per_column=True) if np.all(np.isfinite(S)) else None
+            if concept_scale is not None and np.any(concept_scale != 1.0):
+                # The tree cuts concept coordinates, each on its own scale (like MMDT's axes): one power of
+                # two per extreme concept, so a concept near 1e300 does not flush the others to zero.
+                concept_means, proj_var = estimate_mixture(S / concept_scale, codes)
+                return self._grow_concepts(means * scale, C, concept_means, np.sqrt(proj_var.max(axis=0)),
+                                           concept_scale)
             # σ̄_m² = max_k c_mᵀ Σ_k c_m equals the largest per-cluster variance of the projection C z,
             # so the (d, d) covariances never need to be formed.
             _, proj_var = estimate_mixture(_project(Zs, C), codes)
         return self._grow(means, C, np.sqrt(proj_var.max(axis=0)), scale)
 
     def _grow(self, means, C, concept_sigma, scale: float = 1.0):
-        concept_means = project(means, C)
+        return self._grow_concepts(means * scale, C, project(means, C), concept_sigma, scale)
+
+    def _grow_concepts(self, means, C, concept_means, concept_sigma, scale=1.0):
+        """Grow from concept means and σ̄ given in units of ``scale`` (a number or one per concept);
+        ``means`` are the latent means in Z's units."""
         try:
             concept_means = check_means(concept_means, name="concept means C·μ_k")
         except InvalidInputError as exc:
@@ -464,7 +477,7 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
         labels = np.array([self._leaf_label(k) for k in range(means.shape[0])], dtype=np.int64)
         tree = grow_means_tree(concept_means, concept_sigma, _mmdt_split, labels, rng, self._names())
         self.tree_ = rescale_tree(self._name_leaves(tree), scale)
-        self.means_, self.concept_means_ = means * scale, concept_means * scale
+        self.means_, self.concept_means_ = means, concept_means * scale
         self.concept_sigma_ = concept_sigma * scale
         self.cavs_ = C
         return self
