@@ -194,9 +194,11 @@ def test_degenerate_tao_init_labels_are_clear_errors():
 
 
 def test_an_edgeless_graph_is_a_clear_error():
-    for A in (sp.csr_matrix((72, 72)), np.zeros((72, 72)), sp.csr_matrix(([0.0], ([0], [1])), shape=(72, 72))):
-        with pytest.raises(InvalidInputError, match="graph has no edges"):
+    for A in (sp.csr_matrix((72, 72)), np.zeros((72, 72)), sp.csr_matrix(([0.0], ([0], [1])), shape=(72, 72)),
+              sp.identity(72, format="csr")):  # self-loops only
+        with pytest.raises(InvalidInputError, match="graph has no edges between different points"):
             SpExGraph(n_leaves=3).fit(X0, A)
+    assert SpExGraph(n_leaves=1).fit(X0, sp.csr_matrix((72, 72))).tree_.n_leaves == 1  # nothing to cut
 
 
 # ------------------------------------------------------------------------------ noise_label
@@ -264,3 +266,32 @@ def test_a_threshold_beyond_float_range_is_refused():
     doc["nodes"][0]["threshold"] = 10**400
     with pytest.raises(InvalidInputError, match="must be a finite number"):
         ExplanationTree.from_dict(doc)
+
+
+# ------------------------------------------------------------------------------ CAV fitters
+@pytest.mark.parametrize("fitter", ["logistic", "mean_difference", "svm"])
+@pytest.mark.parametrize("k", [-1060, -1000, 1000, 1023])
+def test_cav_directions_do_not_depend_on_the_scale_of_z(fitter, k):
+    """Latents near 1e±300 (or subnormal) once overflowed or flushed in the float32 copy."""
+    from pipeline.concepts import CAVFitter
+
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(200, 5))
+    labels = (Z[:, 0] + 0.3 * rng.normal(size=200) > 0).astype(float)[:, None]
+    base = CAVFitter(fitter=fitter, n_repeats=2, random_state=0).fit(Z, labels, ["c"])
+    Zk = Z / np.abs(Z).max() * 2.0**k
+    scaled = CAVFitter(fitter=fitter, n_repeats=2, random_state=0).fit(Zk, labels, ["c"])
+    assert np.all(np.isfinite(scaled.cavs_)) and np.isclose(np.linalg.norm(scaled.cavs_), 1.0)
+    assert np.abs(scaled.cavs_ - base.cavs_).max() < 1e-4  # float32 rounding of subnormals aside
+    assert np.allclose(scaled.score_mean_, base.score_mean_)
+
+
+def test_cav_on_columns_far_apart_in_magnitude_is_finite_and_weights_the_tiny_column():
+    from pipeline.concepts import CAVFitter
+
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(200, 3))
+    labels = (Z[:, 0] > 0).astype(float)[:, None]
+    Zs = Z * np.array([2.0**-1000, 1.0, 2.0**1000])
+    cav = CAVFitter(n_repeats=2, random_state=0).fit(Zs, labels, ["c"]).cavs_[0]
+    assert np.all(np.isfinite(cav)) and abs(cav[0]) == pytest.approx(1.0)  # the weight of the informative column

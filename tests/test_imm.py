@@ -233,7 +233,7 @@ def test_bad_inputs():
     with pytest.raises(InvalidInputError, match="identical"):
         IMM().fit(X, y, centers=np.ones((3, 3)))
     with pytest.raises(InvalidInputError, match="at least 2"):
-        EMN().fit(X, np.where(y == 0, 0, -1))
+        EMN(noise_label=-1).fit(X, np.where(y == 0, 0, -1))
     Xn = X.copy()
     Xn[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):

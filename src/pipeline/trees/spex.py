@@ -42,7 +42,7 @@ from pipeline.trees._spex_sweeps import (
     BinnedColumns, GraphData, clique_best_cut, clique_split_cuts, graph_best_cut, graph_split_cuts,
     use_binned_clique,
 )
-from pipeline.trees.graphs import check_graph, knn_graph
+from pipeline.trees.graphs import check_graph, check_has_edges, knn_graph
 from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError, check_label_values
 
@@ -216,6 +216,8 @@ def _fit_graph(est, X, A, y, feature_names):
         est.classes_, codes = np.unique(y, return_inverse=True)
     default = DEFAULT_LEAVES if codes is None else est.classes_.size
     n_leaves = check_n_leaves(est.n_leaves, default, X.shape[0])
+    if n_leaves > 1:
+        check_has_edges(A)
     graph = GraphData(A)
     priority = feature_priority(X.shape[1], est.random_state)
     tree = grow_spex_tree(X, n_leaves, lambda o: graph_best_cut(o, graph, priority), feature_names, est.verbose,
