@@ -127,7 +127,8 @@ def degenerate_cases(X, y):
 
     cases = {
         "TAO init_labels all 0, n_clusters=3": lambda: TAO(n_clusters=3, random_state=0).fit(X, init_labels=0 * y),
-        "TAO init_labels all -1 (noise_label=-1)": lambda: TAO(n_clusters=3, noise_label=-1).fit(X, init_labels=0 * y - 1),
+        "TAO init_labels all -1 (noise_label=-1)":
+            lambda: TAO(n_clusters=3, noise_label=-1).fit(X, init_labels=0 * y - 1),
         "SpExGraph on an edgeless graph": lambda: SpExGraph(n_leaves=3).fit(X, sp.csr_matrix((len(X), len(X)))),
     }
     out = {}

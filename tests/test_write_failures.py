@@ -159,3 +159,23 @@ def test_the_next_run_sweeps_temporaries_of_finished_runs(tmp_path):
     busy.write_text("being written")
     removed = remove_stale_temporaries(tmp_path)
     assert sorted(removed) == sorted(stale) and busy.exists()
+
+
+def test_checkpoint_write_failure_names_the_models_dir_and_keeps_nothing_half_written(tmp_path, monkeypatch):
+    import torch
+
+    from pipeline.app import checkpoint
+
+    path = tmp_path / "models" / "vade" / "k.pt"
+    checkpoint.save_state(path, {"w": torch.zeros(10)}, {"encoder": "vade"})  # an earlier, complete checkpoint
+    before = sorted(p.name for p in path.parent.iterdir())
+
+    def full(obj, f, *args, **kwargs):
+        Path(f).write_bytes(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(WriteFailedError, match=r"cannot write the checkpoint k.pt in .*vade: No space left on device "
+                                               r"\(it needs about 8,096 bytes.*paths.models_dir"):
+        checkpoint.save_state(path, {"w": torch.zeros(1000)}, {"encoder": "vade"})
+    assert sorted(p.name for p in path.parent.iterdir()) == before  # the old checkpoint stays, no .tmp
