@@ -6,7 +6,8 @@ bad labels and hostile tree documents (library only; the CLI and disk-full cases
 
 Each case ends in one outcome: ``same`` (the partition of the unscaled data, ARI 1 against the
 estimator's own tree on the base data), ``wrong`` (a different partition, with its ARI),
-``error`` (the exception's class and first words) or ``nan-cost``. Runs of different code
+``error`` (the exception's class and first words) or ``nan-cost``; ``differs`` marks a partition
+that legitimately changes (per-feature scaling for Euclidean methods, one more point). Runs of different code
 versions merge into benchmarks/results/edge_battery.json under their ``--label``.
 """
 
@@ -24,6 +25,17 @@ from sklearn.datasets import load_iris
 from sklearn.metrics import adjusted_rand_score
 
 RESULTS = Path(__file__).parent / "results" / "edge_battery.json"
+_EUCLID = "a Euclidean method: the feature scaled by 1e300 now decides every distance"
+_NEW_POINT = "the outlier is one more point, which may move a cut"
+#: cases whose partition legitimately differs from the unscaled one (a different problem)
+EXPECTED_CHANGE = {
+    "SpExKNN": {"one feature x 1e300": _EUCLID}, "ExKMC": {"one feature x 1e300": _EUCLID},
+    "TAO": {"one feature x 1e300": _EUCLID},
+    "CART": {"one 1e300 outlier": _NEW_POINT}, "SpExClique": {"one 1e300 outlier": _NEW_POINT},
+    "IMM": {"one 1e300 outlier": _NEW_POINT}, "EMN": {"one 1e300 outlier": _NEW_POINT},
+    "MMDT": {"one 1e300 outlier": _NEW_POINT}, "RandomizedMMDT": {"one 1e300 outlier": _NEW_POINT},
+    "ConceptMMDT": {"one 1e300 outlier": _NEW_POINT},
+}
 
 
 def estimators():
@@ -164,7 +176,12 @@ def main() -> None:
     magnitudes = {}
     for name, make in makers.items():
         base = fit_predict(name, make, X, y)[1]
-        magnitudes[name] = {case: outcome(name, make, Xc, yc, base) for case, (Xc, yc) in magnitude_cases(X, y).items()}
+        magnitudes[name] = {}
+        for case, (Xc, yc) in magnitude_cases(X, y).items():
+            result = outcome(name, make, Xc, yc, base)
+            if result.startswith("wrong") and case in EXPECTED_CHANGE.get(name, ()):
+                result = result.replace("wrong", "differs") + f" - expected: {EXPECTED_CHANGE[name][case]}"
+            magnitudes[name][case] = result
     labels = {name: {case: outcome(name, make, Xc, yc) for case, (Xc, yc) in label_cases(X, y).items()}
               for name, make in makers.items() if name != "ConceptMMDT"}
     run = {"magnitudes": magnitudes, "labels": labels, "degenerate": degenerate_cases(X, y), "json": json_cases(),
