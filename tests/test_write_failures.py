@@ -179,3 +179,13 @@ def test_checkpoint_write_failure_names_the_models_dir_and_keeps_nothing_half_wr
                                                r"\(it needs about 8,096 bytes.*paths.models_dir"):
         checkpoint.save_state(path, {"w": torch.zeros(1000)}, {"encoder": "vade"})
     assert sorted(p.name for p in path.parent.iterdir()) == before  # the old checkpoint stays, no .tmp
+
+
+def test_hydra_config_write_failure_is_one_paragraph(tmp_path):
+    """Hydra saves .hydra/config.yaml before the run starts; a full disk there is no traceback either."""
+    proc = run(tmp_path, *FAST, match=".hydra")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    err = proc.stderr.strip()
+    assert err.startswith("error: cannot write config.yaml in ") and err.endswith("PIPELINE_LOG_DIR=<dir>).")
+    assert len(err.splitlines()) == 1
+    assert not list((tmp_path / "logs").rglob("config.yaml"))

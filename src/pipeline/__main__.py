@@ -48,7 +48,36 @@ def check_command_line() -> None:
     sys.argv[1:] = params_overrides_as_upserts(sys.argv[1:])
 
 
+def guard_hydra_writes() -> None:
+    """Hydra writes ``.hydra/config.yaml`` & co. before the run starts; on a full disk that is one
+    ``error:`` paragraph (the directory, the bytes) like the run's own writes, not a traceback.
+    A log record that cannot be written is dropped instead of printing a traceback per record
+    (the next file the run writes reports the full disk)."""
+    import logging
+
+    import hydra.core.utils as hydra_utils
+    from omegaconf import OmegaConf
+
+    from pipeline.app.write_errors import MOVE_OUTPUTS, write_failed
+
+    original = hydra_utils._save_config
+
+    def save_config(cfg, filename, output_dir):
+        try:
+            original(cfg, filename, output_dir)
+        except OSError as exc:
+            target = os.path.join(str(output_dir), filename)
+            if os.path.exists(target):
+                os.unlink(target)  # a truncated copy must not pass for the run's config
+            err = write_failed(exc, output_dir, len(OmegaConf.to_yaml(cfg).encode()), filename, MOVE_OUTPUTS)
+            raise SystemExit(f"error: {err}") from None
+
+    hydra_utils._save_config = save_config
+    logging.raiseExceptions = False
+
+
 if __name__ == "__main__":
     register_configs()
     check_command_line()
+    guard_hydra_writes()
     main()
