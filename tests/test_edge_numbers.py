@@ -269,12 +269,13 @@ def test_a_threshold_beyond_float_range_is_refused():
 
 
 # ------------------------------------------------------------------------------ CAV fitters
-@pytest.mark.parametrize("fitter", ["logistic", "mean_difference", "svm"])
+@pytest.mark.parametrize("fitter", ["LogisticFitter", "MeanDifferenceFitter", "LinearSVMFitter"])
 @pytest.mark.parametrize("k", [-1060, -1000, 1000, 1023])
 def test_cav_directions_do_not_depend_on_the_scale_of_z(fitter, k):
     """Latents near 1e±300 (or subnormal) once overflowed or flushed in the float32 copy."""
-    from pipeline.concepts import CAVFitter
+    from pipeline.concepts import CAVFitter, fitters
 
+    fitter = getattr(fitters, fitter)
     rng = np.random.default_rng(0)
     Z = rng.normal(size=(200, 5))
     labels = (Z[:, 0] + 0.3 * rng.normal(size=200) > 0).astype(float)[:, None]
