@@ -292,7 +292,9 @@ def far_from_origin(X, centers=None):
         return X, centers, None
     lo, hi = X.min(axis=0), X.max(axis=0)
     mid = lo / 2 + hi / 2
-    if not np.any(np.abs(mid) > 2.0**26 * np.maximum(hi - lo, np.finfo(float).tiny)):
+    with np.errstate(over="ignore", invalid="ignore"):  # data near 1e308: an overflowing range is no shift
+        far = np.abs(mid) > 2.0**26 * np.maximum(hi - lo, np.finfo(float).tiny)
+    if not np.any(far):
         return X, centers, None
     centers = None if centers is None else check_matrix(centers, "centers") - mid
     return X - mid, centers, mid
