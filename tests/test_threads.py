@@ -41,12 +41,25 @@ def test_default_threads_leave_busy_cores_alone(monkeypatch, load, expected):
     """n_jobs=None outside any limit: the cores the rest of the machine leaves idle (this
     process counts as one runnable task in the load average), never fewer than one."""
     monkeypatch.setattr(_threads, "available_cores", lambda: 4)
+    monkeypatch.setattr(_threads, "process_cap", lambda: 4)
     monkeypatch.setattr(_threads.os, "getloadavg", lambda: (load, load, load))
     assert idle_cores() == expected
     assert resolve_n_jobs(None) == expected
     assert resolve_n_jobs(-1) == 4  # an explicit "all cores" is taken at its word
     with limit_threads(2):
         assert resolve_n_jobs(None) == 2  # an enclosing limit wins
+
+
+def test_default_threads_respect_the_process_cap(monkeypatch):
+    """A process started with NUMBA_NUM_THREADS=1 (a fair one-thread harness) runs every
+    kernel and BLAS call of an n_jobs=None fit on one thread, however idle the machine."""
+    monkeypatch.setattr(_threads, "available_cores", lambda: 4)
+    monkeypatch.setattr(_threads.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 1)
+    assert resolve_n_jobs(None) == 1
+    assert resolve_n_jobs(2) == 2  # an explicit number is taken at its word
+    with limit_threads(None) as n:
+        assert n == 1
 
 
 def test_limit_threads_restores_after_error():

@@ -3,7 +3,8 @@
 ``n_jobs`` follows scikit-learn: a positive integer means that many threads, ``-1`` all
 cores, ``-2`` all but one, and ``None`` the setting of the enclosing :func:`limit_threads`
 block if there is one (so a pipeline's ``threads`` reaches every estimator it fits), else
-the cores that other processes leave idle (:func:`idle_cores`): a fork-join kernel is only
+the cores that other processes leave idle (:func:`idle_cores`), never more than the process
+was started with (:func:`process_cap`, ``NUMBA_NUM_THREADS``): a fork-join kernel is only
 as fast as its slowest thread, and on a machine whose cores are busy with other work two
 threads measured 1.2-1.8x *slower* than one (IMM and SpEx-Clique on 50k x 512, load 2.5-3.5
 on 2 cores), because every parallel region waits for a thread the OS has descheduled.
@@ -60,12 +61,25 @@ def idle_cores() -> int:
     return max(1, min(n_cpu, int(n_cpu - others + 0.5)))
 
 
+def process_cap() -> int:
+    """The thread count the process was started with for compiled kernels: numba's
+    ``NUMBA_NUM_THREADS`` (its reading of the environment; all cores unless the user capped it).
+
+    ``n_jobs=None`` outside a :func:`limit_threads` block never goes above it: a harness that
+    starts a process with ``NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1`` gets one thread everywhere,
+    BLAS included (threadpoolctl would otherwise raise the BLAS pools to the idle cores).
+    """
+    import numba
+
+    return max(1, int(numba.config.NUMBA_NUM_THREADS))
+
+
 def resolve_n_jobs(n_jobs) -> int:
     """The number of threads ``n_jobs`` stands for (at least 1)."""
     n_cpu = available_cores()
     if n_jobs is None:
         active = _ACTIVE.get()
-        return idle_cores() if active is None else active
+        return min(idle_cores(), process_cap()) if active is None else active
     if n_jobs == -1:
         return n_cpu
     n_jobs = int(n_jobs)
