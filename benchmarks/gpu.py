@@ -17,13 +17,18 @@ that the two devices agree:
   the network alone on a batch already on the device. Agreement: cosine similarity of each
   image's CPU and CUDA-AMP embedding.
 * **Contrastive-head training** (``mode="finetune_heads"``: frozen ResNet-34, instance and
-  cluster heads trained): seconds per epoch. Agreement: the first epoch's loss (same initial
-  weights, same augmentations: their random stream is on the CPU) within 2 %.
+  cluster heads trained): seconds per epoch. Agreement: the seeded initial network's loss on
+  one fixed pair of views within 1 %, and the last epoch's mean loss within 5 % (same initial
+  weights and augmentations, whose random stream is on the CPU; after the first Adam steps
+  float16 rounding sends the two runs apart, so the first epoch's mean loss differed by 5.5 %
+  on the H100 while the last epoch's agreed within 1 %).
 
     python benchmarks/gpu.py                         # both devices where CUDA exists, else the CPU half
     python benchmarks/gpu.py --devices cpu --quick   # the CPU half at small sizes, anywhere
 
-Results: benchmarks/results/gpu.json (``--out``); the exit status is 1 when a check fails.
+Results: benchmarks/results/gpu.json (``--out``); parts run again replace their entries in an
+existing file (``--parts heads`` keeps the VaDE and embedding results). The exit status is 1
+when a check fails.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from pipeline.encoders.device import autocast
 
 OUT = Path(__file__).parent / "results" / "gpu.json"
 TOL = {"vade_mean_rel_err": 2e-2, "vade_same_cluster": 0.99, "vade_final_loss_rel": 0.05,
-       "embed_min_cosine": 0.99, "heads_first_loss_rel": 0.02}
+       "embed_min_cosine": 0.99, "heads_initial_loss_rel": 1e-2, "heads_last_loss_rel": 0.05}
 
 
 def sync(device: str) -> None:
@@ -141,6 +146,22 @@ def bench_embed(device: str, images: np.ndarray, args) -> dict:
             "network_only_images_per_s": args.embed_batch / statistics.median(net_times)}
 
 
+def heads_initial_loss(device: str, images: np.ndarray, args) -> float:
+    """The contrastive loss of the seeded initial network on one fixed pair of views (an
+    image and its mirror image), float32 on the CPU or under autocast on CUDA."""
+    from pipeline.encoders.augment import ImageViews, eval_transform
+    from pipeline.encoders.contrastive import ContrastiveClusteringNet, cluster_loss, instance_loss
+
+    torch.manual_seed(0)
+    net = ContrastiveClusteringNet("resnet34", 10).to(device).eval()
+    views = ImageViews(images[:args.heads_batch], eval_transform(args.heads_size), n_views=1)
+    x = torch.stack([views[i][0] for i in range(len(views))]).to(device)
+    with torch.no_grad(), autocast(torch.device(device), device == "cuda"):
+        z, c = net.heads(net.resnet(torch.cat([x, x.flip(-1)])).float())
+    z, c, n = z.float(), c.float(), len(x)
+    return float(instance_loss(z[:n], z[n:]) + cluster_loss(c[:n], c[n:]))
+
+
 def bench_heads(device: str, images: np.ndarray, args) -> dict:
     enc = ContrastiveClusteringEncoder(n_clusters=10, backbone="resnet34", backbone_weights="none",
                                        mode="finetune_heads", epochs=args.heads_epochs, image_size=args.heads_size,
@@ -148,7 +169,7 @@ def bench_heads(device: str, images: np.ndarray, args) -> dict:
                                        progress=False, random_state=0)
     epoch_s, total, _ = timed_fit(enc, images)
     losses = [h["loss"] for h in enc.history_]
-    return {"epoch_seconds": epoch_s, "seconds_per_epoch": total / args.heads_epochs if not epoch_s else
+    return {"initial_loss_fixed_views": heads_initial_loss(device, images, args), "epoch_seconds": epoch_s, "seconds_per_epoch": total / args.heads_epochs if not epoch_s else
             statistics.median(epoch_s), "fit_seconds": total, "losses": losses, "images": len(images),
             "image_size": args.heads_size, "batch_size": args.heads_batch, "epochs": args.heads_epochs}
 
@@ -179,6 +200,7 @@ def main(argv=None) -> int:
                              "gpu": torch.cuda.get_device_name(0) if "cuda" in devices else None,
                              "load_start": os.getloadavg()},
                  "quick": quick, "tolerances": TOL, "devices": devices}
+    previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
     checks: dict = {}
     if "vade" in args.parts:
         X = digit_pixels(args.vade_rows)
@@ -210,11 +232,21 @@ def main(argv=None) -> int:
         runs = {d: bench_heads(d, images, args) for d in devices}
         res["heads"] = runs
         if len(runs) == 2:
-            first = abs(runs["cuda"]["losses"][0] - runs["cpu"]["losses"][0]) / abs(runs["cpu"]["losses"][0])
-            res["heads"]["agreement"] = {"first_loss_rel_diff": first,
-                                         "speedup_epoch": runs["cpu"]["seconds_per_epoch"]
-                                         / runs["cuda"]["seconds_per_epoch"]}
-            checks["heads_first_loss_rel"] = first <= TOL["heads_first_loss_rel"]
+            a, b = runs["cpu"], runs["cuda"]
+            initial = abs(b["initial_loss_fixed_views"] - a["initial_loss_fixed_views"]) / abs(
+                a["initial_loss_fixed_views"])
+            last = abs(b["losses"][-1] - a["losses"][-1]) / abs(a["losses"][-1])
+            res["heads"]["agreement"] = {"initial_loss_rel_diff": initial, "last_epoch_loss_rel_diff": last,
+                                         "speedup_epoch": a["seconds_per_epoch"] / b["seconds_per_epoch"]}
+            checks["heads_initial_loss_rel"] = initial <= TOL["heads_initial_loss_rel"]
+            checks["heads_last_loss_rel"] = last <= TOL["heads_last_loss_rel"]
+    for part in ("vade", "embed", "heads"):  # parts not run this time keep their last results
+        if part not in args.parts and part in previous and previous.get("quick") == quick:
+            res[part] = previous[part]
+            res.setdefault("machine_of", {})[part] = previous.get("machine_of", {}).get(part, previous["machine"])
+            checks.update({k: v for k, v in previous.get("checks", {}).items() if k.startswith(part)})
+    for part in args.parts:
+        res.setdefault("machine_of", {})[part] = res["machine"]
     res["checks"] = checks
     res["agree"] = all(checks.values())
     res["machine"]["load_end"] = os.getloadavg()

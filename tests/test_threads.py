@@ -8,7 +8,7 @@ import pytest
 from sklearn.datasets import make_blobs
 from threadpoolctl import threadpool_info
 
-from pipeline.trees import IMM, ExKMC, SpExClique, _imm_small, _threads
+from pipeline.trees import IMM, ExKMC, SpExClique, _threads
 from pipeline.trees._threads import available_cores, current_threads, idle_cores, limit_threads, resolve_n_jobs
 
 
@@ -95,17 +95,16 @@ def test_limit_threads_enters_threadpoolctl_only_when_it_changes_something(monke
 
 @pytest.mark.parametrize("parallel_min_work", [0, None])  # 0: every kernel call takes the prange path
 @pytest.mark.parametrize("make", [lambda: IMM(), lambda: ExKMC(n_leaves=8), lambda: SpExClique(n_leaves=6)])
-def test_trees_do_not_depend_on_thread_count(make, parallel_min_work, monkeypatch):
+def test_trees_do_not_depend_on_thread_count(make, parallel_min_work):
     from pipeline.trees import _kernels
 
-    if parallel_min_work is not None:
-        monkeypatch.setattr(_kernels, "PARALLEL_MIN_WORK", parallel_min_work)
-        monkeypatch.setattr(_imm_small, "SMALL_WORK", parallel_min_work)  # not the small-input IMM path
     X, y = make_blobs(n_samples=3000, n_features=40, centers=4, cluster_std=8.0, random_state=1)  # overlapping
     trees = []
-    for threads in (1, available_cores()):
-        with limit_threads(threads):
-            trees.append(make().fit(X, y).tree_)
+    setting = contextlib.nullcontext() if parallel_min_work is None else _kernels.serial_below(parallel_min_work)
+    with setting:  # 0: no small-input IMM path either
+        for threads in (1, available_cores()):
+            with limit_threads(threads):
+                trees.append(make().fit(X, y).tree_)
     np.testing.assert_array_equal(trees[0].apply(X), trees[1].apply(X))
     np.testing.assert_array_equal(trees[0].threshold, trees[1].threshold)
 
