@@ -559,6 +559,21 @@ if AVAILABLE:
         return n_same
 
 
+if AVAILABLE:
+
+    @numba.njit(cache=True, nogil=True)
+    def apply_axis_tree(X, feature, threshold, left, right, out):
+        """Leaf id of every row of X in an axis-aligned tree (``feature[n] < 0``: a leaf): each
+        row walks from the root, ``X[i, feature[n]] <= threshold[n]`` going left. The same
+        comparisons as :meth:`ExplanationTree.apply`, one pass over the rows instead of numpy
+        calls per node (on iris: ~2 us instead of ~25 us)."""
+        for i in range(X.shape[0]):
+            n = 0
+            while feature[n] >= 0:
+                n = left[n] if X[i, feature[n]] <= threshold[n] else right[n]
+            out[i] = n
+
+
 PARALLEL_MIN_WORK = 1 << 17  # below this many elements a kernel runs serially: waking threads costs more
 _MIN_WORK: contextvars.ContextVar[int] = contextvars.ContextVar("parallel_min_work", default=PARALLEL_MIN_WORK)
 

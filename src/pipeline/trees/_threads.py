@@ -126,14 +126,17 @@ def limit_threads(n_jobs, *, work: int | None = None):
         import numba
 
         previous = numba.get_num_threads()
-        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+        wanted = min(n, numba.config.NUMBA_NUM_THREADS)
+        if wanted != previous:  # setting it costs ~15 us, as much as a small fit's sweep
+            numba.set_num_threads(wanted)
         capped = _CAPPED.set(False)  # an enclosing cap on BLAS is for another number
         try:
             yield n
         finally:
             _CAPPED.reset(capped)
             _ACTIVE.reset(token)
-            numba.set_num_threads(previous)
+            if wanted != previous:
+                numba.set_num_threads(previous)
         return
     previous = None
     try:

@@ -251,6 +251,13 @@ class ExplanationTree:
         estimators' ``predict`` has run sklearn's ``validate_data``; no second NaN scan)."""
         check_n_features(X, self.n_features)
         out = np.zeros(X.shape[0], dtype=np.int64)
+        if not self._weights and X.dtype == np.float64:  # axis-aligned: one compiled pass over the rows
+            from pipeline.trees import _kernels
+
+            if _kernels.AVAILABLE:
+                feature, threshold, left, right, _ = self._as_arrays()
+                _kernels.apply_axis_tree(X, feature, threshold, left, right, out)
+                return out
         stack = [(0, None)]  # (node, indices of the rows that reach it; None = all rows)
         while stack:
             n, rows = stack.pop()
