@@ -36,10 +36,10 @@ from pipeline.trees._fitting import (
     majority_labels, name_leaves, noise_mask, power_of_two_scale, predict_tree, resolve_feature_names,
     tree_predict, unsplittable_error, validate_X,
 )
-from pipeline.trees._threads import limit_threads
+from pipeline.threads import limit_threads
 from pipeline.trees._spex_sweeps import (
-    DEFAULT_SETTINGS, BinnedColumns, GraphData, SweepSettings, clique_best_cut, clique_split_cuts, graph_best_cut, graph_split_cuts,
-    use_binned_clique,
+    DEFAULT_SETTINGS, BinnedColumns, GraphData, SweepSettings, clique_best_cut, clique_split_cuts, graph_best_cut,
+    graph_split_cuts, use_binned_clique,
 )
 from pipeline.trees.graphs import check_graph, knn_graph
 from pipeline.trees.tree import ExplanationTree
