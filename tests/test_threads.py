@@ -117,6 +117,7 @@ def test_pipeline_threads_reach_every_estimator(monkeypatch):
 
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # thread_limit only sets these when absent
     monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)  # the fit must bring it down (an equal count is left alone)
     before = numba.get_num_threads()
     with thread_limit(1):
         assert current_threads() == 1
@@ -125,6 +126,6 @@ def test_pipeline_threads_reach_every_estimator(monkeypatch):
         original = numba.set_num_threads
         monkeypatch.setattr(numba, "set_num_threads", lambda k: (seen.append(k), original(k)))
         IMM().fit(X, y)
-        assert seen and seen[0] == 1
+        assert (seen and seen[0] == 1) or before == 1
     assert numba.get_num_threads() == before
     assert current_threads() == idle_cores()
