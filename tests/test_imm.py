@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from sklearn.datasets import make_blobs
 
-from pipeline.trees import EMN, IMM, ExKMC, _imm_small
+from pipeline.trees import EMN, IMM, ExKMC
+from pipeline.trees._kernels import serial_below
 from pipeline.trees._column_order import feature_priority
 from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError
@@ -17,11 +18,13 @@ from test_spex import same_structure, small_data
 @pytest.fixture(autouse=True, scope="module", params=["small-input path", "general path"])
 def centre_path(request):
     """Every test runs twice: small inputs take :mod:`pipeline.trees._imm_small` (one compiled
-    call per tree), and with ``SMALL_WORK = 0`` the general path; both must give the same trees."""
-    saved = _imm_small.SMALL_WORK
-    _imm_small.SMALL_WORK = saved if request.param == "small-input path" else 0
-    yield request.param
-    _imm_small.SMALL_WORK = saved
+    call per tree), and with ``serial_below(0)`` the general path (its kernels on their
+    ``prange`` paths); both must give the same trees."""
+    if request.param == "small-input path":
+        yield request.param
+        return
+    with serial_below(0):
+        yield request.param
 
 
 # ---------------------------------------------------------------- brute force

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 from pipeline.trees import _imm_kernels as kern, _imm_small
 from pipeline.trees._column_order import ColumnOrder, feature_priority, pick_best
+from pipeline.trees._kernels import parallel_min_work
 from pipeline.trees._fitting import (
     COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, check_n_leaves, check_not_constant,
     check_magnitude_outliers, far_from_origin, power_of_two_scale, rescale_tree,
@@ -223,7 +224,7 @@ class _CentreTree(ReferenceTree):
 
     def _is_small(self, X) -> bool:
         """Grow the tree with :mod:`pipeline.trees._imm_small` (small input, no progress bar)."""
-        return X.size < _imm_small.SMALL_WORK and not self.verbose
+        return X.size < parallel_min_work() and not self.verbose
 
 
 class IMM(_CentreTree):

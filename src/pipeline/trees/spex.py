@@ -37,10 +37,9 @@ from pipeline.trees._fitting import (
     resolve_feature_names, tree_predict, unsplittable_error, validate_X,
 )
 from pipeline.threads import limit_threads
-from pipeline.trees import _spex_sweeps
 from pipeline.trees._spex_sweeps import (
-    BinnedColumns, GraphData, clique_best_cut, clique_split_cuts, graph_best_cut, graph_split_cuts,
-    use_binned_clique,
+    DEFAULT_SETTINGS, BinnedColumns, GraphData, SweepSettings, clique_best_cut, clique_split_cuts, graph_best_cut,
+    graph_split_cuts, use_binned_clique,
 )
 from pipeline.trees.graphs import check_graph, check_has_edges, knn_graph
 from pipeline.trees.tree import ExplanationTree
@@ -141,7 +140,8 @@ class _SpExBase(BaseEstimator):
         return leaf_labels(predict_tree(self, X), getattr(self, "classes_", None))
 
 
-_SPEX_CONSTRAINTS = {**N_LEAVES_CONSTRAINT, **NOISE_CONSTRAINT, **COMMON_CONSTRAINTS, "verbose": ["verbose"]}
+_SPEX_CONSTRAINTS = {**N_LEAVES_CONSTRAINT, **NOISE_CONSTRAINT, **COMMON_CONSTRAINTS, "verbose": ["verbose"],
+                     "sweep": [SweepSettings, None]}
 
 
 class SpExClique(_SpExBase, ReferenceTree):
@@ -160,6 +160,8 @@ class SpExClique(_SpExBase, ReferenceTree):
         Show a progress bar.
     n_jobs : int or None
         Threads for the compiled sweeps (scikit-learn convention).
+    sweep : SweepSettings or None
+        Tuning of the exact sweeps (None: the defaults); every setting grows the same tree.
 
     Attributes
     ----------
@@ -170,12 +172,13 @@ class SpExClique(_SpExBase, ReferenceTree):
 
     _parameter_constraints = _SPEX_CONSTRAINTS
 
-    def __init__(self, n_leaves=None, *, noise_label=None, random_state=None, verbose=False, n_jobs=None):
+    def __init__(self, n_leaves=None, *, noise_label=None, random_state=None, verbose=False, n_jobs=None, sweep=None):
         self.n_leaves = n_leaves
         self.noise_label = noise_label
         self.random_state = random_state
         self.verbose = verbose
         self.n_jobs = n_jobs
+        self.sweep = sweep
 
     def fit(self, X, y, feature_names=None):
         """Fit to X (n_samples, n_features) and reference labels y (n_samples,).
@@ -188,18 +191,19 @@ class SpExClique(_SpExBase, ReferenceTree):
         codes = codes.astype(np.int8 if classes.size < 128 else np.int16 if classes.size < 32768 else np.int32)
         counts = np.bincount(codes, minlength=classes.size)
         priority = feature_priority(X.shape[1], self.random_state)
+        settings = self.sweep or DEFAULT_SETTINGS
         with limit_threads(self.n_jobs, work=X.size):
             # large data: exact cuts from value bins, no column sort (where the bins suit the data)
-            binned = (BinnedColumns(X, codes, counts, priority, _spex_sweeps.CLIQUE_BINS, n_leaves)
-                      if use_binned_clique(X.shape[0]) else None)
+            binned = (BinnedColumns(X, codes, counts, priority, n_leaves, settings)
+                      if use_binned_clique(X.shape[0], settings) else None)
             if binned is not None and binned.suited:
                 tree = grow_spex_tree(X, n_leaves, binned.best_cut, feature_names, self.verbose,
                                       split_cuts=binned.split_cuts, root=binned.root(), threshold=binned.threshold,
                                       bound=binned.bound)
             else:
                 tree = grow_spex_tree(
-                    X, n_leaves, lambda o: clique_best_cut(o, codes, counts, priority), feature_names, self.verbose,
-                    split_cuts=lambda o, j, p: clique_split_cuts(o, j, p, codes, counts, priority),
+                    X, n_leaves, lambda o: clique_best_cut(o, codes, counts, priority, settings), feature_names,
+                    self.verbose, split_cuts=lambda o, j, p: clique_split_cuts(o, j, p, codes, counts, priority, settings),
                 )
         return self._finish(X, tree, codes)
 
@@ -220,8 +224,9 @@ def _fit_graph(est, X, A, y, feature_names):
         check_has_edges(A)
     graph = GraphData(A)
     priority = feature_priority(X.shape[1], est.random_state)
-    tree = grow_spex_tree(X, n_leaves, lambda o: graph_best_cut(o, graph, priority), feature_names, est.verbose,
-                          split_cuts=lambda o, j, p: graph_split_cuts(o, j, p, graph, priority))
+    settings = est.sweep or DEFAULT_SETTINGS
+    tree = grow_spex_tree(X, n_leaves, lambda o: graph_best_cut(o, graph, priority, settings), feature_names,
+                          est.verbose, split_cuts=lambda o, j, p: graph_split_cuts(o, j, p, graph, priority, settings))
     return est._finish(X, tree, codes)
 
 
@@ -273,6 +278,8 @@ class SpExGraph(_ClusterSpEx):
         Show a progress bar.
     n_jobs : int or None
         Threads for the compiled sweeps.
+    sweep : SweepSettings or None
+        Tuning of the exact sweeps (None: the defaults); every setting grows the same tree.
 
     Attributes
     ----------
@@ -281,12 +288,13 @@ class SpExGraph(_ClusterSpEx):
     n_leaves_ : int
     """
 
-    def __init__(self, n_leaves=None, *, noise_label=None, random_state=None, verbose=False, n_jobs=None):
+    def __init__(self, n_leaves=None, *, noise_label=None, random_state=None, verbose=False, n_jobs=None, sweep=None):
         self.n_leaves = n_leaves
         self.noise_label = noise_label
         self.random_state = random_state
         self.verbose = verbose
         self.n_jobs = n_jobs
+        self.sweep = sweep
 
     def fit(self, X, graph, feature_names=None, y=None):
         """Fit to X (n_samples, n_features) and a graph (n_samples, n_samples).
@@ -327,6 +335,8 @@ class SpExKNN(_ClusterSpEx):
         Show a progress bar.
     n_jobs : int or None
         Threads for the graph construction and the sweeps.
+    sweep : SweepSettings or None
+        Tuning of the exact sweeps (None: the defaults); every setting grows the same tree.
 
     Attributes
     ----------
@@ -340,7 +350,7 @@ class SpExKNN(_ClusterSpEx):
     }
 
     def __init__(self, n_leaves=None, n_neighbors=20, knn_method="auto", *, noise_label=None, random_state=None,
-                 verbose=False, n_jobs=None):
+                 verbose=False, n_jobs=None, sweep=None):
         self.n_leaves = n_leaves
         self.n_neighbors = n_neighbors
         self.knn_method = knn_method
@@ -348,6 +358,7 @@ class SpExKNN(_ClusterSpEx):
         self.random_state = random_state
         self.verbose = verbose
         self.n_jobs = n_jobs
+        self.sweep = sweep
 
     def fit(self, X, y=None, feature_names=None, graph=None):
         """Fit to X (n_samples, n_features); the kNN graph is built unless ``graph`` is given.

@@ -13,6 +13,7 @@ leaf labels with :meth:`set_label`; everything downstream (reports, plots, noteb
 from __future__ import annotations
 
 import json
+import sys
 from typing import Sequence
 
 import numpy as np
@@ -253,6 +254,14 @@ class ExplanationTree:
         estimators' ``predict`` has run sklearn's ``validate_data``; no second NaN scan)."""
         check_n_features(X, self.n_features)
         out = np.zeros(X.shape[0], dtype=np.int64)
+        # axis-aligned: one compiled pass over the rows, where a tree module already loaded the
+        # kernels (a run that needs no numba, such as MMDT on raw features, never imports it)
+        _kernels = sys.modules.get("pipeline.trees._kernels")
+        if not self._weights and X.dtype == np.float64 and _kernels is not None:
+            if _kernels.AVAILABLE:
+                feature, threshold, left, right, _ = self._as_arrays()
+                _kernels.apply_axis_tree(X, feature, threshold, left, right, out)
+                return out
         stack = [(0, None)]  # (node, indices of the rows that reach it; None = all rows)
         while stack:
             n, rows = stack.pop()
