@@ -53,6 +53,12 @@ def load_dataset(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
     if spec.get("classes"):
         ds = select_classes(ds, list(spec["classes"]))
     n = spec.get("n_samples")
+    if n is not None and n > len(ds):
+        which = f" of the classes {list(spec['classes'])}" if spec.get("classes") else ""
+        raise InvalidInputError(
+            f"dataset.n_samples={n}, but {ds.name} has only {len(ds)} samples{which}; a subsample cannot be larger. "
+            f"Use dataset.n_samples <= {len(ds)}, or dataset.n_samples=null for all of them."
+        )
     if n is not None and n < len(ds):
         rng = np.random.RandomState(random_state)
         ds = ds.subset(np.sort(rng.choice(len(ds), size=int(n), replace=False)))
