@@ -93,3 +93,49 @@ def build_efficientnet_lite(variant: str = "lite0", layer: str | None = None, im
     return EfficientNetEncoder(module, layer=layer, transform=input_transform(variant, image_size), pool=pool,
                         batch_size=batch_size, device=device, progress=progress)
 
+
+
+FROZEN_ONLY = {"n_views": 4, "layer": None}  # parameters of the frozen-backbone heads and their defaults
+
+
+def contrastive_encoder(backbone: str = "resnet34", backbone_weights="imagenet", **params):
+    """The ``encoder=contrastive`` factory: ResNet backbones -> :class:`ContrastiveClusteringEncoder`
+    (trained on-line); ``backbone=efficientnet_lite0`` (lite1, lite2) -> frozen pretrained
+    EfficientNet-Lite with heads trained on a fixed bank of augmented views
+    (:class:`pipeline.encoders.frozen_contrastive.FrozenBackboneContrastive`, docs/encoders.md)."""
+    if not str(backbone).startswith("efficientnet"):
+        from pipeline.encoders.contrastive import ContrastiveClusteringEncoder
+
+        for key in FROZEN_ONLY:
+            if params.pop(key, None) not in (None, FROZEN_ONLY[key]):
+                raise InvalidInputError(f"encoder.params.{key} applies to pretrained EfficientNet backbones only "
+                                        f"(encoder.params.backbone=efficientnet_lite0), not to {backbone}.")
+        return ContrastiveClusteringEncoder(backbone=backbone, backbone_weights=backbone_weights, **params)
+    from pipeline.encoders.efficientnet import check_variant
+    from pipeline.encoders.frozen_contrastive import FrozenBackboneContrastive
+
+    variant = check_variant(backbone)
+    if params.pop("mode", "finetune_heads") != "finetune_heads" or params.pop("init_checkpoint", None):
+        raise InvalidInputError(f"encoder.params.backbone={backbone}: the pretrained EfficientNet backbone stays frozen "
+                                "and only the heads are trained; set encoder.params.mode=finetune_heads and "
+                                "encoder.params.init_checkpoint=null.")
+    if params.pop("train_heads", "both") != "both":
+        raise InvalidInputError("encoder.params.train_heads=cluster needs a trained instance head (an authors' "
+                                "checkpoint); with an EfficientNet backbone both heads are trained: set it to both.")
+    for ignored in ("blur", "normalize"):  # the network's own input transform applies
+        params.pop(ignored, None)
+    if params.get("image_size") == 224 and variant != "lite0":
+        params["image_size"] = None  # the config's ResNet default: use the variant's own side
+    if not isinstance(backbone_weights, dict):
+        if backbone_weights not in (None, "imagenet"):
+            raise InvalidInputError(f"encoder.params.backbone_weights={backbone_weights!r}: give imagenet (the weights "
+                                    "package) or a weights file.")
+        import torch
+
+        path = weights_file(variant)
+        verify_weights(path, variant)
+        backbone_weights = torch.load(path, map_location="cpu", weights_only=True)
+    return FrozenBackboneContrastive(backbone=f"efficientnet_{variant}", backbone_weights=backbone_weights, **params)
+
+
+contrastive_encoder.weight_params = ("backbone_weights", "init_checkpoint")  # files read by the app (stages.encode)

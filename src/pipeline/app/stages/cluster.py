@@ -15,7 +15,7 @@ from scipy import sparse
 
 from pipeline.app.instantiate import accepts, call, factory
 from pipeline.app.stages.base import Stage
-from pipeline.clustering import Clustering, check_enough_clusters
+from pipeline.clustering import Clustering, check_enough_clusters, mixture_from_labels
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,12 @@ def encoder_head(X, encode: dict) -> Clustering:
         c.weights, c.means, c.covariances = (encode["mixture_weights"], encode["mixture_means"],
                                              encode["mixture_covariances"])
         c.centers = c.means
+    elif X is not None and len(X) == len(c.labels):
+        # a cluster head without a prior (contrastive clustering): the clusters' empirical mixture in
+        # latent space, which Concept-MMDT projects on the CAVs (as the MMDT paper does with CC labels)
+        if (c.labels >= 0).any() and np.isin(np.arange(c.labels.max() + 1), c.labels).all():
+            c.weights, c.means, c.covariances = mixture_from_labels(X, c.labels)
+            c.centers = c.means
     check_enough_clusters(c)
     return c
 
