@@ -95,7 +95,7 @@ def build_efficientnet_lite(variant: str = "lite0", layer: str | None = None, im
 
 
 
-FROZEN_ONLY = {"n_views": 4, "layer": None}  # parameters of the frozen-backbone heads and their defaults
+FROZEN_ONLY = {"n_views": 4, "layer": None, "bank_seed": 0}  # parameters of the frozen-backbone heads and their defaults
 
 
 def contrastive_encoder(backbone: str = "resnet34", backbone_weights="imagenet", **params):
@@ -106,6 +106,7 @@ def contrastive_encoder(backbone: str = "resnet34", backbone_weights="imagenet",
     if not str(backbone).startswith("efficientnet"):
         from pipeline.encoders.contrastive import ContrastiveClusteringEncoder
 
+        params.pop("view_bank_cache", None)
         for key in FROZEN_ONLY:
             if params.pop(key, None) not in (None, FROZEN_ONLY[key]):
                 raise InvalidInputError(f"encoder.params.{key} applies to pretrained EfficientNet backbones only "
@@ -139,3 +140,4 @@ def contrastive_encoder(backbone: str = "resnet34", backbone_weights="imagenet",
 
 
 contrastive_encoder.weight_params = ("backbone_weights", "init_checkpoint")  # files read by the app (stages.encode)
+contrastive_encoder.store_params = ("view_bank_cache",)  # a directory: the app passes a StateDir

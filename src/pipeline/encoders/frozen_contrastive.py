@@ -79,6 +79,12 @@ class FrozenBackboneContrastive(TorchEncoder):
         The backbone's input side (default: the variant's own).
     n_views : int
         Augmented views per image in the bank (>= 2).
+    bank_seed : int
+        Seed of the views' augmentations: the bank is one fixed sample, shared by every
+        ``random_state`` of the heads (so seeds of the heads re-use it).
+    view_bank_cache : object with ``load(name)`` and ``save(name, state, sidecar)``, optional
+        Where banks and clean features are kept between runs, keyed by the images and the
+        backbone settings (the pipeline passes a store for ``encoder.params.view_bank_cache=<dir>``).
     representation : {"backbone", "instance", "cluster"}
         What ``transform`` returns.
     feature_dim, instance_temperature, cluster_temperature, color_strength, epochs, lr, weight_decay,
@@ -88,10 +94,12 @@ class FrozenBackboneContrastive(TorchEncoder):
     name = "contrastive"
     architecture_params = ("n_clusters", "backbone", "feature_dim", "layer")
     weight_params = ("backbone_weights",)
+    store_params = ("view_bank_cache",)
     _parameter_constraints = {**COMMON_CONSTRAINTS}
 
     def __init__(self, n_clusters: int = 10, backbone: str = "efficientnet_lite0", backbone_weights: dict | None = None,
-                 layer: str | None = None, image_size: int | None = None, n_views: int = 4,
+                 layer: str | None = None, image_size: int | None = None, n_views: int = 4, bank_seed: int = 0,
+                 view_bank_cache=None,
                  representation: str = "backbone", feature_dim: int = 128, instance_temperature: float = 0.5,
                  cluster_temperature: float = 1.0, color_strength: float = 0.5, epochs: int = 50, lr: float = 3e-3,
                  weight_decay: float = 0.0, batch_size: int = 256, n_init: int = 1, random_state: int = 0,
@@ -103,6 +111,8 @@ class FrozenBackboneContrastive(TorchEncoder):
         self.layer = layer
         self.image_size = image_size
         self.n_views = n_views
+        self.bank_seed = bank_seed
+        self.view_bank_cache = view_bank_cache
         self.representation = representation
         self.feature_dim = feature_dim
         self.instance_temperature = instance_temperature
@@ -132,28 +142,55 @@ class FrozenBackboneContrastive(TorchEncoder):
                                    batch_size=int(self.backbone_batch_size), device=str(self.device),
                                    progress=bool(self.progress))
 
-    def _features(self, images: np.ndarray) -> np.ndarray:
-        """Clean (unaugmented) backbone features (n, rep_dim), memoised per image array."""
-        digest = hashlib.sha256(np.ascontiguousarray(images).tobytes()).hexdigest()
-        memo = getattr(self, "_memo", None)
-        if memo is not None and memo[0] == digest:
-            return memo[1]
-        feats = self._feature_encoder(self.module_.backbone).transform(images)
-        self._memo = (digest, feats)
-        return feats
+    def _cache_name(self, kind: str, images: np.ndarray) -> str:
+        h = hashlib.sha256(np.ascontiguousarray(images).tobytes())
+        h.update(repr((images.shape, self.backbone, self.layer or DEFAULT_LAYER, self.image_size)).encode())
+        if kind == "bank":
+            h.update(repr((int(self.n_views), int(self.bank_seed), float(self.color_strength))).encode())
+        return f"{kind}-{h.hexdigest()[:24]}"
 
-    def _view_bank(self, images: np.ndarray, generator: torch.Generator) -> np.ndarray:
+    def _cached(self, kind: str, images: np.ndarray, compute) -> np.ndarray:
+        """``compute()``, memoised in memory and in ``view_bank_cache`` under the images' key."""
+        name = self._cache_name(kind, images)
+        memo = self.__dict__.setdefault("_memo", {})
+        if name in memo:
+            return memo[name]
+        store = self.view_bank_cache
+        state = store.load(name) if store is not None else None
+        if state is not None:
+            out = state["features"].numpy()
+            logger.info("contrastive: %s features from the view-bank cache (%s)", kind, name)
+        else:
+            out = compute()
+            if store is not None:
+                store.save(name, {"features": torch.from_numpy(out)},
+                           {"kind": kind, "shape": list(out.shape), "backbone": self.backbone})
+        memo[name] = out
+        return out
+
+    def _features(self, images: np.ndarray) -> np.ndarray:
+        """Clean (unaugmented) backbone features (n, rep_dim)."""
+        return self._cached("clean", images, lambda: self._feature_encoder(self.module_.backbone).transform(images))
+
+    def _view_bank(self, images: np.ndarray) -> np.ndarray:
         """Backbone features of ``n_views`` augmented views per image: (n, n_views, rep_dim)."""
-        aug = view_transform(images.shape[1], images.shape[-1], self.color_strength)
-        encoder = self._feature_encoder(self.module_.backbone)
-        torch.manual_seed(int(torch.randint(0, 2 ** 31 - 1, (1,), generator=generator)))  # v2 draws from torch's RNG
-        bank = []
-        for v in range(int(self.n_views)):
-            views = np.stack([aug(torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1)).permute(1, 2, 0).numpy()
-                              for img in images])
-            logger.info("contrastive: backbone features of augmented view %d/%d", v + 1, self.n_views)
-            bank.append(encoder.transform(views))
-        return np.stack(bank, axis=1)
+        def compute():
+            aug = view_transform(images.shape[1], images.shape[-1], self.color_strength)
+            encoder = self._feature_encoder(self.module_.backbone)
+            state = torch.random.get_rng_state()
+            torch.manual_seed(int(self.bank_seed))  # torchvision's v2 transforms draw from torch's global RNG
+            try:
+                bank = []
+                for v in range(int(self.n_views)):
+                    views = np.stack([aug(torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1))
+                                      .permute(1, 2, 0).numpy() for img in images])
+                    logger.info("contrastive: backbone features of augmented view %d/%d", v + 1, self.n_views)
+                    bank.append(encoder.transform(views))
+            finally:
+                torch.random.set_rng_state(state)
+            return np.stack(bank, axis=1)
+
+        return self._cached("bank", images, compute)
 
     # ---- TorchEncoder hooks ---------------------------------------------------------------
     def _prepare(self, X, fitting: bool) -> np.ndarray:
@@ -196,10 +233,7 @@ class FrozenBackboneContrastive(TorchEncoder):
             net.backbone.load_state_dict(map_state_dict(state, net.backbone))
             self.module_ = net.to(self.device_)
         net = self.module_
-        bank = getattr(self, "_bank", None)
-        if bank is None or bank[0] is not data:
-            self._bank = (data, torch.from_numpy(self._view_bank(data, generator)))
-        feats = self._bank[1]
+        feats = torch.from_numpy(self._view_bank(data))
         n, n_views = feats.shape[0], feats.shape[1]
         params = list(net.instance_projector.parameters()) + list(net.cluster_projector.parameters())
         opt = self._make_optimizer(params, float(self.lr))

@@ -83,9 +83,13 @@ def encoder_head(X, encode: dict) -> Clustering:
     elif X is not None and len(X) == len(c.labels):
         # a cluster head without a prior (contrastive clustering): the clusters' empirical mixture in
         # latent space, which Concept-MMDT projects on the CAVs (as the MMDT paper does with CC labels)
-        if (c.labels >= 0).any() and np.isin(np.arange(c.labels.max() + 1), c.labels).all():
-            c.weights, c.means, c.covariances = mixture_from_labels(X, c.labels)
-            c.centers = c.means
+        used, c.labels = np.unique(c.labels, return_inverse=True)
+        if len(used) < int(used.max()) + 1:
+            log.warning("clustering=encoder: the cluster head left %d of its %d clusters empty; %d clusters remain",
+                        int(used.max()) + 1 - len(used), int(used.max()) + 1, len(used))
+        c.labels = c.labels.astype(np.int64)
+        c.weights, c.means, c.covariances = mixture_from_labels(X, c.labels)
+        c.centers = c.means
     check_enough_clusters(c)
     return c
 
