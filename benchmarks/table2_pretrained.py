@@ -58,16 +58,20 @@ MODELS = {
 }
 
 
-def throughput(image_size: int | None, device: str, n: int = 256) -> dict:
+def throughput(image_size: int | None, device: str, root: str | None = None, n: int = 256) -> dict:
     """Images/s of EfficientNet-Lite0 features on ``n`` Fashion-MNIST images (after one warm-up batch)."""
     from pipeline.app.data.fashion_mnist import default_root, read_split
     from pipeline.app.efficientnet import build_efficientnet_lite
 
-    X = read_split(default_root({}, {"data_dir": "data"}), "test")[0][:n, :, :, None]
+    X = read_split(default_root({"root": root}, {"data_dir": "data"}), "test")[0][:n, :, :, None]
     enc = build_efficientnet_lite("lite0", image_size=image_size, batch_size=64, device=device, progress=False)
     enc.transform(X[:64])
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
     cpu, wall = time.process_time(), time.perf_counter()
-    enc.transform(X)
+    enc.transform(X)  # returns host arrays: the GPU work is finished
     wall = time.perf_counter() - wall
     return {"images": n, "images_per_s": n / wall, "cpu_s": time.process_time() - cpu, "wall_s": wall,
             "image_size": image_size or 224, "device": device, "threads": int(os.environ.get("PIPELINE_THREADS", 1))}
@@ -83,15 +87,19 @@ def main() -> None:
     ap.add_argument("--image-size", type=int, default=None, help="network input side (default 224, lite0's own)")
     ap.add_argument("--views", type=int, default=3, help="augmented views per image in the contrastive bank")
     ap.add_argument("--epochs", type=int, default=100, help="epochs of the contrastive heads")
+    ap.add_argument("--backbone-batch", type=int, default=64, help="images per backbone pass (raise on a GPU)")
     ap.add_argument("--concept-images", type=int, default=50, help="images per class for the CAVs")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--root", default=None, help="dataset.root (default: Debian's /usr/share/datasets/fashion-mnist)")
+    ap.add_argument("--deadline-s", type=float, default=None, help="start no new row after this many seconds")
     ap.add_argument("--work", default="/tmp/table2_pretrained", help="run folders and the stage cache")
     ap.add_argument("--out", default=str(RESULTS / "table2_pretrained.json"))
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     work = Path(args.work)
-    tp = throughput(args.image_size, args.device)
+    start = time.perf_counter()
+    tp = throughput(args.image_size, args.device, args.root)
     print("throughput", json.dumps(tp), flush=True)
     rows = []
     for subset in args.subsets:
@@ -105,10 +113,16 @@ def main() -> None:
             base.append(f"dataset.n_samples={args.per_class * k}")
         if args.image_size:
             base.append(f"encoder.params.image_size={args.image_size}")
+        if args.root:
+            base.append(f"dataset.root={args.root}")
         for model in args.models:
             extra = ([f"encoder.params.n_views={args.views}", f"encoder.params.epochs={args.epochs}",
-                      "encoder.params.lr=0.003"] if model == "contrastive" else [])
+                      "encoder.params.lr=0.003", f"encoder.params.backbone_batch_size={args.backbone_batch}"]
+                     if model == "contrastive" else [f"encoder.batch_size={args.backbone_batch}"])
             for seed in args.seeds:
+                if args.deadline_s is not None and time.perf_counter() - start > args.deadline_s:
+                    print(f"deadline: skipping {subset} {model} seed {seed}", flush=True)
+                    continue
                 load = os.getloadavg()
                 row = one_run([*base, *MODELS[model](k, seed), *extra, *args.overrides],
                               work / "runs" / f"{subset.replace(',', '-')}_{model}_{seed}")
@@ -117,6 +131,8 @@ def main() -> None:
                        "load_avg_before": [round(v, 2) for v in load]}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+                Path(args.out + ".partial").write_text(json.dumps(rows, indent=1, default=float))
     summary = []
     for subset in args.subsets:
         for model in args.models:

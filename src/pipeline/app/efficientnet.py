@@ -95,10 +95,11 @@ def build_efficientnet_lite(variant: str = "lite0", layer: str | None = None, im
 
 
 
-FROZEN_ONLY = {"n_views": 4, "layer": None, "bank_seed": 0}  # parameters of the frozen-backbone heads and their defaults
+FROZEN_ONLY = {"n_views": 4, "layer": None, "bank_seed": 0, "backbone_batch_size": 64}  # parameters of the frozen-backbone heads and their defaults
 
 
-def contrastive_encoder(backbone: str = "resnet34", backbone_weights="imagenet", **params):
+def contrastive_encoder(backbone: str = "resnet34", backbone_weights="imagenet", device: str = "auto",
+                        batch_size: int = 256, **params):
     """The ``encoder=contrastive`` factory: ResNet backbones -> :class:`ContrastiveClusteringEncoder`
     (trained on-line); ``backbone=efficientnet_lite0`` (lite1, lite2) -> frozen pretrained
     EfficientNet-Lite with heads trained on a fixed bank of augmented views
@@ -111,7 +112,8 @@ def contrastive_encoder(backbone: str = "resnet34", backbone_weights="imagenet",
             if params.pop(key, None) not in (None, FROZEN_ONLY[key]):
                 raise InvalidInputError(f"encoder.params.{key} applies to pretrained EfficientNet backbones only "
                                         f"(encoder.params.backbone=efficientnet_lite0), not to {backbone}.")
-        return ContrastiveClusteringEncoder(backbone=backbone, backbone_weights=backbone_weights, **params)
+        return ContrastiveClusteringEncoder(backbone=backbone, backbone_weights=backbone_weights, device=device,
+                                            batch_size=batch_size, **params)
     from pipeline.encoders.efficientnet import check_variant
     from pipeline.encoders.frozen_contrastive import FrozenBackboneContrastive
 
@@ -136,7 +138,8 @@ def contrastive_encoder(backbone: str = "resnet34", backbone_weights="imagenet",
         path = weights_file(variant)
         verify_weights(path, variant)
         backbone_weights = torch.load(path, map_location="cpu", weights_only=True)
-    return FrozenBackboneContrastive(backbone=f"efficientnet_{variant}", backbone_weights=backbone_weights, **params)
+    return FrozenBackboneContrastive(backbone=f"efficientnet_{variant}", backbone_weights=backbone_weights,
+                                     device=device, batch_size=batch_size, **params)
 
 
 contrastive_encoder.weight_params = ("backbone_weights", "init_checkpoint")  # files read by the app (stages.encode)

@@ -55,7 +55,7 @@ def read_split(root: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
         if path is None:
             present = sorted(p.name for p in root.glob("*-ubyte*")) if root.is_dir() else []
             raise missing_error(root, f"{name}[.gz] is missing (found {present or 'no IDX files'})")
-        found[kind] = _read_idx(path, "Fashion-MNIST")
+        found[kind] = _read_idx(path, "Fashion-MNIST").copy()  # writable (torch takes it without a copy warning)
     X, y = found["images-idx3"], found["labels-idx1"]
     if X.ndim != 3 or X.shape[1:] != (28, 28) or y.ndim != 1 or len(X) != len(y) or (len(y) and y.max() > 9):
         raise InvalidInputError(f"the Fashion-MNIST {split} files under {root} do not match: images {X.shape}, labels "
