@@ -12,10 +12,14 @@ concept, for the CAV table. Library layer: the images arrive as arrays.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from pipeline.concepts.sets import ConceptExamples
 from pipeline.validation import InvalidInputError
+
+log = logging.getLogger(__name__)
 
 
 def table_rows(class_names, table_classes, what: str) -> np.ndarray:
@@ -34,8 +38,9 @@ def _norm(name) -> str:
     return str(name).replace("+", " ").replace("_", " ").strip().lower()
 
 
-def check_table(names, table, table_classes, what: str, continuous: bool = False) -> None:
-    """Every binary attribute needs at least one class having it and one lacking it."""
+def check_table(names, table, table_classes, what: str, continuous: bool = False, strict: bool = True) -> None:
+    """Every binary attribute needs at least one class having it and one lacking it (``strict=False``:
+    such attributes are only logged, and the CAV fitter drops them with its reason)."""
     table = np.asarray(table, dtype=float)
     if table.shape != (len(table_classes), len(names)):
         raise InvalidInputError(f"{what}: the attribute table has shape {table.shape}, expected "
@@ -45,6 +50,9 @@ def check_table(names, table, table_classes, what: str, continuous: bool = False
     for m, n in enumerate(names):
         if not (table[:, m] == 1).any() or not (table[:, m] == 0).any():
             has = "no" if not (table[:, m] == 1).any() else "every"
+            if not strict:
+                log.warning("%s: attribute %r is held by %s class; it has no CAV", what, n, has)
+                continue
             raise InvalidInputError(f"{what}: attribute {n!r} is held by {has} class of the table, so it has no "
                                     f"{'positive' if has == 'no' else 'negative'} examples and no direction; give it "
                                     "at least one class having it and one lacking it, or remove it.")
@@ -52,7 +60,7 @@ def check_table(names, table, table_classes, what: str, continuous: bool = False
 
 def class_attribute_examples(set_name: str, names, table, table_classes, dataset, others=None,
                              per_class: int = 100, random_state: int = 0, continuous: bool = False,
-                             definitions: dict | None = None) -> ConceptExamples:
+                             definitions: dict | None = None, strict: bool = True) -> ConceptExamples:
     """Concept examples of a class-attribute table for ``dataset``.
 
     Parameters
@@ -71,10 +79,13 @@ def class_attribute_examples(set_name: str, names, table, table_classes, dataset
         run's own images (``inputs=None``).
     per_class : int
         Images per run class re-used for attributes that do not vary among the other classes.
+    strict : bool
+        An attribute that every class or no class has is an error (True: a table written for the
+        project) or left to the CAV fitter to drop (False: a published table such as AwA2's).
     """
     what = f"concept set {set_name!r}"
     table = np.asarray(table, dtype=float)
-    check_table(names, table, table_classes, what, continuous)
+    check_table(names, table, table_classes, what, continuous, strict)
     if dataset.y is None or not dataset.class_names:
         raise InvalidInputError(f"{what} labels images by their class, but {dataset.name} has no class labels.")
     run_rows = table_rows(dataset.class_names, table_classes, what)

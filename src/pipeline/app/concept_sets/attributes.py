@@ -133,4 +133,5 @@ def attribute_examples(spec: dict, dataset, cfg: dict | None = None, root: Path 
     others = other_class_images(cfg, dataset, len(classes), per_class, seed) if spec.get("fit_on", "other") == "other" \
         else None
     return class_attribute_examples(spec["name"], names, table, classes, dataset, others=others, per_class=per_class,
-                                    random_state=seed, continuous=continuous, definitions=definitions)
+                                    random_state=seed, continuous=continuous, definitions=definitions,
+                                    strict=spec["type"] == "class_attributes")
