@@ -98,6 +98,10 @@ def build_efficientnet_lite(variant: str = "lite0", layer: str | None = None, im
 FROZEN_ONLY = {"n_views": 4, "layer": None, "bank_seed": 0, "backbone_batch_size": 64}  # parameters of the frozen-backbone heads and their defaults
 
 
+build_efficientnet_lite.trainable = False  # never fitted: the train stage skips building it on warm runs
+build_efficientnet_lite.may_substitute_model = False
+
+
 def contrastive_encoder(backbone: str = "resnet34", backbone_weights="imagenet", device: str = "auto",
                         batch_size: int = 256, **params):
     """The ``encoder=contrastive`` factory: ResNet backbones -> :class:`ContrastiveClusteringEncoder`

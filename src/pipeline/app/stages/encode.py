@@ -100,6 +100,15 @@ def fit_split(cfg: dict) -> str | None:
     return cfg["encoder"].get("fit_split") or cfg["dataset"].get("split")
 
 
+def _declared_frozen(cfg: dict) -> bool:
+    """True when ``encoder._target_`` declares itself not trainable and never substituting its model
+    (class attributes ``trainable`` / ``may_substitute_model``, or the same on a factory function)."""
+    from pipeline.app.instantiate import locate
+
+    target = locate(cfg["encoder"]["_target_"], "encoder")
+    return getattr(target, "trainable", None) is False and getattr(target, "may_substitute_model", True) is False
+
+
 def _train(cfg: dict, load: dict, ctx: RunContext) -> dict:
     """The encoder behind the latents: built, or loaded / trained through its checkpoint file."""
     from filelock import FileLock
@@ -115,6 +124,10 @@ def _train(cfg: dict, load: dict, ctx: RunContext) -> dict:
         if path.exists() and _sidecar(path).exists():
             return {"encoder": None, "checkpoint": str(path), "checkpoint_sha256": _checkpoint_sha(path),
                     "model_used": None}
+    if not forced and _declared_frozen(cfg):
+        # a pretrained encoder that is never fitted (EfficientNet, encoder=torch, CLIP): built only when
+        # a stage computes with it, so a warm run does not load the network (issue 24: warm <= 5 s)
+        return {"encoder": None, "checkpoint": None, "checkpoint_sha256": None, "model_used": None}
     encoder = build(cfg)
     out = {"encoder": encoder, "checkpoint": None, "checkpoint_sha256": None, "model_used": None}
     if not encoder.trainable:
