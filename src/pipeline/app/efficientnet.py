@@ -133,8 +133,10 @@ def contrastive_encoder(backbone: str = "resnet34", backbone_weights="imagenet",
         params.pop(ignored, None)
     if params.get("image_size") == 224 and variant != "lite0":
         params["image_size"] = None  # the config's ResNet default: use the variant's own side
+    from pipeline.app.weights import imagenet_weights
+
     if not isinstance(backbone_weights, dict):
-        if backbone_weights not in (None, "imagenet"):
+        if not (backbone_weights in (None, "imagenet") or isinstance(backbone_weights, imagenet_weights)):
             raise InvalidInputError(f"encoder.params.backbone_weights={backbone_weights!r}: give imagenet (the weights "
                                     "package) or a weights file.")
         import torch
