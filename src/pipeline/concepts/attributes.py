@@ -16,6 +16,7 @@ import logging
 
 import numpy as np
 
+from pipeline.concepts.fitters import LinearRegressionFitter
 from pipeline.concepts.sets import ConceptExamples
 from pipeline.validation import InvalidInputError
 
@@ -96,7 +97,7 @@ def class_attribute_examples(set_name: str, names, table, table_classes, dataset
         labels[y >= 0] = table[run_rows[y[y >= 0]]]
         meta["examples_from"] = {n: "the run's classes" for n in names}
         return ConceptExamples(set_name, list(names), labels, continuous=continuous,
-                               fitter="linear_regression" if continuous else None, meta=meta)
+                               fitter=LinearRegressionFitter if continuous else None, meta=meta)
     other_images, other_names = others
     other_rows = table_rows(other_names, table_classes, what)
     rng = np.random.RandomState(random_state)
@@ -119,4 +120,4 @@ def class_attribute_examples(set_name: str, names, table, table_classes, dataset
     meta["examples_from"] = examples_from
     inputs = np.concatenate([np.asarray(other_images), np.asarray(dataset.X)[run_pick]])
     return ConceptExamples(set_name, list(names), labels, inputs=inputs, input_kind="image", continuous=continuous,
-                           fitter="linear_regression" if continuous else None, meta=meta)
+                           fitter=LinearRegressionFitter if continuous else None, meta=meta)
