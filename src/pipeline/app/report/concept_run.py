@@ -69,7 +69,7 @@ def cav_frame(cav_summary: list[dict], units: list | None = None, units_kind: st
         if X is not None:
             df[ABOVE] = share_above(cav_summary, names, X)
             cols.append(ABOVE)
-    return df[cols]
+    return df[cols + (["examples"] if "examples" in df.columns else [])]
 
 
 ABOVE = "data beyond boundary (%)"

@@ -236,7 +236,7 @@ def cav_table_html(cav_summary: list[dict], boundary: dict[str, list[float]] | N
         rows.append({"concept": c.get("concept"), "held-out accuracy [95% CI]": ci,
                      "random-split accuracy": c.get("random_score"), "p-value": c.get("p_value"),
                      "significant": bool(c.get("significant")), "positives": c.get("n_positives"),
-                     "negatives": c.get("n_negatives")})
+                     "negatives": c.get("n_negatives"), **({"examples from": c["examples"]} if "examples" in c else {})})
         for column, values in (boundary or {}).items():
             rows[-1][column] = values[m]
     return table_html(pd.DataFrame(rows))

@@ -105,6 +105,10 @@ def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> ConceptsArtifact:
     calibration = cav_calibration(fitter, Zex, examples)
     for row, (a, b) in zip(summary, calibration):  # the concept's own decision boundary (raw units)
         row["boundary"] = float(-b / a) if np.isfinite(a) and a != 0 else float("nan")
+    sources = examples.meta.get("examples_from") or {}
+    for row in summary:  # class attributes: which classes' images the CAV was fitted on
+        if row["concept"] in sources:
+            row["examples"] = sources[row["concept"]]
     log.info("CAVs: %s", ", ".join(f"{r['concept']}={r['score']:.3f}" for r in summary))
     return ConceptsArtifact(
         concept_names=fitter.concept_names_, cavs=fitter.cavs_, cav_summary=summary,
