@@ -190,7 +190,7 @@ def run(cfg):
     """Run the configured pipeline (a DictConfig or plain dict); returns the results table
     (a pandas DataFrame, also written to ``results.csv``)."""
     from pipeline.app.checks import check_values
-    from pipeline.app.status import mark_interrupted, running_status
+    from pipeline.app.status import mark_interrupted, numerics, running_status
 
     plain = to_plain(cfg)
     stages = [s.store or s.name for s in declared_stages(plain)] + ["counterfactuals"]
@@ -207,17 +207,20 @@ def run(cfg):
         for path in mark_interrupted(plain["paths"]["log_dir"]):  # runs that died without a word
             log.warning("run %s was interrupted (its process is gone); status.json now says so", path.parent)
     write_status(out_dir, running_status(start))
+    env = {"threads": plain.get("threads")}
     try:
         with thread_limit(plain.get("threads")):
             if plain["study"]["runs"]:
                 df = run_study(plain, cache, out_dir)
             else:
                 df = run_single(plain, cache, out_dir)
+            env = numerics(plain.get("threads"))  # inside the limit: the thread counts the run used
     except BaseException as exc:
         state = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
         write_status(out_dir, {"status": state, "error": f"{type(exc).__name__}: {exc}",
-                               "traceback": traceback.format_exc(), "seconds": time.time() - start})
+                               "traceback": traceback.format_exc(), "seconds": time.time() - start,
+                               "numerics": env})
         raise
     write_status(out_dir, {"status": "ok", "seconds": time.time() - start, "results": str(out_dir / "results.csv"),
-                           "cache": [vars(e) for e in cache.events]})
+                           "cache": [vars(e) for e in cache.events], "numerics": env})
     return df
