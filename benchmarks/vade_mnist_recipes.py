@@ -52,6 +52,8 @@ RECIPES = {
     "init_only": dict(prior_n_init=20),
     "elbo_lr5e-4_cos": dict(pretrain_epochs=80, pretrain_schedule="cosine", prior_n_init=20, lr=0.0005,
                             lr_schedule="cosine"),
+    "big_lr5e-4_cos": dict(pretrain_epochs=200, pretrain_schedule="cosine", prior_n_init=20, lr=0.0005,
+                           lr_schedule="cosine", epochs=100),
 }
 
 

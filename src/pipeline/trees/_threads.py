@@ -122,6 +122,10 @@ def limit_threads(n_jobs, *, work: int | None = None):
             numba.set_num_threads(previous)
         return
     previous = None
+    torch = sys.modules.get("torch")  # only if already imported: importing torch costs seconds
+    # read before numba's first call: numba's OpenMP layer may share torch's runtime and raise its
+    # count to all cores, which left torch on 2 threads after every tree fit of a threads=1 run (issue 26)
+    torch_previous = torch.get_num_threads() if torch is not None else None
     try:
         import numba
 
@@ -129,8 +133,6 @@ def limit_threads(n_jobs, *, work: int | None = None):
         numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
     except ImportError:  # pragma: no cover - numba is a declared dependency
         pass
-    torch = sys.modules.get("torch")  # only if already imported: importing torch costs seconds
-    torch_previous = torch.get_num_threads() if torch is not None else None
     try:
         if torch is not None:
             torch.set_num_threads(n)
@@ -142,9 +144,9 @@ def limit_threads(n_jobs, *, work: int | None = None):
                 _CAPPED.reset(capped)
     finally:
         _ACTIVE.reset(token)
-        if torch is not None and torch_previous is not None:
-            torch.set_num_threads(torch_previous)
         if previous is not None:
             import numba
 
             numba.set_num_threads(previous)
+        if torch is not None and torch_previous is not None:
+            torch.set_num_threads(torch_previous)  # last, for the same reason
