@@ -194,7 +194,7 @@ def save_state(path: str | os.PathLike, state: dict, sidecar: dict) -> str:
     sha = file_sha256(tmp)
     st = os.stat(tmp)  # kept through the rename: a warm run trusts the sha256 while size and mtime match
     full = {"format": state.get("format", 1), **sidecar, "sha256": sha, "size": st.st_size,
-            "mtime_ns": st.st_mtime_ns}
+            "mtime_ns": st.st_mtime_ns, "torch": torch.__version__}
     side = sidecar_path(path)
     tmp_json = side.with_name(side.name + ".tmp")
     with open(tmp_json, "w") as fh:
@@ -255,11 +255,18 @@ def read_checkpoint(path: str | os.PathLike, expected: dict | None = None) -> tu
     checked_sha256(path, sidecar.get("sha256"), side.name)
     if expected is not None:
         check_architecture(sidecar.get("architecture", {}), expected, path)
+    written_by = sidecar.get("torch")
+    other_torch = written_by is not None and written_by != torch.__version__
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unpickling failure means an unusable file
-        raise InvalidInputError(f"checkpoint {path} could not be read with torch.load(weights_only=True): {exc}; "
-                                "delete it to retrain.") from None
+        by = f" (written by torch {written_by}; this is torch {torch.__version__})" if other_torch else ""
+        raise InvalidInputError(f"checkpoint {path} could not be read with torch.load(weights_only=True){by}: {exc}; "
+                                "rerun with +force=train to retrain it, or delete it.") from None
+    if other_torch:
+        logger.warning("checkpoint %s was written by torch %s, this is torch %s: the weights load, but results "
+                       "computed from them may differ in the last bits from the original machine's; rerun with "
+                       "+force=train to retrain here", path, written_by, torch.__version__)
     return state, sidecar
 
 
