@@ -21,7 +21,7 @@ from pathlib import Path
 from pipeline.app.cache import StageCache
 from pipeline.app.capabilities import check_request
 from pipeline.app.checks import parse_force  # noqa: F401 - part of the runner's interface
-from pipeline.app.report.writer import write_status, write_tables
+from pipeline.app.report.writer import write_final_status, write_status, write_tables
 from pipeline.app.stages import declared_stages
 from pipeline.app.stages.framework import RunContext, StageOutput, execute
 from pipeline.validation import InvalidInputError
@@ -170,7 +170,7 @@ def run(cfg):
     """Run the configured pipeline (a DictConfig or plain dict); returns the results table
     (a pandas DataFrame, also written to ``results.csv``)."""
     from pipeline.app.checks import check_values
-    from pipeline.app.status import mark_interrupted, numerics, running_status
+    from pipeline.app.status import mark_interrupted, numerics, remove_stale_temporaries, running_status
 
     plain = to_plain(cfg)
     stages = [s.store or s.name for s in declared_stages(plain)] + ["counterfactuals"]
@@ -186,6 +186,8 @@ def run(cfg):
     if plain["paths"].get("log_dir"):
         for path in mark_interrupted(plain["paths"]["log_dir"]):  # runs that died without a word
             log.warning("run %s was interrupted (its process is gone); status.json now says so", path.parent)
+        for path in remove_stale_temporaries(plain["paths"]["log_dir"]):
+            log.info("removed %s, a temporary file an earlier run left behind", path)
     write_status(out_dir, running_status(start))
     env = {"threads": plain.get("threads")}
     try:
@@ -195,12 +197,13 @@ def run(cfg):
             else:
                 df = run_single(plain, cache, out_dir)
             env = numerics(plain.get("threads"))  # inside the limit: the thread counts the run used
+        write_status(out_dir, {"status": "ok", "seconds": time.time() - start,
+                               "results": str(out_dir / "results.csv"), "cache": [vars(e) for e in cache.events],
+                               "numerics": env})
     except BaseException as exc:
         state = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-        write_status(out_dir, {"status": state, "error": f"{type(exc).__name__}: {exc}",
-                               "traceback": traceback.format_exc(), "seconds": time.time() - start,
-                               "numerics": env})
+        write_final_status(out_dir, {"status": state, "error": f"{type(exc).__name__}: {exc}",
+                                     "traceback": traceback.format_exc(), "seconds": time.time() - start,
+                                     "numerics": env})
         raise
-    write_status(out_dir, {"status": "ok", "seconds": time.time() - start, "results": str(out_dir / "results.csv"),
-                           "cache": [vars(e) for e in cache.events], "numerics": env})
     return df
