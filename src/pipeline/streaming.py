@@ -3,10 +3,10 @@
 Pure functions over arrays and iterables of arrays, for data that never sit in memory whole
 (embeddings memory-mapped from disk, shards on a cluster):
 
-- :class:`Moments` -- per-cluster counts, means and scatter matrices accumulated in one pass
-  (Chan et al.'s pairwise update), merged in a fixed order so that any partition of the rows
-  into the same chunks gives bit-identical results, wherever each chunk was computed; the
-  mixture (weights, means, covariances) MMDT needs.
+- :class:`Moments` -- per-cluster counts, exact means and variances (exact integer sums per
+  binary exponent: the same numbers however the rows are chunked, and for one chunk in
+  memory) and scatter matrices (Chan et al.'s pairwise update, merged in chunk order): the
+  mixture (weights, means, covariances) MMDT needs, in one pass.
 - :func:`stream_kmeans` -- MiniBatchKMeans ``partial_fit`` over chunks (several passes).
 - :func:`stratified_sample` -- row indices of a sample that keeps every cluster's share.
 - :class:`Contingency` -- predicted x reference counts accumulated chunk by chunk; ARI, AMI,
@@ -25,56 +25,150 @@ from pipeline.metrics import ami, ari, reference_agreement
 from pipeline.validation import InvalidInputError, check_matrix
 
 
+_E_OFFSET, _E_RANGE, _HALF = 1126, 2100, 26  # exponents of frexp mantissas scaled to 53-bit integers
+
+
+@dataclass(frozen=True)
+class ExactSums:
+    """Exact per-(cluster, column) sums of float64 values, as integers per binary exponent.
+
+    Every float64 is ``M · 2^E`` with an integer ``M`` (|M| < 2^53); ``M`` is split into two
+    halves of 26/27 bits whose sums per (cluster, column, E) are exact in int64. The sums do
+    not depend on how the rows were chunked or in which order chunks are merged, and
+    :meth:`total` turns them into exact rationals.
+
+    Attributes
+    ----------
+    index : ndarray of int64
+        Sorted bin ids ``(k · d + j) · 2100 + E + 1126`` that hold a value.
+    hi, lo : ndarray of int64
+        The sums of the upper and lower mantissa halves in those bins.
+    """
+
+    shape: tuple
+    index: np.ndarray
+    hi: np.ndarray
+    lo: np.ndarray
+
+    @classmethod
+    def of(cls, V: np.ndarray, labels: np.ndarray, n_clusters: int) -> "ExactSums":
+        keep = labels >= 0
+        V, labels = V[keep], labels[keep].astype(np.int64)
+        d = V.shape[1]
+        m, e = np.frexp(V)
+        M = (m * 2.0**53).astype(np.int64)
+        cell = labels[:, None] * d + np.arange(d)[None, :]
+        key = (cell * _E_RANGE + (e.astype(np.int64) - 53 + _E_OFFSET)).ravel()
+        upper, lower = (M >> _HALF).ravel(), (M & ((1 << _HALF) - 1)).ravel()
+        size = n_clusters * d * _E_RANGE
+        if size <= 1 << 24 and key.size < 1 << 26:
+            # float64 bincount sums halves below 2^27 exactly while a bin holds under 2^26 values
+            hi = np.bincount(key, weights=upper, minlength=size).astype(np.int64)
+            lo = np.bincount(key, weights=lower, minlength=size).astype(np.int64)
+            index = np.flatnonzero((hi != 0) | (lo != 0))
+            return cls((n_clusters, d), index, hi[index], lo[index])
+        index, inverse = np.unique(key, return_inverse=True)
+        hi = np.zeros(index.size, np.int64)
+        lo = np.zeros(index.size, np.int64)
+        np.add.at(hi, inverse, upper)
+        np.add.at(lo, inverse, lower)
+        return cls((n_clusters, d), index, hi, lo)
+
+    def merge(self, other: "ExactSums") -> "ExactSums":
+        index, inverse = np.unique(np.concatenate([self.index, other.index]), return_inverse=True)
+        hi = np.zeros(index.size, np.int64)
+        lo = np.zeros(index.size, np.int64)
+        np.add.at(hi, inverse, np.concatenate([self.hi, other.hi]))
+        np.add.at(lo, inverse, np.concatenate([self.lo, other.lo]))
+        return ExactSums(self.shape, index, hi, lo)
+
+    def total(self) -> list:
+        """The exact sums as a (K x d) nested list of :class:`fractions.Fraction`."""
+        from fractions import Fraction
+
+        K, d = self.shape
+        out = [[Fraction(0)] * d for _ in range(K)]
+        for key, h, l in zip(self.index.tolist(), self.hi.tolist(), self.lo.tolist()):
+            cell, E = divmod(key, _E_RANGE)
+            k, j = divmod(cell, d)
+            mantissa = (h << _HALF) + l
+            E -= _E_OFFSET
+            out[k][j] += Fraction(mantissa * 2**E) if E >= 0 else Fraction(mantissa, 2**-E)
+        return out
+
+
 @dataclass(frozen=True)
 class Moments:
-    """Per-cluster sufficient statistics of rows of ``d`` features.
+    """Per-cluster statistics of rows of ``d`` features, accumulated chunk by chunk.
+
+    Means and variances are exact: they come from exact sums of the values and of their
+    squares (:class:`ExactSums`), so they are the correctly rounded mean and population
+    variance of the rows whatever the chunking (and equal for the in-memory run, one chunk).
+    The full covariance's off-diagonal entries come from Chan, Golub & LeVeque's pairwise
+    update in float64: the same chunks merged in the same order give bit-identical results.
 
     Attributes
     ----------
     counts : ndarray of shape (K,), int64
-    means : ndarray of shape (K, d), float64
-    scatter : ndarray of shape (K, d, d), float64
-        Sum over a cluster's rows of (x - mean)(x - mean)ᵀ (only the diagonal when
-        ``diagonal``: shape (K, d)).
+    sums, squares : ExactSums
+        Of x and of fl(x²).
+    means : ndarray of shape (K, d)
+        Chan's running means (pairs with ``scatter``).
+    scatter : ndarray of shape (K, d, d)
+        Sum over a cluster's rows of (x - mean)(x - mean)ᵀ.
     """
 
     counts: np.ndarray
+    sums: ExactSums
+    squares: ExactSums
     means: np.ndarray
     scatter: np.ndarray
 
-    @property
-    def diagonal(self) -> bool:
-        return self.scatter.ndim == 2
-
     def merge(self, other: "Moments") -> "Moments":
-        """The moments of both row sets (Chan, Golub & LeVeque's pairwise update)."""
+        """The moments of both row sets."""
         na, nb = self.counts.astype(np.float64), other.counts.astype(np.float64)
         n = na + nb
         safe = np.where(n > 0, n, 1.0)
         delta = other.means - self.means
         means = self.means + delta * (nb / safe)[:, None]
-        factor = (na * nb / safe)
-        if self.diagonal:
-            extra = delta * delta * factor[:, None]
-        else:
-            extra = np.einsum("ki,kj->kij", delta, delta) * factor[:, None, None]
-        return Moments(self.counts + other.counts, means, self.scatter + other.scatter + extra)
+        extra = np.einsum("ki,kj->kij", delta, delta) * (na * nb / safe)[:, None, None]
+        return Moments(self.counts + other.counts, self.sums.merge(other.sums), self.squares.merge(other.squares),
+                       means, self.scatter + other.scatter + extra)
 
-    def mixture(self, ddof: int = 0) -> tuple:
-        """``(weights (K,), means (K, d), covariances (K, d, d) or variances (K, d))``;
-        population covariances by default (``ddof=0``, as :func:`MMDT.fit` estimates them)."""
-        if np.any(self.counts <= ddof):
-            empty = np.flatnonzero(self.counts <= ddof).tolist()
-            raise InvalidInputError(f"clusters {empty} have no rows (or too few for ddof={ddof}): no mean or "
-                                    "covariance can be estimated; use fewer clusters.")
-        denom = (self.counts - ddof).astype(np.float64)
-        shape = (-1, 1) if self.diagonal else (-1, 1, 1)
-        return self.counts / self.counts.sum(), self.means.copy(), self.scatter / denom.reshape(shape)
+    def exact(self) -> tuple[np.ndarray, np.ndarray]:
+        """Correctly rounded per-cluster means and population variances, each (K, d)."""
+        from fractions import Fraction
+
+        s1, s2 = self.sums.total(), self.squares.total()
+        K, d = self.sums.shape
+        means, variances = np.zeros((K, d)), np.zeros((K, d))
+        for k in range(K):
+            n = int(self.counts[k])
+            if n == 0:
+                continue
+            for j in range(d):
+                mean = s1[k][j] / n
+                means[k, j] = float(mean)
+                variances[k, j] = float(max(s2[k][j] / n - mean * mean, Fraction(0)))
+        return means, variances
+
+    def mixture(self) -> tuple:
+        """``(weights (K,), means (K, d), covariances (K, d, d))``: exact means and variances
+        (the covariances' diagonal), population covariances elsewhere."""
+        if np.any(self.counts == 0):
+            empty = np.flatnonzero(self.counts == 0).tolist()
+            raise InvalidInputError(f"clusters {empty} have no rows: no mean or covariance can be estimated; "
+                                    "use fewer clusters.")
+        means, variances = self.exact()
+        covs = self.scatter / self.counts.astype(np.float64)[:, None, None]
+        d = means.shape[1]
+        covs[:, np.arange(d), np.arange(d)] = variances
+        return self.counts / self.counts.sum(), means, covs
 
 
-def chunk_moments(X, labels, n_clusters: int, diagonal: bool = False) -> Moments:
+def chunk_moments(X, labels, n_clusters: int) -> Moments:
     """:class:`Moments` of one chunk: rows ``X`` (n, d) with cluster ``labels`` 0..K-1 (-1 is
-    left out), computed in float64 (two-pass within the chunk)."""
+    left out), in float64."""
     X = check_matrix(X, "X", min_rows=0)
     labels = np.asarray(labels)
     if labels.shape != (X.shape[0],):
@@ -82,13 +176,13 @@ def chunk_moments(X, labels, n_clusters: int, diagonal: bool = False) -> Moments
     d = X.shape[1]
     counts = np.bincount(labels[labels >= 0], minlength=n_clusters).astype(np.int64)[:n_clusters]
     means = np.zeros((n_clusters, d))
-    scatter = np.zeros((n_clusters, d) if diagonal else (n_clusters, d, d))
+    scatter = np.zeros((n_clusters, d, d))
     for k in np.flatnonzero(counts):
         rows = X[labels == k]
         means[k] = rows.mean(axis=0)
         centred = rows - means[k]
-        scatter[k] = (centred * centred).sum(axis=0) if diagonal else centred.T @ centred
-    return Moments(counts, means, scatter)
+        scatter[k] = centred.T @ centred
+    return Moments(counts, ExactSums.of(X, labels, n_clusters), ExactSums.of(X * X, labels, n_clusters), means, scatter)
 
 
 def merge_moments(parts: Iterable[Moments]) -> Moments:
@@ -101,9 +195,9 @@ def merge_moments(parts: Iterable[Moments]) -> Moments:
     return total
 
 
-def stream_moments(chunks: Iterable[tuple], n_clusters: int, diagonal: bool = False) -> Moments:
+def stream_moments(chunks: Iterable[tuple], n_clusters: int) -> Moments:
     """One pass over ``(X_chunk, labels_chunk)`` pairs -> :class:`Moments` of all rows."""
-    return merge_moments(chunk_moments(X, y, n_clusters, diagonal) for X, y in chunks)
+    return merge_moments(chunk_moments(X, y, n_clusters) for X, y in chunks)
 
 
 def stream_kmeans(chunk_passes: Iterable[Iterable[np.ndarray]], n_clusters: int, random_state: int = 0,

@@ -85,7 +85,8 @@ class DaskCompute:
                     "address, or leave compute.address unset to start a LocalCluster.") from None
         else:
             self.cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
-                                        memory_limit=memory_limit, dashboard_address=None)
+                                        memory_limit=memory_limit, dashboard_address=None,
+                                        silence_logs=logging.WARNING)
             self.client = Client(self.cluster, timeout=f"{timeout}s")
         log.info("dask: %s (%d workers)", self.client.scheduler.address, len(self.client.scheduler_info()["workers"]))
 
