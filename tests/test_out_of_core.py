@@ -311,3 +311,58 @@ def test_killed_worker_retried_or_clean_failure(data, tmp_path, dask_compute, mo
         _streamed(data, tmp_path / "always", dask_compute)
     work = tmp_path / "always" / "work"
     assert not (work / "assign").exists() and not [p for p in work.iterdir() if p.name.endswith(".tmp")]
+
+
+# ------------------------------------------------------------------ docs/out-of-core.md runs
+DOC = Path(__file__).resolve().parents[1] / "docs" / "out-of-core.md"
+
+
+def _doc_blocks(kind: str) -> list[str]:
+    import re
+
+    return re.findall(rf"```{kind}\n(.*?)```", DOC.read_text(), flags=re.S)
+
+
+@pytest.fixture
+def doc_dir(data, tmp_path, monkeypatch):
+    d, X, y = data
+    shutil_copy = __import__("shutil").copytree
+    shutil_copy(d / "shards", tmp_path / "emb")
+    np.save(tmp_path / "labels.npy", y)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_docs_commands_run(doc_dir):
+    import shlex
+
+    lines = [ln for block in _doc_blocks("bash") for ln in block.splitlines() if ln.startswith("python -m pipeline")]
+    assert len(lines) == 3
+    for i, line in enumerate(lines):
+        args = shlex.split(line)[3:]
+        df = run(compose_config(args + [f"paths.output_dir={doc_dir / f'out{i}'}", f"paths.cache_dir={doc_dir / 'c'}"]))
+        assert df["explainer"].iloc[0] == "reference" and (df["ref_ari"] > 0.5).all()
+        assert (doc_dir / f"out{i}" / "streamed" / "seconds.json").exists()
+
+
+def test_docs_slurm_snippet_runs_with_a_local_cluster(doc_dir, monkeypatch):
+    """The SLURM block with a LocalCluster standing in for SLURMCluster (no SLURM here)."""
+    import sys
+    import types
+
+    from distributed import LocalCluster
+
+    class FakeSLURMCluster(LocalCluster):
+        def __init__(self, cores, memory, processes, walltime, queue):
+            super().__init__(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+
+        def job_script(self):
+            return "#!/usr/bin/env bash\n#SBATCH ..."
+
+        def scale(self, n=0, jobs=0, **kw):  # close() scales to 0 through here
+            return super().scale(2 if jobs else n)
+
+    monkeypatch.setitem(sys.modules, "dask_jobqueue", types.SimpleNamespace(SLURMCluster=FakeSLURMCluster))
+    (code,) = _doc_blocks("python")
+    exec(compile(code, "docs/out-of-core.md[python]", "exec"), {})
+    assert (doc_dir / "out_slurm" / "results.csv").exists()
