@@ -78,7 +78,7 @@ class DaskCompute:
         if address:
             try:
                 self.client = Client(address, timeout=f"{timeout}s")
-            except (OSError, TimeoutError) as exc:
+            except Exception as exc:  # noqa: BLE001 - OSError, TimeoutError, ValueError (bad address), garbage replies
                 raise InvalidInputError(
                     f"compute.address={address}: no Dask scheduler answered within {timeout:g} s ({type(exc).__name__}: "
                     f"{exc}). Start one (dask scheduler, or a dask-jobqueue cluster; docs/out-of-core.md) and give its "

@@ -126,6 +126,10 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
         from pipeline.app.streamed import run_streamed
 
         return run_streamed(cfg, Path(out_dir))
+    if (cfg.get("fit") or {}).get("sample_rows") is not None:
+        raise InvalidInputError("fit.sample_rows applies to chunked runs only (dataset=files with dataset.chunk_rows, "
+                                "or compute=dask): an in-memory run fits every tree on every row. Set "
+                                "dataset.chunk_rows too, or drop fit.sample_rows.")
     check_request(cfg)
     done = run_pipeline(cfg, RunContext(cache, Path(out_dir), keep_going), declared_stages(cfg))
     print_summary(cfg, done, show=summary)
