@@ -90,6 +90,15 @@ def test_moments_exact_whatever_the_chunking(n, cuts, seed, scale):
                                        atol=1e-9 * scale**2)
 
 
+def test_exact_sums_both_summation_paths_agree():
+    from pipeline.streaming import ExactSums
+
+    rng = np.random.default_rng(3)
+    V, y = rng.normal(0, 1e3, (500, 100)), rng.integers(0, 4, 500)
+    small, large = ExactSums.of(V, y, 4), ExactSums.of(V, y, 100)  # bincount bins vs sorted keys (K*d*2100 > 2^24)
+    assert small.total() == large.total()[:4]
+
+
 def test_moments_same_chunks_bit_identical():
     X, y = blobs(5000, 6)
     edges = [*range(0, 5000, 700), 5000]

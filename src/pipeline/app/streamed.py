@@ -210,8 +210,12 @@ class StreamedRun:
             passes = int(params.pop("passes", 1))
             for k in ("n_init", "max_iter", "init"):
                 params.pop(k, None)  # in-memory KMeans settings; partial_fit makes its own passes
-            return stream_kmeans((self.Z.chunks(self.chunk_rows) for _ in range(passes)), self.n_clusters,
-                                 random_state=self.seed, n_init=3, **params)
+            from tqdm.auto import tqdm
+
+            chunks = len(self.Z.ranges(self.chunk_rows))
+            passes_ = (tqdm(self.Z.chunks(self.chunk_rows), total=chunks, desc=f"k-means pass {p + 1}/{passes}",
+                            unit="chunk", leave=False, mininterval=1.0) for p in range(passes))
+            return stream_kmeans(passes_, self.n_clusters, random_state=self.seed, n_init=3, **params)
         from sklearn.mixture import GaussianMixture
 
         rows = int(params.pop("sample_rows", DEFAULT_GMM_SAMPLE))
