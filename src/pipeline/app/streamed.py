@@ -343,7 +343,7 @@ def run_streamed(cfg: dict, out_dir: Path):
     import pandas as pd
 
     from pipeline.app.compute import make_compute
-    from pipeline.app.report.writer import write_tables
+    from pipeline.app.report.writer import atomic_write, write_tables
 
     _streamed_config_error(cfg)
     ds = cfg["dataset"]
@@ -382,9 +382,9 @@ def run_streamed(cfg: dict, out_dir: Path):
     trees = out_dir / "trees"
     trees.mkdir(parents=True, exist_ok=True)
     for row, fit in fits.items():
-        (trees / f"{row}.json").write_text(fit["tree"].to_json())
-        (trees / f"{row}.rules.txt").write_text(fit["tree"].to_text())
-    (out_dir / "streamed" / "seconds.json").write_text(json.dumps(run.seconds, indent=1))
+        atomic_write(trees / f"{row}.json", fit["tree"].to_json())
+        atomic_write(trees / f"{row}.rules.txt", fit["tree"].to_text())
+    atomic_write(out_dir / "streamed" / "seconds.json", json.dumps(run.seconds, indent=1))
     print(df.to_string(index=False, na_rep="", float_format=lambda v: f"{v:.3f}"))
     print(f"results written to {csv}")
     return df
