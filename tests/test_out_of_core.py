@@ -343,6 +343,7 @@ def doc_dir(data, tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_docs_commands_run(doc_dir):
     import shlex
 
@@ -355,6 +356,7 @@ def test_docs_commands_run(doc_dir):
         assert (doc_dir / f"out{i}" / "streamed" / "seconds.json").exists()
 
 
+@pytest.mark.slow
 def test_docs_slurm_snippet_runs_with_a_local_cluster(doc_dir, monkeypatch):
     """The SLURM block with a LocalCluster standing in for SLURMCluster (no SLURM here)."""
     import sys
