@@ -222,7 +222,9 @@ def section_memory_vs_streamed(path: Path, rows: int, work: Path) -> dict:
 
 
 def _structure(d: dict):
-    return json.dumps({k: v for k, v in d.items() if k not in ("threshold", "thresholds")}, sort_keys=True, default=str)
+    """The tree without its thresholds (features, children, labels)."""
+    nodes = [{k: v for k, v in node.items() if k != "threshold"} for node in d.get("nodes", [])]
+    return json.dumps({**d, "nodes": nodes}, sort_keys=True, default=str)
 
 
 def _threshold_diff(a, b) -> float:
