@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.app.cache import StageCache
-from pipeline.concepts import CAVFitter, concept_explainability_to_noise_ratio, concept_mixture
+from pipeline.concepts import CAVFitter, concept_mixture
 from pipeline.app.config import compose_config
-from pipeline.metrics import ari, explainability_to_noise_ratio, misassignment_rate, theorem1_upper_bound
+from pipeline.metrics import ari, concept_explainability_to_noise_ratio, explainability_to_noise_ratio, misassignment_rate, theorem1_upper_bound
 from pipeline.app.runner import run_stages, to_plain
 from pipeline.app.report.concept_plots import plot_cav_accuracy, plot_concept_scatter
 from pipeline.trees import CART, MMDT, ConceptMMDT
@@ -67,11 +67,11 @@ def evaluate(overrides: list[str], repeats: int, seed: int) -> dict:
     start = time.perf_counter()
     done, fits, _ = run_stages(cfg, cache)
     pipeline_seconds = time.perf_counter() - start
-    y = done["load"].artifact["y"]
+    y = done["load"].artifact.y
     cl, cc, pr = done["cluster"].artifact, done["concepts"].artifact, done["project"].artifact
-    Z, ref = done["encode"].artifact["Z"].astype(np.float64), cl["labels"]
-    w, mu, covs = cl["weights"], cl["means"], cl["covariances"]
-    C, names = np.asarray(pr["cavs"]), list(pr["concept_names"])
+    Z, ref = done["encode"].artifact.Z.astype(np.float64), cl.labels
+    w, mu, covs = cl.weights, cl.means, cl.covariances
+    C, names = np.asarray(pr.cavs), list(pr.concept_names)
     K = len(mu)
     X = Z @ C.T
 
@@ -87,7 +87,7 @@ def evaluate(overrides: list[str], repeats: int, seed: int) -> dict:
     # Leaf labels are component ids, so mis-assignment on prior samples is P(mu_hat(x) != mu(x)).
     out = {
         "overrides": overrides, "concepts": names, "K": K, "n_samples": int(len(Z)),
-        "cavs": cc.get("cav_summary"), "selection": pr.get("selection"),
+        "cavs": cc.cav_summary, "selection": pr.selection,
         "q_latent": q_latent, "q_concept": q_concept,
         "bound_latent": float(theorem1_upper_bound(q_latent, K)), "bound_concept": float(theorem1_upper_bound(q_concept, K)),
         "misassign_data_concept_mmdt": misassignment_rate(cmmdt.predict(Z), ref),
@@ -97,15 +97,15 @@ def evaluate(overrides: list[str], repeats: int, seed: int) -> dict:
         "misassign_prior_latent_mmdt": float(np.mean(lmmdt.predict(Zs) != ks)),
         "ari_vade": ari(y, ref), "ari_concept_mmdt": ari(y, cmmdt.predict(Z)), "ari_concept_cart": ari(y, ccart.predict(X)),
         "ari_latent_mmdt": ari(y, lmmdt.predict(Z)),
-        "pipeline_ari_concept_mmdt": ari(y, fits["concept_mmdt"]["predictions"]),
-        "pipeline_ari_concept_cart": ari(y, fits["concept_cart"]["predictions"]),
+        "pipeline_ari_concept_mmdt": ari(y, fits["concept_mmdt"].predictions),
+        "pipeline_ari_concept_cart": ari(y, fits["concept_cart"].predictions),
         "seconds_concept_mmdt": median_seconds(lambda: ConceptMMDT(C, random_state=seed).fit_mixture(mu, covs), repeats),
         "seconds_concept_cart": median_seconds(lambda: CART(n_leaves=K, random_state=seed).fit(X, ref), repeats),
         "seconds_stages_this_call": pipeline_seconds,
         "cache": [vars(e) for e in cache.events],
         "rules_concept_mmdt": [str(r) for r in cmmdt.tree_.rules()],
     }
-    tag = "_select" + str(len(names)) if pr.get("selection") else ""
+    tag = "_select" + str(len(names)) if pr.selection else ""
     RESULTS.mkdir(exist_ok=True)
     plot_concept_scatter(cmmdt.tree_, X, ref).savefig(RESULTS / f"concept_default_scatter{tag}.png", dpi=90)
     plot_cav_accuracy(cc["cav_summary"]).savefig(RESULTS / "concept_default_cavs.png", dpi=90)

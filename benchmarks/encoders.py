@@ -31,7 +31,8 @@ from sklearn.cluster import KMeans
 from sklearn.datasets import load_digits
 from sklearn.metrics import adjusted_rand_score
 
-from pipeline.encoders import ContrastiveClusteringEncoder, SBERTEncoder, VaDEEncoder
+from pipeline.app.weights import SBERTEncoder
+from pipeline.encoders import ContrastiveClusteringEncoder, VaDEEncoder
 
 RESULTS = Path(__file__).parent / "results"
 log = logging.getLogger("benchmarks.encoders")

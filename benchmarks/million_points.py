@@ -85,7 +85,7 @@ def worker(n: int, d: int, n_concepts: int, threads: int) -> dict:
     from pipeline.concepts.cav import CAVFitter
     from pipeline.concepts.projection import project
     from pipeline.trees import CART, IMM, MMDT, SpExClique
-    from pipeline.trees._threads import limit_threads
+    from pipeline.threads import limit_threads
 
     rows: dict = {}
     base = rss_bytes()  # interpreter + libraries, before any data
@@ -136,7 +136,7 @@ def main(argv=None):
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    from pipeline.trees._threads import resolve_n_jobs
+    from pipeline.threads import resolve_n_jobs
 
     threads = resolve_n_jobs(args.threads)
     if args.worker:

@@ -204,7 +204,7 @@ def worker(impl: str, data: Path, threads: int, repeats: int, labels_out: Path) 
     fit, leaves = _runner(impl, X, y, centers, G, k, threads)
     ctx = nullcontext()
     if impl.startswith("ours"):
-        from pipeline.trees._threads import limit_threads
+        from pipeline.threads import limit_threads
 
         ctx = limit_threads(threads)
     walls, cpus = [], []

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from pipeline.concepts import CAVFitter, build_fitter, project
-from pipeline.concepts.fitters import _best_threshold
+from pipeline.concepts.fitters import (
+    LinearRegressionFitter, LinearSVMFitter, LogisticFitter, MeanDifferenceFitter, SGDFitter, _best_threshold,
+)
 from pipeline.validation import InvalidInputError
 
 
@@ -19,7 +21,7 @@ def planted(n=1500, d=12, M=3, noise=0.3, seed=0):
     return Z, labels, D
 
 
-@pytest.mark.parametrize("fitter", ["logistic", "svm", "sgd", "mean_difference"])
+@pytest.mark.parametrize("fitter", [LogisticFitter, LinearSVMFitter, SGDFitter, "pipeline.concepts.fitters.MeanDifferenceFitter"])
 def test_cavs_recover_planted_directions(fitter):
     Z, labels, D = planted()
     cf = CAVFitter(fitter=fitter, n_repeats=3, cv=2, random_state=0).fit(Z, labels, ["a", "b", "c"])
@@ -59,7 +61,7 @@ def test_random_concept_is_flagged_not_linearly_present(caplog):
 def test_continuous_concept_with_linear_regression():
     Z, _, D = planted(M=1)
     y = Z @ D[0] + 0.05 * np.random.default_rng(0).normal(size=len(Z))
-    cf = CAVFitter(fitter="linear_regression", n_repeats=3, random_state=0).fit(Z, y)
+    cf = CAVFitter(fitter=LinearRegressionFitter, n_repeats=3, random_state=0).fit(Z, y)
     assert cf.cavs_[0] @ D[0] > 0.99
     assert cf.score_mean_[0] > 0.95  # held-out R²
 
@@ -101,7 +103,7 @@ def test_unusable_concepts_are_dropped_with_reason(caplog):
 def test_duplicate_concepts_are_dropped():
     Z, labels, _ = planted(M=1)
     L = np.column_stack([labels[:, 0], labels[:, 0]])
-    cf = CAVFitter(fitter="mean_difference", n_repeats=1, subsample=1.0, cv=0).fit(Z, L, ["x", "x_again"])
+    cf = CAVFitter(fitter=MeanDifferenceFitter, n_repeats=1, subsample=1.0, cv=0).fit(Z, L, ["x", "x_again"])
     assert cf.concept_names_ == ["x"] and "duplicates" in cf.dropped_["x_again"]
 
 
@@ -115,8 +117,10 @@ def test_bad_input_errors():
         CAVFitter().fit(Z, labels * 3)
     with pytest.raises(InvalidInputError, match="NaN"):
         CAVFitter().fit(np.full_like(Z, np.nan), labels)
-    with pytest.raises(InvalidInputError, match="unknown CAV fitter"):
-        CAVFitter(fitter="forest").fit(Z, labels)
+    with pytest.raises(InvalidInputError, match="CAV fitter 'forest' is not a"):
+        CAVFitter(fitter="forest").fit(Z, labels)  # no short names: a class or its dotted path
+    with pytest.raises(InvalidInputError, match="cannot be imported"):
+        CAVFitter(fitter="pipeline.concepts.fitters.ForestFitter").fit(Z, labels)
     with pytest.raises(InvalidInputError, match="names"):
         CAVFitter().fit(Z, labels, ["a"])
     with pytest.raises(InvalidInputError, match="cv"):
@@ -136,7 +140,7 @@ def test_best_threshold_matches_brute_force():
 
 
 def test_build_fitter_accepts_instances():
-    f = build_fitter("svm", C=0.5)
+    f = build_fitter(LinearSVMFitter, C=0.5)
     assert build_fitter(f) is f and f.C == 0.5
 
 
@@ -149,9 +153,9 @@ def test_significance_test_is_skipped_without_enough_repeats():
 
 @pytest.mark.parametrize("kwargs, param", [
     (dict(n_repeats=0), "n_repeats"), (dict(subsample=1.5), "subsample"), (dict(alpha=2.0), "alpha"),
-    (dict(fitter=3), "fitter"), (dict(fitter="logistic", fitter_params={"C": -1.0}), "C"),
-    (dict(fitter="sgd", fitter_params={"loss": "hinj"}), "loss"),
-    (dict(fitter="svm", fitter_params={"max_iter": 0}), "max_iter"),
+    (dict(fitter=3), "fitter"), (dict(fitter=LogisticFitter, fitter_params={"C": -1.0}), "C"),
+    (dict(fitter=SGDFitter, fitter_params={"loss": "hinj"}), "loss"),
+    (dict(fitter=LinearSVMFitter, fitter_params={"max_iter": 0}), "max_iter"),
 ])
 def test_parameters_are_validated_at_fit_start(kwargs, param):
     Z = np.random.default_rng(0).normal(size=(40, 3))

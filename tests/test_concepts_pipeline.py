@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.concepts import concept_explainability_to_noise_ratio, concept_mixture
+from pipeline.concepts import concept_mixture
+from pipeline.metrics import concept_explainability_to_noise_ratio
 from pipeline.app.config import compose_config
 from pipeline.app.runner import run
 from pipeline.encoders.base import Encoder
@@ -51,7 +52,7 @@ def test_deep_concept_run_end_to_end_on_small_digits(tmp_path, capsys):
     plain = to_plain(compose(tmp_path, *SMALL_VADE))
     done, _, _ = run_stages(plain, StageCache(tmp_path / "cache"))  # warm: all cache hits
     cl, cc = done["cluster"].artifact, done["concepts"].artifact
-    mu, sig = concept_mixture(cc["cavs"], cl["means"], cl["covariances"])
+    mu, sig = concept_mixture(cc.cavs, cl.means, cl.covariances)
     assert rows.loc["concept_mmdt", "q"] == pytest.approx(concept_explainability_to_noise_ratio(mu, sig), rel=1e-6)
 
 
@@ -93,13 +94,14 @@ class FakeTextTower(Encoder):  # deterministic stand-in for CLIP: one axis per p
         return out
 
 
-def build_cavs(cfg: dict, dataset, Z) -> dict:
+def build_cavs(cfg: dict, dataset, Z):
     """The concepts stage on a dataset and its latents (an untrained encoder: no checkpoint)."""
+    from pipeline.app.artifacts import EncodeArtifact
     from pipeline.app.stages.concepts import CONCEPTS
     from pipeline.app.stages.load import dataset_to_artifact
 
-    return CONCEPTS.compute(cfg, load=dataset_to_artifact(dataset), encode={"Z": Z, "checkpoint": None,
-                                                                            "checkpoint_sha256": None})
+    encode = EncodeArtifact(Z=Z, latent_names=[f"z{j}" for j in range(Z.shape[1])])
+    return CONCEPTS.compute(cfg, load=dataset_to_artifact(dataset), encode=encode)
 
 
 def test_text_prompts_are_embedded_by_the_encoders_text_tower(tmp_path):
@@ -109,9 +111,9 @@ def test_text_prompts_are_embedded_by_the_encoders_text_tower(tmp_path):
                                   "encoder.name=fake_text_tower", "dataset=iris"])
     ds = Dataset(name="iris", X=np.zeros((5, 4)), y=None, kind="tabular")
     out = build_cavs(cfg, ds, np.zeros((5, 8), np.float32))
-    assert out["cavs"].shape[1] == 8 and out["cav_fitter"] == "mean_difference"
-    assert "animal" in out["concept_names"] and out["n_concept_examples"] > 30
-    np.testing.assert_allclose(np.linalg.norm(out["cavs"], axis=1), 1.0)
+    assert out.cavs.shape[1] == 8 and out.cav_fitter == "mean_difference"
+    assert "animal" in out.concept_names and out.n_concept_examples > 30
+    np.testing.assert_allclose(np.linalg.norm(out.cavs, axis=1), 1.0)
 
 
 def to_plain_cfg(tmp_path, overrides):
@@ -133,5 +135,5 @@ def test_broden_images_go_through_the_data_encoder(tmp_path):
     out = build_cavs(cfg, ds, np.zeros((3, 8 * 8 * 3), np.float32))
     # The fake images are flat grey levels, so both CAVs point along the same direction: one is
     # dropped as a duplicate (logged), the other lives in the data's 192-d latent space.
-    assert set(out["concept_names"]) | set(out["cav_dropped"]) == {"sky", "street"}
-    assert out["cavs"].shape[1] == 192 and out["n_concept_examples"] == 24
+    assert set(out.concept_names) | set(out.cav_dropped) == {"sky", "street"}
+    assert out.cavs.shape[1] == 192 and out.n_concept_examples == 24

@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.concepts import (
-    concept_explainability_to_noise_ratio,
     concept_mixture,
     pooled_concept_sigma,
     select_concepts,
 )
 from pipeline.concepts.projection import check_cavs, drop_duplicate_cavs
+from pipeline.metrics import concept_explainability_to_noise_ratio
 from pipeline.validation import InvalidInputError
 
 

@@ -83,7 +83,7 @@ def test_text_prompts_labels():
     spec = load_concept_spec("text_prompts")
     ex = build_examples(spec, Dataset(name="anything", X=["x"], y=None, kind="text"))
     assert ex.input_kind == "text" and len(ex.inputs) == ex.labels.shape[0]
-    assert ex.fitter == "mean_difference"
+    assert ex.fitter == "pipeline.concepts.fitters.MeanDifferenceFitter"
     n_t = len(spec["templates"])
     assert ex.labels[:, 0].sum() == len(spec["concepts"]["animal"]) * n_t
     assert np.all(ex.labels.sum(axis=1) <= 1)  # each prompt belongs to at most one concept

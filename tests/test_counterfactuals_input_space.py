@@ -10,6 +10,7 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
+from pipeline.app.artifacts import ClusterArtifact, EncodeArtifact, LoadArtifact, ProjectArtifact
 from pipeline.app.cache import StageCache
 from pipeline.app.config import compose_config
 from pipeline.counterfactuals import correctness, coverage
@@ -17,7 +18,7 @@ from pipeline.encoders import VaDEEncoder
 from pipeline.encoders.base import Encoder, IdentityEncoder
 from pipeline.encoders.contrastive import ContrastiveClusteringEncoder
 from pipeline.app.runner import run, run_stages, to_plain
-from pipeline.app.stages.base import execute
+from pipeline.app.stages.framework import execute
 from pipeline.app.stages.counterfactuals import counterfactuals_stage
 from pipeline.app.stages.encode import fitted_encoder
 from pipeline.validation import InvalidInputError
@@ -63,9 +64,11 @@ def _stage_inputs(space, kind="tabular"):
     rng = np.random.default_rng(0)
     X = np.vstack([rng.normal(0, 1, (20, 3)), rng.normal(3, 1, (20, 3))])
     cfg = {"counterfactuals": {"space": space, "methods": ["dbm"], "k": 2, "params": {}}, "seed": 0}
-    load = {"name": "toy", "kind": kind, "X": X, "feature_names": ["a", "b", "c"]}
-    inputs = {"load": load, "encode": {"Z": X[:, :2], "latent_names": ["z0", "z1"]},
-              "cluster": {"labels": np.repeat([0, 1], 20)}, "project": {}}
+    load = LoadArtifact(name="toy", kind=kind, X=X, feature_names=["a", "b", "c"])
+    Z = X[:, :2]
+    inputs = {"load": load, "encode": EncodeArtifact(Z=Z, latent_names=["z0", "z1"]),
+              "cluster": ClusterArtifact(labels=np.repeat([0, 1], 20), method="toy"),
+              "project": ProjectArtifact(X=Z, feature_names=["z0", "z1"], latent_X=Z, latent_names=["z0", "z1"])}
     return cfg, inputs
 
 
@@ -79,9 +82,9 @@ def test_input_space_needs_a_torch_module_and_tabular_data():
         counterfactuals_stage(IdentityEncoder).compute(cfg, **inputs)
     cfg, inputs = _stage_inputs("auto")  # auto falls back to the latents without a module
     out = counterfactuals_stage(Encoder).compute(cfg, **inputs)
-    assert out["space"] == "latent" and out["feature_names"] == ["z0", "z1"]
+    assert out.space == "latent" and out.feature_names == ["z0", "z1"]
     out = counterfactuals_stage(IdentityEncoder).compute(cfg, **inputs)
-    assert out["space"] == "input" and out["feature_names"] == ["a", "b", "c"]
+    assert out.space == "input" and out.feature_names == ["a", "b", "c"]
 
 
 def test_pipeline_tgt_in_pixel_space_through_vade(tmp_path, capsys):
@@ -106,14 +109,14 @@ def test_pipeline_tgt_in_pixel_space_through_vade(tmp_path, capsys):
     assert isinstance(encoder, VaDEEncoder)
     art = execute(counterfactuals_stage(lambda: encoder), plain, cache, done).artifact
     assert [e.hit for e in cache.events if e.stage == "counterfactuals"] == [True]
-    X = done["load"].artifact["X"].astype(np.float64)
+    X = done["load"].artifact.X.astype(np.float64)
     module = encoder.torch_module()
     Z = module(torch.as_tensor(X, dtype=torch.float32)).detach().numpy()
-    np.testing.assert_allclose(Z, done["encode"].artifact["Z"], rtol=1e-5, atol=1e-5)  # the encoder of the latents
-    assert art["space"] == "input" and art["deltas"].shape == (12, 64)
-    groups = done["cluster"].artifact["labels"]
-    for row, delta in zip(art["rows"], art["deltas"]):  # correctness / coverage are judged through VaDE
+    np.testing.assert_allclose(Z, done["encode"].artifact.Z, rtol=1e-5, atol=1e-5)  # the encoder of the latents
+    assert art.space == "input" and art.deltas.shape == (12, 64)
+    groups = done["cluster"].artifact.labels
+    for row, delta in zip(art.rows, art.deltas):  # correctness / coverage are judged through VaDE
         X_i, X_j = X[groups == row["from"]], X[groups == row["to"]]
-        assert correctness(module, X_i, X_j, delta, art["eps"]) == pytest.approx(row["correctness"])
-        assert coverage(module, X_i, X_j, delta, art["eps"]) == pytest.approx(row["coverage"])
-    assert any(row["correctness"] > 0 for row in art["rows"])
+        assert correctness(module, X_i, X_j, delta, art.eps) == pytest.approx(row["correctness"])
+        assert coverage(module, X_i, X_j, delta, art.eps) == pytest.approx(row["coverage"])
+    assert any(row["correctness"] > 0 for row in art.rows)

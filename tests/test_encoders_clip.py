@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pipeline.encoders import CLIPEncoder, build_encoder
+from pipeline.encoders import CLIPEncoder
 from pipeline.validation import InvalidInputError
 
 pytest.importorskip("open_clip", reason="open_clip is not installed (pip install -e '.[clip]')")
@@ -49,11 +49,18 @@ def test_bad_input(clip, X, match):
 
 
 def test_missing_weights_name_the_config_key(tmp_path):
-    enc = CLIPEncoder(pretrained="not-a-known-tag", model_config=TINY, cache_dir=str(tmp_path), device="cpu")
+    from pipeline.app.weights import CLIPEncoder as AppCLIPEncoder
+
+    with pytest.raises(InvalidInputError, match="does not fetch weights.*pipeline.app.weights.CLIPEncoder"):
+        CLIPEncoder(pretrained="not-a-known-tag", model_config=TINY, device="cpu").fit()
+    enc = AppCLIPEncoder(pretrained="not-a-known-tag", model_config=TINY, cache_dir=str(tmp_path), device="cpu")
     with pytest.raises(InvalidInputError, match="encoder.pretrained"):
         enc.fit()
 
 
-def test_registry():
-    enc = build_encoder("clip")
+def test_the_config_builds_the_loading_clip():
+    from pipeline.app.weights import CLIPEncoder as AppCLIPEncoder
+
+    enc = AppCLIPEncoder()
+    assert isinstance(enc, CLIPEncoder)
     assert enc.model_name == "ViT-B-32" and enc.pretrained == "openai" and not enc.trainable

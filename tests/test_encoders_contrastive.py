@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.encoders import ContrastiveClusteringEncoder, build_encoder
+from pipeline.encoders import ContrastiveClusteringEncoder
 from pipeline.encoders import resnet as resnet_module
 from pipeline.encoders.contrastive import (ContrastiveClusteringNet, cluster_loss, instance_loss,
                                            map_authors_state_dict)
@@ -147,10 +147,12 @@ def test_imagenet_weights_unavailable_falls_back_to_random(monkeypatch, caplog):
     def offline(*args, **kwargs):
         raise OSError("no internet")
 
+    from pipeline.app.weights import imagenet_weights
+
     monkeypatch.setattr(resnet_module.torchvision.models, "get_model_weights", offline)
     net, _ = resnet_module.build_backbone("resnet34")
     with caplog.at_level("WARNING"):
-        source = resnet_module.load_backbone_weights(net, "resnet34", "imagenet")
+        source = resnet_module.load_backbone_weights(net, "resnet34", imagenet_weights("resnet34"))
     assert source.startswith("random") and "RANDOM" in caplog.text and "encoder.backbone_weights" in caplog.text
 
 
@@ -186,7 +188,7 @@ def test_transform_rejects_other_image_size(trained):
 
 
 def test_registry():
-    assert isinstance(build_encoder("contrastive", n_clusters=2), ContrastiveClusteringEncoder)
+    assert isinstance(ContrastiveClusteringEncoder(n_clusters=2), ContrastiveClusteringEncoder)
 
 
 def test_checkpoint_round_trip(trained, tmp_path):

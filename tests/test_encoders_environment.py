@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from pipeline.app.environment import configure_model_caches
-from pipeline.encoders import IdentityEncoder, build_encoder, select_device
+from pipeline.encoders import IdentityEncoder, select_device
 from pipeline.encoders.device import seed_everything
-from pipeline.encoders.environment import OFFLINE_VARIABLES, is_offline, open_clip_cache_dir
+from pipeline.app.environment import OFFLINE_VARIABLES, is_offline, open_clip_cache_dir
 from pipeline.validation import InvalidInputError
 
 KEYS = ("TORCH_HOME", "HF_HOME", "HF_HUB_CACHE", "SENTENCE_TRANSFORMERS_HOME", "OPEN_CLIP_CACHE_DIR") + OFFLINE_VARIABLES
@@ -62,7 +62,7 @@ def test_seed_everything_reproduces():
 
 
 def test_identity_encoder():
-    enc = build_encoder("identity")
+    enc = IdentityEncoder()
     assert isinstance(enc, IdentityEncoder) and not enc.trainable
     Z = enc.transform(np.arange(6, dtype=np.float64).reshape(3, 2))
     assert Z.dtype == np.float32 and Z.shape == (3, 2)
@@ -70,5 +70,3 @@ def test_identity_encoder():
     np.testing.assert_array_equal(enc.transform(imgs), np.ones((2, 16), np.float32))
     with pytest.raises(InvalidInputError, match="texts"):
         enc.transform(["a"])
-    with pytest.raises(InvalidInputError, match="unknown encoder"):
-        build_encoder("nope")

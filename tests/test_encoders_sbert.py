@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from pipeline.encoders import SBERTEncoder
-from pipeline.encoders.sbert import offline_model_dir
+from pipeline.app.weights import SBERTEncoder, offline_model_dir
 from pipeline.validation import InvalidInputError
 
 TOPICS = {

@@ -5,7 +5,7 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
-from pipeline.encoders import VaDEEncoder, build_encoder
+from pipeline.encoders import VaDEEncoder
 from pipeline.encoders.training import occupancy
 from pipeline.validation import InvalidInputError
 
@@ -113,8 +113,8 @@ def test_collapse_is_reported():
     assert enc.metrics_["collapsed"] is True
 
 
-def test_registry_builds_vade():
-    enc = build_encoder("vade", n_clusters=4)
+def test_default_vade_architecture():
+    enc = VaDEEncoder(n_clusters=4)
     assert isinstance(enc, VaDEEncoder) and enc.trainable and enc.get_params()["hidden_dims"] == [500, 500, 2000]
 
 

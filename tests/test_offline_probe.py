@@ -101,8 +101,7 @@ def test_endpoint_follows_hf_endpoint(monkeypatch):
 TIMING = """
 import sys, time, sentence_transformers, open_clip  # imports are not the wait being measured
 from pipeline.app.network import prepare_hub_access
-from pipeline.encoders.clip import CLIPEncoder
-from pipeline.encoders.sbert import SBERTEncoder
+from pipeline.app.weights import CLIPEncoder, SBERTEncoder
 from pipeline.validation import InvalidInputError
 start = time.perf_counter()
 enc = SBERTEncoder(progress=False, device="cpu") if sys.argv[1] == "sbert" else CLIPEncoder(device="cpu")

@@ -20,7 +20,7 @@ from PIL import Image
 
 from pipeline.app.config import compose_config
 from pipeline.app.runner import run
-from pipeline.encoders.sbert import offline_model_dir
+from pipeline.app.weights import offline_model_dir
 
 CONCEPTS = ["striped", "round", "red"]
 

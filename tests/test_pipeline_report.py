@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from pipeline.app.report.collect import collect_sweep
+from pipeline.app.report.sweep_results import collect_sweep
 from pipeline.app.report.figures import node_condition, plot_tree
 from pipeline.app.report.tables import format_markdown
 from pipeline.study import compare_with_published

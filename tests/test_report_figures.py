@@ -101,7 +101,11 @@ def test_concept_scatter_has_categorical_legend_and_labelled_cuts():
 def test_counterfactual_table_and_chart_best_pairs_first():
     rows = [{"method": "tgt", "from": 0, "to": 1, "k": 2, "correctness": 0.017, "coverage": 0.5, "explanation": "a"},
             {"method": "tgt", "from": 1, "to": 0, "k": 2, "correctness": 0.9, "coverage": 0.8, "explanation": "b"}]
-    table = counterfactual_table({"rows": rows})
+    from pipeline.app.artifacts import CounterfactualsArtifact
+
+    artifact = CounterfactualsArtifact(rows=rows, deltas=np.zeros((2, 3)), feature_names=["a", "b", "c"],
+                                       space="concepts", eps=0.1, l1=0.0)
+    table = counterfactual_table(artifact)
     assert list(table["from"]) == [1, 0]
     assert translation_title(rows[0], "concepts") == "TGT: cluster 0 → 1 (concepts) · correctness 0.02 · coverage 0.50"
     fig = plot_pair_scores(table)

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from sklearn.datasets import load_iris
 
+from pipeline.app.artifacts import ClusterArtifact, FitArtifact, LoadArtifact, ProjectArtifact
 from pipeline.app.report.run_report import rules_json, rules_text, run_report_html, tree_data, tree_figure
 from pipeline.trees.tree import ExplanationTree
 
@@ -22,11 +23,12 @@ def iris_run():
     c, e = t.split(b, 2, 4.85)  # a second cut on petal length below the first: simplification at work
     t.set_label(c, 1)
     t.set_label(e, 2)
-    load = {"name": "iris", "kind": "tabular", "X": X, "y": y, "class_names": list(d.target_names),
-            "feature_names": list(d.feature_names)}
-    cluster = {"labels": y, "method": "gmm"}
-    project = {"X": X, "feature_names": list(d.feature_names)}
-    fits = {"cart": {"name": "cart", "tree": t.to_dict(), "fit_seconds": 0.01}}
+    load = LoadArtifact(name="iris", kind="tabular", X=X, y=y, class_names=list(d.target_names),
+                        feature_names=list(d.feature_names))
+    cluster = ClusterArtifact(labels=y, method="gmm")
+    project = ProjectArtifact(X=X, feature_names=list(d.feature_names), latent_X=X, latent_names=list(d.feature_names))
+    fits = {"cart": FitArtifact(row="cart", name="cart", tree=t.to_dict(), predictions=y, fit_seconds=0.01,
+                                n_leaves=5, depth=3)}
     results = pd.DataFrame({"explainer": ["reference", "cart"], "method": ["gmm", "cart"], "ari": [1.0, 0.9],
                             "n_leaves": [3.0, 5.0], "depth": [np.nan, 3.0]})
     return load, cluster, project, fits, results

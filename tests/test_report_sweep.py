@@ -56,7 +56,7 @@ def test_collect_writes_summary_of_a_two_seed_sweep(tmp_path, capsys):
     """`python -m pipeline.collect` on a fake two-seed sweep: summary.csv by hand, figure files."""
     import json
 
-    from pipeline.app.collect import main
+    from pipeline.app.sweep_command import main
 
     aris = {"0": (1.0, 0.5), "1": (1.0, 0.7)}  # job -> (reference ARI, mmdt ARI)
     for job, seed in (("0", 0), ("1", 1)):

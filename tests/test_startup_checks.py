@@ -97,7 +97,7 @@ def test_mark_interrupted_rewrites_dead_runs_only(tmp_path):
 
 
 def test_collect_reports_a_killed_job_as_interrupted(tmp_path):
-    from pipeline.app.report.collect import read_status
+    from pipeline.app.report.sweep_results import read_status
 
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()

@@ -8,8 +8,9 @@ import pytest
 from sklearn.datasets import make_blobs
 from threadpoolctl import threadpool_info
 
-from pipeline.trees import IMM, ExKMC, SpExClique, _imm_small, _threads
-from pipeline.trees._threads import available_cores, current_threads, idle_cores, limit_threads, resolve_n_jobs
+from pipeline import threads as _threads
+from pipeline.trees import IMM, ExKMC, SpExClique, _imm_small
+from pipeline.threads import available_cores, current_threads, idle_cores, limit_threads, resolve_n_jobs
 
 
 def test_resolve_n_jobs():

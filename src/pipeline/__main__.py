@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import sys
 
-# Idle OpenMP threads (numba's parallel kernels) sleep instead of spinning: on a shared machine
-# spinning threads steal the core the other thread needs (2-thread SpEx-Clique 0.62 -> 0.48 s
-# wall, 1.08 -> 0.85 s CPU). Must be set before the OpenMP runtime loads; a user's value wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+from pipeline.threads import openmp_environment  # noqa: E402 - light: os, sys, contextvars
+
+# The OpenMP variables pipeline.threads decides (idle threads sleep instead of spinning); set
+# before the OpenMP runtime loads; a user's value wins.
+for _name, _value in openmp_environment().items():
+    os.environ.setdefault(_name, _value)
 
 import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402

@@ -66,6 +66,12 @@ def explainability_to_noise_ratio(means, sigma) -> float:
     return q
 
 
+def concept_explainability_to_noise_ratio(concept_means, concept_sigma) -> float:
+    """Eq. 6 from concept-space means (K, M) and σ̄ (M,): Definition 1's q of the concept
+    coordinates (:func:`explainability_to_noise_ratio`, the one q)."""
+    return explainability_to_noise_ratio(concept_means, concept_sigma)
+
+
 def _check_qk(q, K):
     q = np.asarray(q, dtype=float)
     if np.any(~np.isfinite(q)) or np.any(q <= 0):

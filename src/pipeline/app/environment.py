@@ -11,11 +11,22 @@ import os
 import sys
 from pathlib import Path
 
-from pipeline.encoders.environment import OFFLINE_VARIABLES, is_offline
-
 logger = logging.getLogger(__name__)
 
-__all__ = ["configure_model_caches", "OFFLINE_VARIABLES", "is_offline"]
+__all__ = ["configure_model_caches", "OFFLINE_VARIABLES", "is_offline", "open_clip_cache_dir"]
+
+#: environment variables set to "1" when ``offline=True``
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
+
+
+def is_offline() -> bool:
+    """True when the offline switch (or HF_HUB_OFFLINE) is on."""
+    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on")
+
+
+def open_clip_cache_dir() -> str | None:
+    """The open_clip download directory chosen by :func:`configure_model_caches`, if any."""
+    return os.environ.get("OPEN_CLIP_CACHE_DIR")
 
 
 def configure_model_caches(cache_root: str | os.PathLike | None, offline: bool | None = False) -> dict[str, str]:

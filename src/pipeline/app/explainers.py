@@ -18,7 +18,6 @@ from typing import Any, Callable
 import numpy as np
 from sklearn.utils._param_validation import InvalidParameterError
 
-from pipeline.app.capabilities import check_provided
 from pipeline.app.instantiate import call, check_params, factory, locate, target_of
 from pipeline.concepts.projection import mixture_sigma
 from pipeline.validation import InvalidInputError
@@ -166,8 +165,9 @@ def build(spec: dict, inputs: FitInputs, random_state: int):
     return call(factory(spec, f"explainer {spec.get('name')!r}"), "explainer", offered=offered)
 
 
-def fit_explainer(row: str, config: dict, inputs: FitInputs, random_state: int, clustering: str = "?"):
-    """Build, fit and apply one explainer.
+def fit_explainer(row: str, config: dict, inputs: FitInputs, random_state: int):
+    """Build, fit and apply one explainer (the fit stage first checks, with
+    :func:`pipeline.app.capabilities.check_provided`, that ``inputs`` hold what it needs).
 
     Parameters
     ----------
@@ -182,7 +182,6 @@ def fit_explainer(row: str, config: dict, inputs: FitInputs, random_state: int, 
     predictions : ndarray of shape (n_samples,), int64
     """
     proto = protocol(config)
-    check_provided(row, config, inputs.capabilities(), clustering, inputs.cavs is None)
     check_params(config, f"explainer.{row}")  # misspelt names (also checked before any stage runs)
     target = locate(target_of(config, "explainer"), "explainer")
     try:

@@ -23,7 +23,7 @@ from pipeline.app.capabilities import check_request
 from pipeline.app.checks import parse_force  # noqa: F401 - part of the runner's interface
 from pipeline.app.report.writer import write_status, write_tables
 from pipeline.app.stages import declared_stages
-from pipeline.app.stages.base import RunContext, StageOutput, execute
+from pipeline.app.stages.framework import RunContext, StageOutput, execute
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -91,24 +91,24 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
     if show and cfg["report"]["summary"]:
         from pipeline.app.report.summary import summary_text
 
-        title = (f"{load['name']} ({len(ref['labels'])} samples) | encoder={cfg['encoder']['name']} | "
-                 f"reference={ref['method']}" + (" [chosen using labels]" if ref.get("uses_labels") else ""))
+        title = (f"{load.name} ({len(ref.labels)} samples) | encoder={cfg['encoder']['name']} | "
+                 f"reference={ref.method}" + (" [chosen using labels]" if ref.uses_labels else ""))
         from pipeline.app.report.run_report import tree_data
 
         data = tree_data(load, ref, done["project"].artifact)
-        print(summary_text(title, report["df"], report["fits"], cfg["report"]["max_rules"], data))
-        if report["table2"] is not None:
+        print(summary_text(title, report.df, report.fits, cfg["report"]["max_rules"], data))
+        if report.table2 is not None:
             from pipeline.app.report.concept_run import concept_summary_text
 
             concepts = done["concepts"].artifact
-            print(concept_summary_text(report["table2"], concepts.get("cav_summary", []),
-                                       concepts.get("cav_dropped", {}), done["project"].artifact.get("selection")))
-    if report["counterfactuals_csv"] is not None:
-        print(f"counterfactual explanations ({done['counterfactuals'].artifact['space']} space) written to "
-              f"{report['counterfactuals_csv']}")
-    print(f"results written to {report['csv']}")
-    if report.get("html") is not None:
-        print(f"report: {report['html']}")
+            print(concept_summary_text(report.table2, concepts.cav_summary or [], concepts.cav_dropped or {},
+                                       done["project"].artifact.selection))
+    if report.counterfactuals_csv is not None:
+        print(f"counterfactual explanations ({done['counterfactuals'].artifact.space} space) written to "
+              f"{report.counterfactuals_csv}")
+    print(f"results written to {report.csv}")
+    if report.html is not None:
+        print(f"report: {report.html}")
 
 
 def is_streamed(cfg: dict) -> bool:
@@ -133,7 +133,7 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
     check_request(cfg)
     done = run_pipeline(cfg, RunContext(cache, Path(out_dir), keep_going), declared_stages(cfg))
     print_summary(cfg, done, show=summary)
-    return done["report"].artifact["df"]
+    return done["report"].artifact.df
 
 
 def run_study(cfg: dict, cache: StageCache, out_dir: Path):
@@ -171,36 +171,16 @@ def run_study(cfg: dict, cache: StageCache, out_dir: Path):
 
 @contextmanager
 def thread_limit(n: int | None):
-    """Cap BLAS/OpenMP pools, torch's intra-op threads and the trees' compiled kernels at ``n``
-    during a run (None: no cap).
+    """A run capped at ``n`` threads (None: no cap): :func:`pipeline.threads.run_threads`, with
+    the OpenMP variables of :func:`pipeline.threads.openmp_environment` set first (a user's
+    value wins) for torch, which the encode stage imports later."""
+    from pipeline.threads import openmp_environment, run_threads
 
-    threadpoolctl only reaches libraries that are already loaded, and the encode stage imports
-    torch lazily, so torch is capped separately: through OMP_NUM_THREADS if it is not imported
-    yet (torch reads it at import), else with ``torch.set_num_threads`` (restored afterwards).
-    On a loaded 2-core machine an uncapped torch ran VaDE ~15x slower than with one thread.
-    """
-    if n is None:
+    if n is not None and "torch" not in sys.modules:
+        for name, value in openmp_environment(n).items():
+            os.environ.setdefault(name, value)
+    with run_threads(n):
         yield
-        return
-    from pipeline.trees._threads import thread_setting  # light: numba is imported by the fits
-
-    torch = sys.modules.get("torch")
-    previous = torch.get_num_threads() if torch is not None else None
-    if torch is not None:
-        torch.set_num_threads(n)
-    else:
-        os.environ.setdefault("OMP_NUM_THREADS", str(n))
-        # Idle OpenMP threads sleep instead of spinning: on this loaded 2-core machine torch with
-        # 2 spinning threads took 20-30 s per VaDE epoch on 5,000 MNIST digits, 2-4 s passive.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from threadpoolctl import threadpool_limits
-
-    try:
-        with threadpool_limits(limits=n), thread_setting(n):  # the trees' numba kernels follow it too
-            yield
-    finally:
-        if previous is not None:
-            torch.set_num_threads(previous)
 
 
 def run(cfg):

@@ -15,8 +15,8 @@ import importlib
 
 _LAZY = {
     "CAVFitter": "cav", "project": "projection", "detect_concepts": "detectors", "binarize_scores": "detectors",
-    "FITTERS": "fitters", "Fitter": "fitters", "build_fitter": "fitters", "register_fitter": "fitters",
-    "check_cavs": "projection", "check_covariance": "projection", "concept_explainability_to_noise_ratio": "projection",
+    "Fitter": "fitters", "build_fitter": "fitters", "fitter_label": "fitters",
+    "check_cavs": "projection", "check_covariance": "projection",
     "concept_mixture": "projection", "pooled_concept_sigma": "projection", "project_mixture": "projection",
     "mixture_sigma": "projection", "SelectionResult": "selection", "select_concepts": "selection",
     "ConceptExamples": "sets", "build_examples": "sets", "check_dataset": "sets",

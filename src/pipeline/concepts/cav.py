@@ -29,11 +29,11 @@ from sklearn.base import BaseEstimator
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from pipeline.concepts.fitters import Fitter, build_fitter
+from pipeline.concepts.fitters import Fitter, LogisticFitter, build_fitter
 from pipeline.concepts.projection import drop_duplicate_cavs, project
+from pipeline.threads import blas_threads
 from pipeline.validation import InvalidInputError, check_matrix, check_n_features
 
 log = logging.getLogger(__name__)
@@ -44,12 +44,12 @@ class CAVFitter(BaseEstimator):
 
     Parameters
     ----------
-    fitter : str or Fitter, default="logistic"
-        ``"logistic"``, ``"svm"``, ``"sgd"``, ``"mean_difference"`` or
-        ``"linear_regression"`` (continuous concepts), or a
-        :class:`pipeline.concepts.fitters.Fitter` instance.
+    fitter : Fitter subclass, instance or dotted path, default=LogisticFitter
+        ``LogisticFitter``, ``LinearSVMFitter``, ``SGDFitter``, ``MeanDifferenceFitter`` or
+        ``LinearRegressionFitter`` (continuous concepts) of :mod:`pipeline.concepts.fitters`,
+        any other :class:`~pipeline.concepts.fitters.Fitter`, or its dotted import path.
     fitter_params : dict, optional
-        Keyword arguments for a fitter given by name.
+        Keyword arguments for a fitter given as a class or path.
     n_repeats : int, default=5
         Fits per concept, each on a different random draw of positives and negatives.
     max_per_class : int, default=1000
@@ -109,7 +109,7 @@ class CAVFitter(BaseEstimator):
     """
 
     _parameter_constraints = {
-        "fitter": [str, Fitter],
+        "fitter": [str, Fitter, type],
         "fitter_params": [dict, None],
         "n_repeats": [Interval(Integral, 1, None, closed="left")],
         "max_per_class": [Interval(Integral, 1, None, closed="left")],
@@ -123,7 +123,7 @@ class CAVFitter(BaseEstimator):
         "standardize": ["boolean", None],
     }
 
-    def __init__(self, fitter="logistic", fitter_params=None, n_repeats: int = 5, max_per_class: int = 1000,
+    def __init__(self, fitter=LogisticFitter, fitter_params=None, n_repeats: int = 5, max_per_class: int = 1000,
                  subsample: float = 0.8, cv: int = 3, min_positives: int = 10, alpha: float = 0.05,
                  duplicate_tol: float = 1e-3, random_state=None, progress: bool = False,
                  standardize: bool | None = None):
@@ -166,7 +166,7 @@ class CAVFitter(BaseEstimator):
 
         rows, kept, self.dropped_ = [], [], {}
         # Thousands of small fits: BLAS/OpenMP threads only add overhead (10x on a busy machine).
-        with threadpool_limits(limits=1):
+        with blas_threads(1):
             for m in tqdm(range(labels.shape[1]), desc="CAVs", disable=not self.progress):
                 reason = (self._unusable(labels[:, m], fitter.continuous)
                           or _same_examples(labels, m, kept, names, binary=not fitter.continuous))
@@ -232,7 +232,7 @@ class CAVFitter(BaseEstimator):
         if bad.any():
             raise InvalidInputError(
                 f"binary concept labels must be 1 (present), 0 (absent) or -1/NaN (unused), got {np.unique(lab[bad])[:5]}; "
-                "use fitter=linear_regression for continuous concepts."
+                "use fitter=LinearRegressionFitter for continuous concepts."
             )
         n_pos, n_neg = int((lab == 1).sum()), int((lab == 0).sum())
         if n_neg == 0:

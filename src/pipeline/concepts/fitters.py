@@ -8,14 +8,14 @@ convention is fixed for every fitter:
     ``w · z`` grows with the concept:  positives (y = 1) / larger y score higher.
 
 :class:`pipeline.concepts.cav.CAVFitter` normalises ``w`` to unit length; the fitters
-themselves only need to respect that sign. New fitters subclass :class:`Fitter` and are
-added to :data:`FITTERS` with :func:`register_fitter`.
+themselves only need to respect that sign. Nothing is registered: a fitter is named by the
+class itself or its dotted import path (``pipeline.concepts.fitters.LogisticFitter``, or
+``my_package.MyFitter`` for a new subclass of :class:`Fitter`); its ``name`` labels it in tables.
 """
 
 from __future__ import annotations
 
 from numbers import Integral, Real
-from typing import Callable
 
 import numpy as np
 from sklearn.linear_model import LinearRegression, LogisticRegression, SGDClassifier
@@ -36,6 +36,8 @@ class Fitter:
     """
 
     continuous = False
+    #: the label of this fitter in CAV tables and reports
+    name = "fitter"
     #: Fit on standardised latents and map the direction back (w / scale); for iterative
     #: solvers whose convergence depends on feature scales. Sign and rule are unchanged.
     standardize = False
@@ -88,6 +90,8 @@ class _SklearnLinearFitter(Fitter):
 class LogisticFitter(_SklearnLinearFitter):
     """L2-regularised logistic regression (the TCAV default)."""
 
+    name = "logistic"
+
     _parameter_constraints = {"C": [Interval(Real, 0, None, closed="neither")],
                               "max_iter": [Interval(Integral, 1, None, closed="left")]}
 
@@ -101,6 +105,8 @@ class LogisticFitter(_SklearnLinearFitter):
 class LinearSVMFitter(_SklearnLinearFitter):
     """Linear support-vector machine (hinge loss)."""
 
+    name = "svm"
+
     _parameter_constraints = LogisticFitter._parameter_constraints
 
     def __init__(self, C: float = 1.0, max_iter: int = 5000):
@@ -112,6 +118,8 @@ class LinearSVMFitter(_SklearnLinearFitter):
 
 class SGDFitter(_SklearnLinearFitter):
     """Linear classifier trained by SGD (what the TCAV reference code uses)."""
+
+    name = "sgd"
 
     _parameter_constraints = {
         "alpha": [Interval(Real, 0, None, closed="left")],
@@ -131,6 +139,8 @@ class SGDFitter(_SklearnLinearFitter):
 class MeanDifferenceFitter(Fitter):
     """Difference of class means, ``mean(z | y=1) - mean(z | y=0)`` (no training)."""
 
+    name = "mean_difference"
+
     def direction(self, Z, y, random_state):
         return Z[y == 1].mean(axis=0) - Z[y == 0].mean(axis=0)
 
@@ -138,33 +148,44 @@ class MeanDifferenceFitter(Fitter):
 class LinearRegressionFitter(Fitter):
     """Least-squares regression of a continuous concept on the latents."""
 
+    name = "linear_regression"
+
     continuous = True
 
     def direction(self, Z, y, random_state):
         return LinearRegression().fit(Z, y).coef_
 
 
-FITTERS: dict[str, Callable[..., Fitter]] = {
-    "logistic": LogisticFitter,
-    "svm": LinearSVMFitter,
-    "sgd": SGDFitter,
-    "mean_difference": MeanDifferenceFitter,
-    "linear_regression": LinearRegressionFitter,
-}
+def fitter_class(fitter) -> type:
+    """The :class:`Fitter` subclass ``fitter`` names: the class itself, or its dotted import path."""
+    if isinstance(fitter, type) and issubclass(fitter, Fitter):
+        return fitter
+    if isinstance(fitter, str) and "." in fitter:
+        import importlib
 
-
-def register_fitter(name: str, factory: Callable[..., Fitter]) -> None:
-    """Make ``name`` a valid ``fitter=`` choice."""
-    FITTERS[name] = factory
+        module, _, attr = fitter.rpartition(".")
+        try:
+            found = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise InvalidInputError(f"CAV fitter {fitter!r} cannot be imported ({exc}); give a dotted path to a "
+                                    "Fitter subclass, e.g. pipeline.concepts.fitters.LogisticFitter.") from None
+        if isinstance(found, type) and issubclass(found, Fitter):
+            return found
+    raise InvalidInputError(f"CAV fitter {fitter!r} is not a pipeline.concepts.fitters.Fitter subclass, an instance of "
+                            "one or its dotted import path (e.g. pipeline.concepts.fitters.LogisticFitter, "
+                            "SVM: LinearSVMFitter, SGDFitter, MeanDifferenceFitter, LinearRegressionFitter).")
 
 
 def build_fitter(fitter, **params) -> Fitter:
-    """A :class:`Fitter` from an instance or a registered name (``params`` go to its constructor)."""
+    """A :class:`Fitter` from an instance, a class or a dotted path (``params`` go to its constructor)."""
     if isinstance(fitter, Fitter):
         return fitter
-    if fitter not in FITTERS:
-        raise InvalidInputError(f"unknown CAV fitter {fitter!r}; choose one of {sorted(FITTERS)}.")
-    return FITTERS[fitter](**params)
+    return fitter_class(fitter)(**params)
+
+
+def fitter_label(fitter) -> str:
+    """The ``name`` of a fitter given as an instance, a class or a dotted path."""
+    return fitter.name if isinstance(fitter, Fitter) else fitter_class(fitter).name
 
 
 def _best_threshold(s: np.ndarray, y: np.ndarray) -> float:

@@ -14,8 +14,9 @@ uses the pooled within-cluster covariance of the projected latents.
 
 This module is the one home of the concept maths: ``Z Cᵀ`` (:func:`project`), a mixture in
 concept coordinates ``(w, μ Cᵀ, C Σ Cᵀ)`` (:func:`project_mixture`), σ from covariances
-(:func:`mixture_sigma`) and q (:func:`concept_explainability_to_noise_ratio`); the trees, the
-metrics and the pipeline's stages call these instead of writing the formulas again.
+(:func:`mixture_sigma`) and the pairwise ratios behind q (Eq. 6's q itself is
+:func:`pipeline.metrics.concept_explainability_to_noise_ratio`: this module imports nothing
+above ``pipeline.validation``); the trees, the metrics and the pipeline's stages call these instead of writing the formulas again.
 """
 
 from __future__ import annotations
@@ -216,11 +217,3 @@ def q_from_ratios(ratios: np.ndarray) -> float:
     best = ratios.max(axis=0)
     K = best.shape[0]
     return float(best[~np.eye(K, dtype=bool)].min())
-
-
-def concept_explainability_to_noise_ratio(concept_means, concept_sigma) -> float:
-    """Eq. 6 from concept-space means (K, M) and σ̄ (M,): Definition 1's q of the concept
-    coordinates, computed by :func:`pipeline.metrics.explainability_to_noise_ratio` (the one q)."""
-    from pipeline.metrics import explainability_to_noise_ratio
-
-    return explainability_to_noise_ratio(concept_means, concept_sigma)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pipeline.concepts.fitters import LinearRegressionFitter, MeanDifferenceFitter
 from pipeline.concepts.detectors import binarize_scores, detect_concepts
 from pipeline.validation import InvalidInputError
 
@@ -42,8 +43,8 @@ class ConceptExamples:
         images (n, h, w, c) uint8 or texts to embed with the data's encoder.
     input_kind : {"data", "image", "text"}
     continuous : bool
-    fitter : str or None
-        Fitter the concept set recommends (e.g. mean_difference for text prompts).
+    fitter : Fitter subclass, dotted path or None
+        Fitter the concept set recommends (e.g. MeanDifferenceFitter for text prompts).
     meta : dict
     """
 
@@ -53,7 +54,7 @@ class ConceptExamples:
     inputs: object = None
     input_kind: str = "data"
     continuous: bool = False
-    fitter: str | None = None
+    fitter: object = None
     meta: dict = field(default_factory=dict)
 
 
@@ -98,7 +99,7 @@ def _class_level(spec: dict, dataset) -> ConceptExamples:
         cols = [det_names.index(concepts[n].get("detector", n)) for n in names]
         scores = scores[:, cols]
         if spec.get("continuous"):
-            return ConceptExamples(spec["name"], names, scores, continuous=True, fitter="linear_regression",
+            return ConceptExamples(spec["name"], names, scores, continuous=True, fitter=LinearRegressionFitter,
                                    meta={"source": "pixels"})
         thresholds = {n: concepts[n].get("threshold") for n in names if concepts[n].get("threshold") is not None}
         labels = binarize_scores(scores, names, thresholds).astype(float)
@@ -138,4 +139,4 @@ def text_prompt_examples(spec: dict) -> ConceptExamples:
     owner = np.asarray(owner)
     labels = (owner[:, None] == np.arange(len(names))[None, :]).astype(float)
     return ConceptExamples(spec["name"], names, labels, inputs=texts, input_kind="text",
-                           fitter=spec.get("fitter", "mean_difference"), meta={"n_prompts": len(texts)})
+                           fitter=spec.get("fitter") or MeanDifferenceFitter, meta={"n_prompts": len(texts)})

@@ -15,7 +15,7 @@ from pipeline.counterfactuals.concept_space import (
     fit_concept_tgt,
 )
 from pipeline.counterfactuals.dbm import dbm, group_means
-from pipeline.counterfactuals.metrics import (
+from pipeline.counterfactuals.quality import (
     SELF_SIMILARITY_TARGET,
     PairwiseEvaluator,
     choose_epsilon,

@@ -31,7 +31,7 @@ import torch
 
 from pipeline.concepts.projection import project
 from pipeline.counterfactuals._checks import check_group_label, check_groups, check_k
-from pipeline.counterfactuals.metrics import PairwiseEvaluator, choose_epsilon, top_k
+from pipeline.counterfactuals.quality import PairwiseEvaluator, choose_epsilon, top_k
 from pipeline.counterfactuals.tgt import TGT
 from pipeline.validation import InvalidInputError, check_matrix, check_vector
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.counterfactuals._checks import check_group_label, check_groups, check_k
-from pipeline.counterfactuals.metrics import top_k
+from pipeline.counterfactuals.quality import top_k
 
 
 def group_means(X, groups) -> tuple[np.ndarray, np.ndarray]:

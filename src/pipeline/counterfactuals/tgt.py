@@ -42,7 +42,7 @@ from pipeline.counterfactuals._checks import (
     encoder_dtype,
     eval_mode,
 )
-from pipeline.counterfactuals.metrics import top_k
+from pipeline.counterfactuals.quality import top_k
 from pipeline.validation import InvalidInputError
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from pipeline.counterfactuals._checks import check_encoder, check_groups, check_k, encoder_dtype, eval_mode
 from pipeline.counterfactuals.dbm import group_means
-from pipeline.counterfactuals.metrics import PairwiseEvaluator, choose_epsilon, mean_off_diagonal, similarity, top_k
+from pipeline.counterfactuals.quality import PairwiseEvaluator, choose_epsilon, mean_off_diagonal, similarity, top_k
 from pipeline.counterfactuals.tgt import TGT
 from pipeline.validation import InvalidInputError, check_vector
 

@@ -12,7 +12,6 @@ import importlib
 
 _LAZY = {
     "Encoder": "pipeline.encoders.base", "IdentityEncoder": "pipeline.encoders.base",
-    "build_encoder": "pipeline.encoders.base", "ENCODERS": "pipeline.encoders.base",
     "VaDEEncoder": "pipeline.encoders.vade", "ContrastiveClusteringEncoder": "pipeline.encoders.contrastive",
     "CLIPEncoder": "pipeline.encoders.clip", "SBERTEncoder": "pipeline.encoders.sbert",
     "TorchModuleEncoder": "pipeline.encoders.torch_module", "select_device": "pipeline.encoders.device",

@@ -6,8 +6,6 @@ The pipeline builds encoders from ``encoder._target_`` (any importable class);
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 
 from pipeline.validation import InvalidInputError
@@ -75,22 +73,3 @@ class IdentityEncoder(Encoder):
         import torch
 
         return torch.nn.Identity()
-
-
-# Short names of this package's encoders (imported on first use).
-ENCODERS = {
-    "identity": "pipeline.encoders.base:IdentityEncoder",
-    "vade": "pipeline.encoders.vade:VaDEEncoder",
-    "contrastive": "pipeline.encoders.contrastive:ContrastiveClusteringEncoder",
-    "clip": "pipeline.encoders.clip:CLIPEncoder",
-    "sbert": "pipeline.encoders.sbert:SBERTEncoder",
-}
-
-
-def build_encoder(name: str, **params) -> Encoder:
-    """Instantiate this package's encoder ``name`` (a key of :data:`ENCODERS`) with keyword ``params``."""
-    if name not in ENCODERS:
-        raise InvalidInputError(f"unknown encoder {name!r}; this package has {sorted(ENCODERS)}. Other encoders "
-                                "plug into the pipeline through encoder._target_=<module.Class>.")
-    module, _, cls = ENCODERS[name].partition(":")
-    return getattr(importlib.import_module(module), cls)(**params)

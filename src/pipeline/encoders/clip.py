@@ -1,9 +1,13 @@
-"""CLIP image embeddings (and text embeddings for concept prompts) via open_clip."""
+"""CLIP image embeddings (and text embeddings for concept prompts) via open_clip.
+
+The library builds the architecture (random weights, ``pretrained=None``) or takes a loaded
+model (``model=``); pretrained weights are fetched by the pipeline's ``encoder=clip``
+(:class:`pipeline.app.weights.CLIPEncoder`) in the application layer.
+"""
 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -11,7 +15,6 @@ from tqdm.auto import tqdm
 
 from pipeline.encoders.base import Encoder
 from pipeline.encoders.device import autocast, select_device
-from pipeline.encoders.environment import open_clip_cache_dir
 from pipeline.validation import InvalidInputError
 
 logger = logging.getLogger(__name__)
@@ -36,6 +39,8 @@ class CLIPEncoder(Encoder):
         open_clip download directory (default: the one set by ``configure_model_caches``).
     device, batch_size, num_workers, amp, progress
         Inference settings; AMP only on CUDA.
+    model : tuple, optional
+        A loaded ``(model, preprocess)`` pair from ``open_clip.create_model_and_transforms``.
     """
 
     name = "clip"
@@ -43,7 +48,8 @@ class CLIPEncoder(Encoder):
 
     def __init__(self, model_name: str = "ViT-B-32", pretrained: str | None = "openai", model_config: dict | None = None,
                  normalize: bool = True, cache_dir: str | None = None, device: str = "auto", batch_size: int = 64,
-                 num_workers: int = 0, amp: bool = True, progress: bool = True):
+                 num_workers: int = 0, amp: bool = True, progress: bool = True, model=None):
+        self.model = model
         self.model_name = model_name
         self.pretrained = pretrained
         self.model_config = model_config
@@ -67,24 +73,25 @@ class CLIPEncoder(Encoder):
 
         self.device_ = select_device(self.device)
         pretrained = self.pretrained or None
-        kwargs = dict(self.model_config or {})
-        try:
+        if self.model is not None:
+            model, preprocess = self.model
+        elif pretrained is None:  # the architecture alone: nothing to fetch
             model, _, preprocess = open_clip.create_model_and_transforms(
-                self.model_name, pretrained=pretrained, device=self.device_,
-                cache_dir=self.cache_dir or open_clip_cache_dir(), **kwargs)
-        except RuntimeError as exc:
-            if pretrained and not Path(str(pretrained)).is_file():
-                raise InvalidInputError(
-                    f"CLIP weights {self.model_name}/{pretrained} could not be loaded ({exc}). Offline? Download them "
-                    "once where there is internet, or set encoder.pretrained=/path/to/open_clip_model.bin "
-                    "(a local checkpoint file).") from None
-            raise
+                self.model_name, pretrained=None, device=self.device_, **dict(self.model_config or {}))
+        else:
+            model, preprocess = self._load_pretrained()
         self.model_ = model.eval()
         self.preprocess_ = preprocess
         self.tokenizer_ = open_clip.get_tokenizer(self.model_name, context_length=model.context_length)
-        if pretrained is None:
+        if pretrained is None and self.model is None:
             logger.warning("CLIP %s is randomly initialised (encoder.pretrained=null).", self.model_name)
         logger.info("CLIP %s (pretrained=%s) on %s", self.model_name, pretrained, self.device_)
+
+    def _load_pretrained(self) -> tuple:
+        """(model, preprocess) with the ``pretrained`` weights: fetched by the application layer."""
+        raise InvalidInputError(f"the library's CLIPEncoder does not fetch weights (pretrained={self.pretrained!r}); "
+                                "pass model=(model, preprocess), pretrained=None for random weights, or use "
+                                "pipeline.app.weights.CLIPEncoder (encoder=clip).")
 
     def _finish(self, feats: list[torch.Tensor]) -> np.ndarray:
         out = torch.cat(feats).float()

@@ -107,8 +107,10 @@ class ContrastiveClusteringEncoder(TorchEncoder):
         K, outputs of the cluster projector.
     backbone : {"resnet34", "resnet18", "resnet50"}
         torchvision ResNet (paper: resnet34).
-    backbone_weights : {"imagenet", "none"} or a state dict
-        Backbone initialisation for ``mode`` scratch / finetune_heads (ImageNet when obtainable).
+    backbone_weights : "none", a state dict, or a callable returning one
+        Backbone initialisation for ``mode`` scratch / finetune_heads (see
+        :func:`pipeline.encoders.resnet.load_backbone_weights`; the pipeline's
+        ``backbone_weights=imagenet`` passes :class:`pipeline.app.weights.imagenet_weights`).
     init_checkpoint : dict, optional
         A checkpoint of the original authors' code (or a state dict with our keys), as read by
         ``torch.load``, loaded before training (modes finetune_heads / pretrained). Files are
@@ -134,7 +136,7 @@ class ContrastiveClusteringEncoder(TorchEncoder):
     architecture_params = ("n_clusters", "backbone", "feature_dim")
     weight_params = ("backbone_weights", "init_checkpoint")  # given as in-memory state; the app reads files
 
-    def __init__(self, n_clusters: int = 10, backbone: str = "resnet34", backbone_weights: str | None = "imagenet",
+    def __init__(self, n_clusters: int = 10, backbone: str = "resnet34", backbone_weights=None,
                  init_checkpoint: str | None = None, mode: str = "scratch", train_heads: str = "both",
                  representation: str = "backbone", feature_dim: int = 128, instance_temperature: float = 0.5,
                  cluster_temperature: float = 1.0, image_size: int = 224, color_strength: float = 0.5,

@@ -1,4 +1,5 @@
-"""torchvision ResNet backbones without the classifier, with ImageNet weights when obtainable."""
+"""torchvision ResNet backbones without the classifier; weights come from the caller (see
+:func:`load_backbone_weights`)."""
 
 from __future__ import annotations
 
@@ -31,32 +32,31 @@ def load_backbone_weights(net: nn.Module, name: str, weights) -> str:
 
     Parameters
     ----------
-    weights : {"imagenet", "none"}, a state dict, or None
-        "imagenet": torchvision's default ImageNet weights (downloaded into TORCH_HOME);
-        when they cannot be obtained (offline) the backbone stays randomly initialised and
-        a warning says so. A torchvision-format state dict (a mapping of tensors, possibly
-        under ``state_dict``): loaded as given. Files are read by the application layer
-        (``encoder.params.backbone_weights=/path/to/resnet34.pth`` in the pipeline).
+    weights : "none", a state dict, a callable returning one (or None), or None
+        A torchvision-format state dict (a mapping of tensors, possibly under ``state_dict``)
+        is loaded as given. A callable is asked now (a weights provider: the pipeline passes
+        one that fetches torchvision's ImageNet weights for ``backbone_weights=imagenet``,
+        :func:`pipeline.app.weights.imagenet_weights`); when it returns None (weights
+        unobtainable, e.g. offline) the backbone stays randomly initialised. The library never
+        downloads or opens files: the application layer does both.
     """
+    if callable(weights):
+        provider, weights = weights, weights()
+        source = getattr(provider, "source", "provided weights")
+        if weights is None:
+            logger.warning("%s: %s could not be obtained; using RANDOM initialisation. For a local copy set "
+                           "encoder.backbone_weights=/path/to/%s.pth (torchvision format).", name, source, name)
+            return f"random ({source} unavailable)"
+        _load_state(net, weights.get("state_dict", weights), source)
+        logger.info("%s backbone: %s", name, source)
+        return source
     if weights in (None, "none", "random"):
         logger.info("%s backbone: random initialisation (encoder.backbone_weights=none)", name)
         return "random"
-    if weights == "imagenet":
-        try:
-            spec = torchvision.models.get_model_weights(name).DEFAULT
-            state = spec.get_state_dict(progress=False)
-        except Exception as exc:  # noqa: BLE001 - network/offline errors come in many types
-            logger.warning("%s: ImageNet weights could not be obtained (%s: %s); using RANDOM initialisation. "
-                           "For a local copy set encoder.backbone_weights=/path/to/%s.pth (torchvision format).",
-                           name, type(exc).__name__, exc, name)
-            return "random (imagenet unavailable)"
-        _load_state(net, state, f"torchvision ImageNet weights {spec}")
-        logger.info("%s backbone: ImageNet weights %s", name, spec)
-        return f"imagenet:{spec}"
     if not isinstance(weights, Mapping):
-        raise InvalidInputError(f"encoder.backbone_weights={weights!r}: give 'imagenet', 'none' or a state dict "
-                                "(read a weights file with pipeline.app.checkpoint.read_weights; the pipeline does "
-                                "that for encoder.params.backbone_weights=/path/to/weights.pth).")
+        raise InvalidInputError(f"encoder.backbone_weights={weights!r}: give 'none', a state dict or a callable "
+                                "returning one (the pipeline turns 'imagenet' and /path/to/weights.pth into those: "
+                                "pipeline.app.weights.imagenet_weights, pipeline.app.checkpoint.read_weights).")
     _load_state(net, weights.get("state_dict", weights), "the given backbone state dict")
     logger.info("%s backbone: weights from the given state dict", name)
     return "state dict"

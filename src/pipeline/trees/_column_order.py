@@ -115,7 +115,7 @@ class ColumnOrder:
         """Sort every column of ``X`` (n_samples, n_features); rows are the global point ids.
 
         Uses as many threads as the current numba setting (see
-        :func:`pipeline.trees._threads.limit_threads`); small matrices are sorted in one
+        :func:`pipeline.threads.limit_threads`); small matrices are sorted in one
         ``argsort`` call without any thread pool.
         """
         n, d = X.shape

@@ -19,7 +19,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from pipeline.trees._threads import limit_threads
+from pipeline.threads import limit_threads
 from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError
 

@@ -21,7 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 from pipeline.trees._fitting import (
     COMMON_CONSTRAINTS, NOISE_CONSTRAINT, ReferenceTree, check_n_leaves, check_not_constant,
 )
-from pipeline.trees._threads import limit_threads
+from pipeline.threads import limit_threads
 from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError
 

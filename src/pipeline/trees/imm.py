@@ -35,7 +35,7 @@ from pipeline.trees._fitting import (
     COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, check_n_leaves, check_not_constant,
     power_of_two_scale, rescale_tree,
 )
-from pipeline.trees._threads import limit_threads
+from pipeline.threads import limit_threads
 from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError, check_matrix
 

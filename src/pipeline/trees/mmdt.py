@@ -43,7 +43,7 @@ from pipeline.trees._fitting import (
     validate_X,
 )
 from pipeline.concepts.projection import mixture_sigma, project
-from pipeline.trees._threads import limit_threads
+from pipeline.threads import limit_threads
 from pipeline.trees.mixture import (
     check_means,
     check_separated,

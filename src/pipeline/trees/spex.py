@@ -36,7 +36,7 @@ from pipeline.trees._fitting import (
     majority_labels, name_leaves, noise_mask, power_of_two_scale, predict_tree, resolve_feature_names,
     tree_predict, unsplittable_error, validate_X,
 )
-from pipeline.trees._threads import limit_threads
+from pipeline.threads import limit_threads
 from pipeline.trees import _spex_sweeps
 from pipeline.trees._spex_sweeps import (
     BinnedColumns, GraphData, clique_best_cut, clique_split_cuts, graph_best_cut, graph_split_cuts,

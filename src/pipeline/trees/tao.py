@@ -32,7 +32,7 @@ from pipeline.trees._fitting import (
     COMMON_CONSTRAINTS, NOISE_CONSTRAINT, check_not_constant, noise_mask, power_of_two_scale, predict_tree,
     rescale_tree, resolve_feature_names, validate_X,
 )
-from pipeline.trees._threads import limit_threads
+from pipeline.threads import limit_threads
 from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError, check_labels, check_matrix
 

@@ -8,7 +8,7 @@ returning ``ConceptExamples`` plugs in the same way (see docs/ARCHITECTURE.md).
 
 from __future__ import annotations
 
-from pipeline.app.concept_sets.files import CONCEPTS_DIR, build_examples, load_concept_spec
+from pipeline.app.concept_sets.definitions import CONCEPTS_DIR, build_examples, load_concept_spec
 from pipeline.app.concept_sets.manifest import resolve_root
 from pipeline.concepts.sets import ConceptExamples
 

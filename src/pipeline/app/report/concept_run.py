@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, LoadArtifact, ProjectArtifact
 from pipeline.app.report.writer import atomic_write
 from pipeline.trees.tree import ExplanationTree
 
@@ -85,26 +86,26 @@ def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped:
     return "\n".join(lines)
 
 
-def write_concept_run(out_dir: Path, load: dict, cluster: dict, concepts: dict, project: dict,
+def write_concept_run(out_dir: Path, load: LoadArtifact, cluster: ClusterArtifact, concepts: ConceptsArtifact, project: ProjectArtifact,
                       table2: pd.DataFrame) -> Path:
     """Write ``<out_dir>/concepts/run.npz`` + ``run.json`` for the inspection notebook."""
     out = Path(out_dir) / "concepts"
     out.mkdir(parents=True, exist_ok=True)
-    arrays = {"X": np.asarray(project["X"], dtype=np.float64), "reference": np.asarray(cluster["labels"])}
-    if load.get("y") is not None:
-        arrays["y"] = np.asarray(load["y"])
-    images = load.get("images") if load.get("images") is not None else (load.get("X") if load["kind"] == "image"
+    arrays = {"X": np.asarray(project.X, dtype=np.float64), "reference": np.asarray(cluster.labels)}
+    if load.y is not None:
+        arrays["y"] = np.asarray(load.y)
+    images = load.images if load.images is not None else (load.X if load.kind == "image"
                                                                        else None)
     if images is not None and len(images) <= MAX_THUMBNAILS:
         arrays["images"] = np.asarray(images)
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     atomic_write(out / "run.npz", buf.getvalue())
-    meta = {"dataset": load["name"], "kind": load["kind"], "concept_names": list(project["feature_names"]),
-            "class_names": load.get("class_names"), "cav_summary": concepts.get("cav_summary", []),
-            "cav_dropped": concepts.get("cav_dropped", {}), "selection": project.get("selection"),
+    meta = {"dataset": load.name, "kind": load.kind, "concept_names": list(project.feature_names),
+            "class_names": load.class_names, "cav_summary": concepts.cav_summary or [],
+            "cav_dropped": concepts.cav_dropped or {}, "selection": project.selection,
             "table2": table2.to_dict(orient="records")[0],
-            "texts": list(load["texts"]) if load["kind"] == "text" else None}
+            "texts": list(load.texts) if load.kind == "text" else None}
     atomic_write(out / "run.json", json.dumps(meta, indent=1, default=float))
     return out
 
@@ -125,16 +126,16 @@ def load_concept_run(run_dir) -> dict:
     return out
 
 
-def table2_for_run(cfg: dict, load: dict, cluster: dict, project: dict, df: pd.DataFrame,
-                   concepts: dict | None = None) -> pd.DataFrame:
+def table2_for_run(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArtifact, df: pd.DataFrame,
+                   concepts: ConceptsArtifact | None = None) -> pd.DataFrame:
     """The Table-2 row of a concept run from its artifacts and results table; ``CAVs`` counts
     the concept set's concepts (used + dropped, e.g. 4 for mnist_geometric as in the paper),
     ``independent CAVs`` those the trees use."""
     model = cfg["encoder"]["name"] if cfg["clustering"]["name"] == "encoder" else (
         f"{cfg['encoder']['name']}+{cfg['clustering']['name']}")
-    used = len(project["feature_names"])
-    given = used + len((concepts or {}).get("cav_dropped") or {})
-    return table2_row(df, dataset=load["name"], n_samples=len(cluster["labels"]), n_cavs=given, model=model,
+    used = len(project.feature_names)
+    given = used + len((concepts.cav_dropped if concepts is not None else None) or {})
+    return table2_row(df, dataset=load.name, n_samples=len(cluster.labels), n_cavs=given, model=model,
                       n_independent=used)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from pipeline.app.artifacts import CounterfactualsArtifact
 from pipeline.app.report.writer import atomic_write, write_tables
 from pipeline.validation import InvalidInputError, check_vector
 
@@ -53,10 +54,10 @@ def plot_translation(delta, feature_names, k: int | None = None, title: str | No
     return fig
 
 
-def counterfactual_table(artifact: dict) -> pd.DataFrame:
+def counterfactual_table(artifact: CounterfactualsArtifact) -> pd.DataFrame:
     """The counterfactuals stage artifact as a table: one row per (method, ordered pair), the
     best-explained pairs first (correctness, then coverage, descending; ties keep stage order)."""
-    table = pd.DataFrame(artifact["rows"], columns=["method", "from", "to", "k", "correctness", "coverage",
+    table = pd.DataFrame(artifact.rows, columns=["method", "from", "to", "k", "correctness", "coverage",
                                                     "explanation"])
     return table.sort_values(["method", "correctness", "coverage"], ascending=[True, False, False],
                              kind="stable").reset_index(drop=True)
@@ -95,7 +96,7 @@ def plot_pair_scores(table: pd.DataFrame, method: str | None = None, max_pairs: 
     return fig
 
 
-def write_counterfactuals(out_dir: Path, artifact: dict, figures: bool = True) -> list[Path]:
+def write_counterfactuals(out_dir: Path, artifact: CounterfactualsArtifact, figures: bool = True) -> list[Path]:
     """``counterfactuals.csv|md`` (best-explained pairs first), ``figures/counterfactuals_pairs.{png,svg,pdf}``
     and ``figures/counterfactuals/<method>_<from>_to_<to>.png`` (title: correctness and coverage)."""
     from pipeline.app.report.figures import FORMATS, figure_bytes
@@ -107,10 +108,10 @@ def write_counterfactuals(out_dir: Path, artifact: dict, figures: bool = True) -
         for fmt in FORMATS:
             written.append(atomic_write(Path(out_dir) / "figures" / f"counterfactuals_pairs.{fmt}",
                                         figure_bytes(summary, fmt)))
-        names = list(artifact["feature_names"])
-        for row, delta in zip(artifact["rows"], artifact["deltas"]):
+        names = list(artifact.feature_names)
+        for row, delta in zip(artifact.rows, artifact.deltas):
             buf = io.BytesIO()
-            plot_translation(delta, names, row["k"], translation_title(row, artifact["space"])).savefig(
+            plot_translation(delta, names, row["k"], translation_title(row, artifact.space)).savefig(
                 buf, format="png", dpi=100)
             path = Path(out_dir) / "figures" / "counterfactuals" / f"{row['method']}_{row['from']}_to_{row['to']}.png"
             written.append(atomic_write(path, buf.getvalue()))

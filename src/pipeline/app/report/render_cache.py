@@ -18,6 +18,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from pipeline.app.report.writer import atomic_write
+
 log = logging.getLogger(__name__)
 
 _CODE = ("app/report/figures.py", "app/report/html.py", "app/report/run_report.py", "app/report/concept_plots.py",
@@ -91,8 +93,6 @@ class RenderCache:
         except Exception as exc:  # a damaged entry is redrawn and replaced
             log.warning("redrawing %s: cached rendering %s unreadable (%s)", kind, path, exc)
         value = render()
-        from pipeline.app.report.writer import atomic_write
-
         try:
             atomic_write(path, pickle.dumps(value, protocol=4))
         except OSError as exc:  # a read-only cache only costs the redraw next time

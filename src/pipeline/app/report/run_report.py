@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, CounterfactualsArtifact, FitArtifact, LoadArtifact, ProjectArtifact
 from pipeline.trees.tree import ExplanationTree
 
 if TYPE_CHECKING:  # matplotlib and pandas are imported only when a figure or report is made
@@ -21,48 +22,48 @@ if TYPE_CHECKING:  # matplotlib and pandas are imported only when a figure or re
 MAX_GALLERY_LEAVES = 40  # trees with more leaves get no per-leaf gallery (the page would be huge)
 
 
-def tree_data(load: dict, cluster: dict, project: dict) -> dict:
-    """Keyword arguments for annotating a tree fitted on ``project['X']``: ``X``, ``reference``,
+def tree_data(load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArtifact) -> dict:
+    """Keyword arguments for annotating a tree fitted on ``project.X``: ``X``, ``reference``,
     ``y``, ``class_names`` and, for galleries, ``kind``, ``data``, ``data_feature_names``.
     Entries whose length does not match the tree's rows are left out rather than misaligned."""
-    X = np.asarray(project["X"], dtype=float)
+    X = np.asarray(project.X, dtype=float)
     n = len(X)
 
     def fits(v):
         return v is not None and len(v) == n
 
-    out = {"X": X, "reference": np.asarray(cluster["labels"]) if fits(cluster.get("labels")) else None,
-           "y": load.get("y") if fits(load.get("y")) else None,
-           "class_names": list(load["class_names"]) if load.get("class_names") is not None else None}
-    kind = load.get("kind")
-    images = load.get("images") if load.get("images") is not None else (load.get("X") if kind == "image" else None)
+    out = {"X": X, "reference": np.asarray(cluster.labels) if fits(cluster.labels) else None,
+           "y": load.y if fits(load.y) else None,
+           "class_names": list(load.class_names) if load.class_names is not None else None}
+    kind = load.kind
+    images = load.images if load.images is not None else (load.X if kind == "image" else None)
     if images is not None and fits(images):  # image data, or a table that brings its images (digits)
         out.update(kind="image", data=images)
-    elif kind == "text" and fits(load.get("texts")):
-        out.update(kind="text", data=load["texts"])
-    elif fits(load.get("X")):
-        out.update(kind="tabular", data=load["X"], data_feature_names=load.get("feature_names"))
+    elif kind == "text" and fits(load.texts):
+        out.update(kind="text", data=load.texts)
+    elif fits(load.X):
+        out.update(kind="tabular", data=load.X, data_feature_names=load.feature_names)
     return out
 
 
-def _annotations(data: dict | None) -> dict:
+def tree_annotations(data: dict | None) -> dict:
     keys = ("X", "reference", "y", "class_names")
     return {k: data.get(k) for k in keys} if data else {}
 
 
-def tree_figure(row: str, fit: dict, data: dict | None = None, dataset: str | None = None,
+def tree_figure(row: str, fit: FitArtifact, data: dict | None = None, dataset: str | None = None,
                 ari: float | None = None) -> "Figure":
     """The paper figure of one fitted explainer (title: method, dataset, size, ARI)."""
     from pipeline.app.report.figures import plot_tree, tree_title
 
-    tree = ExplanationTree.from_dict(fit["tree"])
-    return plot_tree(tree, **_annotations(data), title=tree_title(row, fit["name"], tree, dataset, ari))
+    tree = ExplanationTree.from_dict(fit.tree)
+    return plot_tree(tree, **tree_annotations(data), title=tree_title(row, fit.name, tree, dataset, ari))
 
 
-def rules_text(row: str, fit: dict, data: dict | None = None) -> str:
+def rules_text(row: str, fit: FitArtifact, data: dict | None = None) -> str:
     """``trees/<row>.rules.txt``: simplified annotated rules, the raw path rules, the tree drawn as text."""
-    tree = ExplanationTree.from_dict(fit["tree"])
-    rules = tree.rules(**_annotations(data))
+    tree = ExplanationTree.from_dict(fit.tree)
+    rules = tree.rules(**tree_annotations(data))
     ann = ("each rule: one interval per feature (root first) → leaf cluster · points · purity (share in the leaf's "
            "reference cluster)" + (" · majority ground-truth class (share)" if data and data.get("y") is not None
                                    else ""))
@@ -70,14 +71,14 @@ def rules_text(row: str, fit: dict, data: dict | None = None) -> str:
         raw = "Raw path conditions (as the tree tests them):\n" + "\n".join(f"- {r.raw()}" for r in rules)
     else:
         raw = "(No path tests a feature twice: the raw path conditions read as the rules above.)"
-    return (f"# {row} ({fit['name']}): {tree.n_leaves} leaves, depth {tree.depth}\n\n"
+    return (f"# {row} ({fit.name}): {tree.n_leaves} leaves, depth {tree.depth}\n\n"
             f"Rules ({ann}):\n" + "\n".join(f"- {r}" for r in rules) + f"\n\n{raw}\n\nTree:\n{tree.to_text()}\n")
 
 
-def rules_json(fit: dict, data: dict | None = None) -> list[dict]:
+def rules_json(fit: FitArtifact, data: dict | None = None) -> list[dict]:
     """The rules of ``trees/<row>.json``: per leaf the simplified intervals, text, raw text and annotations."""
-    tree = ExplanationTree.from_dict(fit["tree"])
-    return [r.to_dict() for r in tree.rules(**_annotations(data))]
+    tree = ExplanationTree.from_dict(fit.tree)
+    return [r.to_dict() for r in tree.rules(**tree_annotations(data))]
 
 
 def _ari(results: "pd.DataFrame", row: str) -> float | None:
@@ -89,8 +90,8 @@ def _ari(results: "pd.DataFrame", row: str) -> float | None:
     return float(hit.iloc[0]) if len(hit) and pd.notna(hit.iloc[0]) else None
 
 
-def run_report_html(cfg: dict, load: dict, cluster: dict, project: dict, results: "pd.DataFrame",
-                    fits: dict[str, dict], concepts: dict | None = None, counterfactuals: dict | None = None,
+def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArtifact, results: "pd.DataFrame",
+                    fits: dict[str, FitArtifact], concepts: ConceptsArtifact | None = None, counterfactuals: CounterfactualsArtifact | None = None,
                     cache=None) -> str:
     """The whole ``report.html`` of one run (see :mod:`pipeline.app.report.html`); ``cache``
     (:class:`pipeline.app.report.render_cache.RenderCache`) reuses tree views and the scatter drawn before."""
@@ -101,24 +102,24 @@ def run_report_html(cfg: dict, load: dict, cluster: dict, project: dict, results
     data = tree_data(load, cluster, project)
     views = []
     for row, fit in fits.items():
-        tree = ExplanationTree.from_dict(fit["tree"])
-        gallery = data if tree.n_leaves <= MAX_GALLERY_LEAVES else {k: data[k] for k in _annotations(data)}
-        args = dict(row=row, method=fit["name"], tree=tree, X=gallery["X"], reference=gallery.get("reference"),
+        tree = ExplanationTree.from_dict(fit.tree)
+        gallery = data if tree.n_leaves <= MAX_GALLERY_LEAVES else {k: data[k] for k in tree_annotations(data)}
+        args = dict(row=row, method=fit.name, tree=tree, X=gallery["X"], reference=gallery.get("reference"),
                     y=gallery.get("y"), class_names=gallery.get("class_names"), kind=gallery.get("kind"),
                     data=gallery.get("data"), data_feature_names=gallery.get("data_feature_names"),
-                    dataset=load.get("name"), ari=_ari(results, row))
-        views.append(cache.get("tree_view", {**args, "tree": fit["tree"]}, lambda args=args: tree_view(**args)))
+                    dataset=load.name, ari=_ari(results, row))
+        views.append(cache.get("tree_view", {**args, "tree": fit.tree}, lambda args=args: tree_view(**args)))
     scatter = None
-    if concepts and fits and data["reference"] is not None and project["X"].shape[1] >= 2:
-        first = next((r for r in fits if "concept" in fits[r]["name"]), next(iter(fits)))
+    if concepts and fits and data["reference"] is not None and project.X.shape[1] >= 2:
+        first = next((r for r in fits if "concept" in fits[r].name), next(iter(fits)))
 
         def draw_scatter() -> str:
             from pipeline.app.report.concept_plots import plot_concept_scatter
 
-            return svg_of(plot_concept_scatter(ExplanationTree.from_dict(fits[first]["tree"]), data["X"],
+            return svg_of(plot_concept_scatter(ExplanationTree.from_dict(fits[first].tree), data["X"],
                                                data["reference"], title=None))
 
-        scatter = cache.get("concept_scatter", {"tree": fits[first]["tree"], "X": data["X"],
+        scatter = cache.get("concept_scatter", {"tree": fits[first].tree, "X": data["X"],
                                                 "reference": data["reference"]}, draw_scatter)
     cf_table, cf_svgs = None, []
     if counterfactuals:
@@ -126,10 +127,10 @@ def run_report_html(cfg: dict, load: dict, cluster: dict, project: dict, results
 
         cf_table = counterfactual_table(counterfactuals)
         cf_svgs = [svg_of(plot_pair_scores(cf_table, m, max_pairs=15)) for m in cf_table["method"].unique()]
-    n = len(cluster.get("labels", []))
-    subtitle = (f"{load.get('name')} · {n} samples · encoder {cfg.get('encoder', {}).get('name')} · reference "
-                f"{cluster.get('method', cfg.get('clustering', {}).get('name'))}"
-                + (" (chosen using the labels)" if cluster.get("uses_labels") else ""))
-    return render_report(f"Concept trees: {load.get('name')}", cfg, results, views, subtitle=subtitle,
-                         cav_summary=(concepts or {}).get("cav_summary"), scatter_svg=scatter,
+    n = len(cluster.labels)
+    subtitle = (f"{load.name} · {n} samples · encoder {cfg.get('encoder', {}).get('name')} · reference "
+                f"{cluster.method}"
+                + (" (chosen using the labels)" if cluster.uses_labels else ""))
+    return render_report(f"Concept trees: {load.name}", cfg, results, views, subtitle=subtitle,
+                         cav_summary=concepts.cav_summary if concepts is not None else None, scatter_svg=scatter,
                          counterfactuals=cf_table, counterfactual_svgs=cf_svgs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from pipeline.app.artifacts import FitArtifact
 from pipeline.app.report.tables import format_cell
 from pipeline.trees.tree import ExplanationTree
 
@@ -19,11 +20,11 @@ def _format(value, column: str) -> str:
     return format_cell(value)
 
 
-def summary_text(title: str, df: pd.DataFrame, fits: dict[str, dict], max_rules: int = 12,
+def summary_text(title: str, df: pd.DataFrame, fits: dict[str, FitArtifact], max_rules: int = 12,
                  data: dict | None = None) -> str:
     """Results table and each tree's simplified rules; with ``data``
     (:func:`pipeline.app.report.run_report.tree_data`) the rules carry leaf size, purity and majority class."""
-    from pipeline.app.report.run_report import _annotations
+    from pipeline.app.report.run_report import tree_annotations
 
     cols = [c for c in _SHOWN if c in df.columns]
     table = pd.DataFrame({c: [_format(v, c) for v in df[c]] for c in cols})
@@ -31,7 +32,7 @@ def summary_text(title: str, df: pd.DataFrame, fits: dict[str, dict], max_rules:
     lines = [title, "", "  ".join(c.ljust(widths[c]) for c in cols)]
     lines += ["  ".join(str(v).ljust(widths[c]) for c, v in zip(cols, r)) for r in table.itertuples(index=False)]
     for row, fit in fits.items():
-        rules = ExplanationTree.from_dict(fit["tree"]).rules(**_annotations(data))
+        rules = ExplanationTree.from_dict(fit.tree).rules(**tree_annotations(data))
         lines += ["", f"{row} rules:"] + [f"  {r}" for r in rules[:max_rules]]
         if len(rules) > max_rules:
             lines.append(f"  ... {len(rules) - max_rules} more (see trees/{row}.rules.txt)")

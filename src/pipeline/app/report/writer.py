@@ -1,4 +1,7 @@
-"""Writing a run's report files; every file is written atomically (temp file + rename)."""
+"""Writing a run's report files; every file is written atomically (temp file + rename).
+
+The bottom of ``pipeline.app.report``: it imports no other report module but the tables
+(the report stage writes the trees with these helpers, :func:`pipeline.app.stages.report.write_trees`)."""
 
 from __future__ import annotations
 
@@ -11,8 +14,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from pipeline.trees.tree import ExplanationTree
 
 
 def atomic_write(path: Path, data: str | bytes) -> Path:
@@ -33,44 +34,6 @@ def write_tables(out_dir: Path, df: "pd.DataFrame", stem: str = "results") -> tu
     csv = atomic_write(Path(out_dir) / f"{stem}.csv", df.to_csv(index=False))
     md = atomic_write(Path(out_dir) / f"{stem}.md", format_markdown(df))
     return csv, md
-
-
-def write_trees(out_dir: Path, fits: dict[str, dict], figures: bool = True, data: dict | None = None,
-                dataset: str | None = None, ari: dict[str, float] | None = None, cache=None) -> list[Path]:
-    """Each tree as ``trees/<row>.json`` (tree + simplified annotated rules), ``trees/<row>.rules.txt``
-    and ``trees/<row>.dot`` (Graphviz), and ``figures/<row>.{png,svg,pdf}``.
-
-    ``data`` (:func:`pipeline.app.report.run_report.tree_data`) annotates leaves with size, purity
-    and majority class; ``ari`` (row -> ARI vs ground truth) goes into the figure titles.
-    ``cache`` (:class:`pipeline.app.report.render_cache.RenderCache`) reuses figures drawn before.
-    """
-    from pipeline.app.report.render_cache import RenderCache
-
-    from pipeline.app.report.run_report import _annotations, rules_json, rules_text
-    from pipeline.trees.tree import ExplanationTree
-
-    written = []
-    for row, fit in fits.items():
-        tree = ExplanationTree.from_dict(fit["tree"])
-        doc = {"explainer": row, "method": fit["name"], "fit_seconds": float(fit["fit_seconds"]), "tree": fit["tree"],
-               "rules": rules_json(fit, data)}
-        written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.json", json.dumps(doc, indent=1, default=float)))
-        written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.rules.txt", rules_text(row, fit, data).encode("utf-8")))
-        written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.dot",
-                                    tree.to_dot(**_annotations(data), title=f"{row} ({fit['name']})").encode("utf-8")))
-        if figures:  # matplotlib only when figures are drawn (not when they come from the cache)
-            def draw(row=row, fit=fit) -> dict[str, bytes]:
-                from pipeline.app.report.figures import FORMATS, figure_bytes
-                from pipeline.app.report.run_report import tree_figure
-
-                fig = tree_figure(row, fit, data, dataset, (ari or {}).get(row))
-                return {fmt: figure_bytes(fig, fmt) for fmt in FORMATS}
-
-            inputs = {"row": row, "name": fit["name"], "tree": fit["tree"], "data": _annotations(data),
-                      "dataset": dataset, "ari": (ari or {}).get(row)}
-            for fmt, blob in (cache or RenderCache(None)).get("tree_figure", inputs, draw).items():
-                written.append(atomic_write(Path(out_dir) / "figures" / f"{row}.{fmt}", blob))
-    return written
 
 
 def write_status(out_dir: Path, status: dict) -> Path:

@@ -1,4 +1,4 @@
-"""Pipeline stages, each a :class:`pipeline.app.stages.base.Stage`; see docs/ARCHITECTURE.md.
+"""Pipeline stages, each a :class:`pipeline.app.stages.framework.Stage`; see docs/ARCHITECTURE.md.
 
 load -> train -> encode -> cluster -> concepts -> project -> fit.<row> (one per explainer)
 -> evaluate -> [counterfactuals] -> report. :func:`declared_stages` is the list the runner

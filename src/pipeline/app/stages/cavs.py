@@ -17,24 +17,29 @@ Config (``conf/concepts/<name>.yaml``, ``conf/cav/<name>.yaml``)::
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+
 import numpy as np
 
+from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, EncodeArtifact
 from pipeline.app.instantiate import call, factory
+from pipeline.concepts.fitters import fitter_label
 from pipeline.concepts.projection import concept_mixture, pooled_concept_sigma, project
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
-def fitter_name(cfg: dict, suggested: str | None) -> str:
-    """``cav.name``; ``linear`` (the default) means the concept set's suggestion, else logistic.
-    (``cav.params.fitter`` wins: a fitter name, or any ``pipeline.concepts.fitters.Fitter`` given
-    as a ``{_target_: ...}`` node.)"""
-    name = cfg["cav"]["name"]
-    return (suggested or "logistic") if name == "linear" else name
+def fitter_name(cfg: dict, suggested) -> object:
+    """The fitter offered to ``cav._target_``: with ``cav=linear`` (the default) the concept set's
+    suggestion (a fitter class or dotted path), else logistic regression. The other ``cav=``
+    files set ``cav.params.fitter`` to a fitter class's dotted path, which wins."""
+    from pipeline.concepts.fitters import LogisticFitter
+
+    return suggested or LogisticFitter
 
 
-def example_latents(cfg: dict, dataset, Z: np.ndarray, examples, encode: dict | None = None) -> np.ndarray:
+def example_latents(cfg: dict, dataset, Z: np.ndarray, examples, encode: EncodeArtifact | None = None) -> np.ndarray:
     """Latents of the concept examples: the data's own latents, the examples' own latents
     (``input_kind="latents"``), or the examples embedded by the data's encoder, the one the
     encode artifact ``encode`` names (text prompts go through its text tower when it has one)."""
@@ -73,7 +78,7 @@ def example_latents(cfg: dict, dataset, Z: np.ndarray, examples, encode: dict | 
     return out
 
 
-def _data_encoder(cfg: dict, encode: dict | None):
+def _data_encoder(cfg: dict, encode: EncodeArtifact | None):
     """The encoder that made the latents (from the checkpoint the encode artifact names)."""
     from pipeline.app.stages.encode import build, fitted_encoder
 
@@ -86,7 +91,7 @@ def _data_encoder(cfg: dict, encode: dict | None):
     return fitted_encoder(cfg, encode)
 
 
-def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> dict:
+def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> ConceptsArtifact:
     """CAVs of ``examples`` (a :class:`ConceptExamples`) fitted on their latents ``Zex``
     with the ``cav`` config: the concepts-stage artifact."""
     cav_params = dict(cfg["cav"].get("params") or {})
@@ -98,35 +103,34 @@ def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> dict:
     fitter.fit(Zex, examples.labels, examples.names)
     summary = fitter.summary()
     log.info("CAVs: %s", ", ".join(f"{r['concept']}={r['score']:.3f}" for r in summary))
-    return {
-        "concept_names": fitter.concept_names_, "cavs": fitter.cavs_, "cav_summary": summary,
-        "cav_dropped": fitter.dropped_, "cav_scores": fitter.scores_, "cav_random_scores": fitter.random_scores_,
-        "concept_set": examples.set_name,
-        "cav_fitter": fitter.fitter if isinstance(fitter.fitter, str) else type(fitter.fitter).__name__,
-        "n_concept_examples": int(Zex.shape[0]),
-    }
+    return ConceptsArtifact(
+        concept_names=fitter.concept_names_, cavs=fitter.cavs_, cav_summary=summary,
+        cav_dropped=fitter.dropped_, cav_scores=fitter.scores_, cav_random_scores=fitter.random_scores_,
+        concept_set=examples.set_name,
+        cav_fitter=fitter_label(fitter.fitter),
+        n_concept_examples=int(Zex.shape[0]),
+    )
 
 
-def select_for_reference(cfg: dict, concepts: dict, cluster: dict, Z: np.ndarray) -> dict:
+def select_for_reference(cfg: dict, concepts: ConceptsArtifact, cluster: ClusterArtifact,
+                         Z: np.ndarray) -> ConceptsArtifact:
     """Keep the concepts chosen by greedy q-maximising selection (``concepts.params.select``).
 
     Uses the reference mixture when it has one, else the pooled within-cluster spread of
     the concept coordinates ``Z Cᵀ``. Returns ``concepts`` unchanged when selection is off.
     """
     params = cfg["concepts"].get("params") or {}
-    if not concepts or not params.get("select"):
+    if not concepts.enabled or not params.get("select"):
         return concepts
     from pipeline.concepts.selection import select_concepts
 
-    C, names = np.asarray(concepts["cavs"]), list(concepts["concept_names"])
-    if cluster.get("means") is not None and cluster.get("covariances") is not None:
-        mu, sigma = concept_mixture(C, cluster["means"], cluster["covariances"], concept_names=names)
+    C, names = np.asarray(concepts.cavs), list(concepts.concept_names)
+    if cluster.means is not None and cluster.covariances is not None:
+        mu, sigma = concept_mixture(C, cluster.means, cluster.covariances, concept_names=names)
     else:
-        mu, sigma = pooled_concept_sigma(project(np.asarray(Z, dtype=np.float64), C), cluster["labels"])
+        mu, sigma = pooled_concept_sigma(project(np.asarray(Z, dtype=np.float64), C), cluster.labels)
     res = select_concepts(mu, sigma, int(params["select"]), names=names, tol=float(params.get("select_tol", 0.0)))
     log.info("concept selection: %s (q %.3f of %.3f with all %d concepts)", res.names, res.q_selected, res.q_all,
              len(names))
-    out = dict(concepts)
-    out["cavs"], out["concept_names"] = C[res.selected], res.names
-    out["selection"] = {"selected": res.names, "q_path": res.q_path, "q_all": res.q_all, "all_concepts": names}
-    return out
+    selection = {"selected": res.names, "q_path": res.q_path, "q_all": res.q_all, "all_concepts": names}
+    return dataclasses.replace(concepts, cavs=C[res.selected], concept_names=res.names, selection=selection)

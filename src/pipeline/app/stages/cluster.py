@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-from scipy import sparse
 
+from pipeline.app.artifacts import ClusterArtifact, EncodeArtifact, LoadArtifact
 from pipeline.app.instantiate import accepts, call, factory
-from pipeline.app.stages.base import Stage
+from pipeline.app.stages.framework import Stage
 from pipeline.clustering import Clustering, check_enough_clusters
 from pipeline.validation import InvalidInputError
 
@@ -40,45 +40,22 @@ def resolve_n_clusters(cfg: dict, y, Z=None) -> int:
     return int(np.unique(y[y >= 0]).size)
 
 
-def clustering_to_artifact(c: Clustering) -> dict:
-    out = {"labels": c.labels, "method": c.method, "uses_labels": c.uses_labels, "scores": c.scores}
-    for name in ("centers", "weights", "means", "covariances"):
-        if getattr(c, name) is not None:
-            out[name] = np.asarray(getattr(c, name), dtype=np.float64)
-    if c.graph is not None:
-        g = sparse.coo_matrix(c.graph)
-        out["graph_row"], out["graph_col"], out["graph_data"] = g.row.astype(np.int64), g.col.astype(np.int64), g.data
-    return out
+def clustering_to_artifact(c: Clustering) -> ClusterArtifact:
+    return ClusterArtifact.from_clustering(c)
 
 
-def graph_from_artifact(a: dict):
-    if "graph_row" not in a:
-        return None
-    n = len(a["labels"])
-    return sparse.csr_matrix((a["graph_data"], (a["graph_row"], a["graph_col"])), shape=(n, n))
+def graph_from_artifact(a: ClusterArtifact):
+    return a.graph()
 
 
-def provided(artifact: dict) -> set[str]:
-    """What a finished clustering hands to explainers (see :mod:`pipeline.app.capabilities`)."""
-    have = {"labels"}
-    if artifact.get("centers") is not None:
-        have.add("centers")
-    if artifact.get("means") is not None and artifact.get("covariances") is not None:
-        have.add("mixture")
-    if "graph_row" in artifact:
-        have.add("graph")
-    return have
-
-
-def encoder_head(X, encode: dict) -> Clustering:
+def encoder_head(X, encode: EncodeArtifact) -> Clustering:
     """``clustering=encoder``: the encoder's own cluster head (and its mixture prior, if any)."""
-    if "head_labels" not in encode:
+    if encode.head_labels is None:
         raise InvalidInputError("clustering=encoder needs an encoder with its own cluster head (e.g. encoder=vade); "
                                 "the configured encoder has none. Choose clustering=gmm or another encoder.")
-    c = Clustering(encode["head_labels"], "encoder")
-    if "mixture_means" in encode:
-        c.weights, c.means, c.covariances = (encode["mixture_weights"], encode["mixture_means"],
-                                             encode["mixture_covariances"])
+    c = Clustering(encode.head_labels, "encoder")
+    if encode.mixture_means is not None:
+        c.weights, c.means, c.covariances = encode.mixture_weights, encode.mixture_means, encode.mixture_covariances
         c.centers = c.means
     check_enough_clusters(c)
     return c
@@ -88,20 +65,20 @@ def _config(cfg: dict) -> dict:
     return {"clustering": cfg["clustering"], "seed": cfg["seed"]}
 
 
-def _compute(cfg: dict, load: dict, encode: dict) -> dict:
+def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact) -> ClusterArtifact:
     spec = cfg["clustering"]
-    y = load.get("y")
+    y = load.y
     offered = {"random_state": cfg["seed"], "y_true": y, "candidates": spec.get("candidates") or (), "encode": encode}
     if accepts(spec, "n_clusters", "clustering"):
-        offered["n_clusters"] = resolve_n_clusters(cfg, y, encode["Z"])
+        offered["n_clusters"] = resolve_n_clusters(cfg, y, encode.Z)
         from pipeline.app.checks import check_cluster_sizes
 
-        check_cluster_sizes(len(encode["Z"]), offered["n_clusters"])  # 2 samples per cluster, else ARI/q mean nothing
-    c = call(factory(spec, "clustering"), "clustering", encode["Z"], offered=offered)
+        check_cluster_sizes(len(encode.Z), offered["n_clusters"])  # 2 samples per cluster, else ARI/q mean nothing
+    c = call(factory(spec, "clustering"), "clustering", encode.Z, offered=offered)
     if not isinstance(c, Clustering):
         raise InvalidInputError(f"clustering._target_={spec['_target_']} returned {type(c).__name__}, not a "
                                 "pipeline.clustering.Clustering.")
     return clustering_to_artifact(c)
 
 
-CLUSTER = Stage("cluster", ("load", "encode"), _config, _compute)
+CLUSTER = Stage("cluster", ("load", "encode"), _config, _compute, artifact=ClusterArtifact)

@@ -15,10 +15,13 @@ stage uses) and may name any of the offered ``dataset`` (a :class:`pipeline.app.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from pipeline.app.artifacts import ArtifactFieldError, ConceptsArtifact, EncodeArtifact, LoadArtifact
 from pipeline.app.instantiate import call, factory
-from pipeline.app.stages.base import Stage
+from pipeline.app.stages.framework import Stage
 from pipeline.app.stages.load import artifact_to_dataset
 from pipeline.validation import InvalidInputError
 
@@ -37,9 +40,9 @@ def _config(cfg: dict) -> dict:
     return {"concepts": {**cfg["concepts"], "params": params}, "cav": cfg["cav"], "seed": cfg["seed"]}
 
 
-def _compute(cfg: dict, load: dict, encode: dict) -> dict:
+def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact) -> ConceptsArtifact:
     if not enabled(cfg):
-        return {}
+        return ConceptsArtifact()
     from pipeline.app.stages.cavs import example_latents, fit_cavs  # concept code only for concept runs
     from pipeline.concepts.sets import ConceptExamples
 
@@ -47,25 +50,28 @@ def _compute(cfg: dict, load: dict, encode: dict) -> dict:
     node = {**ccfg, "params": {k: v for k, v in (ccfg.get("params") or {}).items() if k not in STAGE_ONLY}}
     dataset = artifact_to_dataset(load)
     offered = {"dataset": dataset, "name": ccfg["name"], "file": ccfg.get("file"),
-               "data_dir": cfg["paths"].get("data_dir"), "Z": encode["Z"], "encode": encode, "cfg": cfg}
+               "data_dir": cfg["paths"].get("data_dir"), "Z": encode.Z, "encode": encode, "cfg": cfg}
     got = call(factory(node, "concepts"), "concepts", offered=offered)
     if isinstance(got, ConceptExamples):
-        out = fit_cavs(cfg, got, example_latents(cfg, dataset, encode["Z"], got, encode))
+        out = fit_cavs(cfg, got, example_latents(cfg, dataset, encode.Z, got, encode))
     elif isinstance(got, dict):
-        out = dict(got)
+        try:
+            out = ConceptsArtifact.from_record(got)
+        except ArtifactFieldError as exc:
+            raise InvalidInputError(f"concepts._target_={ccfg['_target_']} returned a dict that is not a concepts "
+                                    f"artifact: {exc}") from None
     else:
         raise InvalidInputError(f"concepts._target_={ccfg['_target_']} returned {type(got).__name__}; a concept "
                                 "source returns ConceptExamples or a dict with 'cavs' and 'concept_names'.")
-    cavs = np.asarray(out.get("cavs"), dtype=np.float64)
-    names = out.get("concept_names")
-    if cavs.ndim != 2 or cavs.shape[1] != encode["Z"].shape[1] or names is None or len(names) != len(cavs):
+    cavs = np.asarray(out.cavs, dtype=np.float64)
+    names = out.concept_names
+    if cavs.ndim != 2 or cavs.shape[1] != encode.Z.shape[1] or names is None or len(names) != len(cavs):
         raise InvalidInputError(
             f"concept source {ccfg['name']!r} gave cavs of shape {cavs.shape} and "
-            f"{None if names is None else len(names)} names; expected (n_concepts, {encode['Z'].shape[1]}) and one "
+            f"{None if names is None else len(names)} names; expected (n_concepts, {encode.Z.shape[1]}) and one "
             "name per CAV."
         )
-    out["cavs"], out["concept_names"] = cavs, [str(n) for n in names]
-    return out
+    return dataclasses.replace(out, cavs=cavs, concept_names=[str(n) for n in names])
 
 
-CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=2)
+CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=2, artifact=ConceptsArtifact)

@@ -37,7 +37,10 @@ from pipeline.counterfactuals import (
     top_k,
     tune_l1,
 )
-from pipeline.app.stages.base import Stage
+from pipeline.app.artifacts import (
+    ClusterArtifact, CounterfactualsArtifact, EncodeArtifact, LoadArtifact, ProjectArtifact,
+)
+from pipeline.app.stages.framework import Stage
 from pipeline.encoders.base import Encoder
 from pipeline.validation import InvalidInputError
 
@@ -51,14 +54,14 @@ def _config(cfg: dict) -> dict:
     return {"counterfactuals": cfg["counterfactuals"], "seed": cfg["seed"]}
 
 
-def _input_module(space: str, load: dict, encoder_loader: Callable[[], Encoder]):
+def _input_module(space: str, load: LoadArtifact, encoder_loader: Callable[[], Encoder]):
     """The encoder's torch module when input space is asked for (or possible, for ``auto``), else None."""
     if space not in ("auto", "input"):
         return None
-    if load["kind"] != "tabular":
+    if load.kind != "tabular":
         if space == "input":
-            raise InvalidInputError(f"counterfactuals.space=input needs tabular input features; the {load['name']!r} "
-                                    f"data are {load['kind']}. Choose counterfactuals.space=latent, or concepts "
+            raise InvalidInputError(f"counterfactuals.space=input needs tabular input features; the {load.name!r} "
+                                    f"data are {load.kind}. Choose counterfactuals.space=latent, or concepts "
                                     "with concepts=<set>.")
         return None
     encoder = encoder_loader()
@@ -71,9 +74,9 @@ def _input_module(space: str, load: dict, encoder_loader: Callable[[], Encoder])
     return module
 
 
-def _space(spec: dict, project: dict, has_module: bool) -> str:
+def _space(spec: dict, project: ProjectArtifact, has_module: bool) -> str:
     space = spec.get("space", "auto")
-    has_cavs = project.get("cavs") is not None
+    has_cavs = project.cavs is not None
     if space == "concepts" and not has_cavs:
         raise InvalidInputError("counterfactuals.space=concepts needs CAVs; choose concepts=<set> "
                                 "(e.g. concepts=mnist_geometric) or counterfactuals.space=latent.")
@@ -97,8 +100,8 @@ def _fit_tgt(spec: dict, encoder, X, labels, k, seed: int) -> TGT:
     return tune_l1(encoder, X, labels, k, l1_grid=l1_grid, progress=False, **params)
 
 
-def _compute(cfg: dict, load: dict, encode: dict, cluster: dict, project: dict, *,
-             encoder_loader: Callable[[], Encoder] | None = None) -> dict:
+def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, cluster: ClusterArtifact,
+             project: ProjectArtifact, *, encoder_loader: Callable[[], Encoder] | None = None) -> CounterfactualsArtifact:
     spec = cfg["counterfactuals"]
     if encoder_loader is None:  # the encoder the encode artifact names (its checkpoint, sha256-checked)
         from pipeline.app.stages.encode import fitted_encoder
@@ -112,22 +115,22 @@ def _compute(cfg: dict, load: dict, encode: dict, cluster: dict, project: dict, 
         raise InvalidInputError(f"counterfactuals.methods has unknown {unknown}; choose from {list(METHODS)}.")
     if spec.get("space", "auto") not in SPACES:
         raise InvalidInputError(f"counterfactuals.space={spec.get('space')!r}; choose one of {list(SPACES)}.")
-    Z = np.asarray(encode["Z"], dtype=np.float64)
-    groups = np.asarray(cluster["labels"], dtype=np.int64)
+    Z = np.asarray(encode.Z, dtype=np.float64)
+    groups = np.asarray(cluster.labels, dtype=np.int64)
     module = _input_module(spec.get("space", "auto"), load, encoder_loader)
     space = _space(spec, project, module is not None)
     # judge: the module mapping the explained space's points to the representation the metrics use
     if space == "input":
-        X = np.asarray(load["X"], dtype=np.float64).reshape(len(Z), -1)
-        names = list(load.get("feature_names") or [])
+        X = np.asarray(load.X, dtype=np.float64).reshape(len(Z), -1)
+        names = list(load.feature_names or [])
         names = names if len(names) == X.shape[1] else [f"x{q}" for q in range(X.shape[1])]
         encoder, judge, judged, back = module, module, X, np.eye(X.shape[1])
     elif space == "concepts":
-        C = np.asarray(project["cavs"], dtype=np.float64)
-        X, names, encoder, back = concept_scores(Z, C), list(project["concept_names"]), ConceptDecoder(C), np.linalg.pinv(C)
+        C = np.asarray(project.cavs, dtype=np.float64)
+        X, names, encoder, back = concept_scores(Z, C), list(project.concept_names), ConceptDecoder(C), np.linalg.pinv(C)
         judge, judged = LatentIdentity(), Z
     else:
-        X, names, encoder, back = Z, list(encode["latent_names"]), LatentIdentity(), np.eye(Z.shape[1])
+        X, names, encoder, back = Z, list(encode.latent_names), LatentIdentity(), np.eye(Z.shape[1])
         judge, judged = LatentIdentity(), Z
     k = spec.get("k")
     k = None if k is None else min(int(k), X.shape[1])
@@ -153,8 +156,8 @@ def _compute(cfg: dict, load: dict, encode: dict, cluster: dict, project: dict, 
                              "correctness": cr, "coverage": cv, "explanation": describe(delta, names, digits=2)})
                 deltas.append(delta)
     log.info("counterfactuals (%s space, eps=%.4g): %d explanations", space, eps, len(rows))
-    return {"rows": rows, "deltas": np.asarray(deltas, dtype=np.float64), "feature_names": names, "space": space,
-            "eps": eps, "l1": l1, "self_similarity": evaluator.self_similarity}
+    return CounterfactualsArtifact(rows=rows, deltas=np.asarray(deltas, dtype=np.float64), feature_names=names,
+                                   space=space, eps=eps, l1=l1, self_similarity=evaluator.self_similarity)
 
 
 def counterfactuals_stage(encoder_loader: Callable[[], Encoder] | None = None) -> Stage:
@@ -162,7 +165,7 @@ def counterfactuals_stage(encoder_loader: Callable[[], Encoder] | None = None) -
     on a cache miss, when input space is asked for or possible). Default: the encoder whose
     checkpoint the encode artifact names (:func:`pipeline.app.stages.encode.fitted_encoder`)."""
     return Stage("counterfactuals", ("load", "encode", "cluster", "project"), _config,
-                 partial(_compute, encoder_loader=encoder_loader), version=2)
+                 partial(_compute, encoder_loader=encoder_loader), version=2, artifact=CounterfactualsArtifact)
 
 
 COUNTERFACTUALS = counterfactuals_stage()

@@ -13,6 +13,7 @@ and mixture prior if any, and again the checkpoint path + sha256, which is all l
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import logging
 import os
@@ -20,9 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.app.artifacts import EncodeArtifact, LoadArtifact, TrainArtifact
 from pipeline.app.cache import checked_sha256, localize, make_key, portable
 from pipeline.app.instantiate import call, factory
-from pipeline.app.stages.base import RunContext, Stage, execute
+from pipeline.app.stages.framework import RunContext, Stage, execute
 from pipeline.app.stages.load import LOAD, artifact_to_dataset
 from pipeline.validation import InvalidInputError
 
@@ -37,13 +39,14 @@ def encoder_key_config(cfg: dict) -> dict:
 
 def build(cfg: dict):
     """The configured encoder, unfitted (``device`` / ``batch_size`` passed when its class takes them)."""
-    from pipeline.app.network import needs_hub, prepare_hub_access
-
     enc = cfg["encoder"]
     encoder = call(_with_weight_files(factory(enc, "encoder")), "encoder",
                    offered={k: enc[k] for k in _RUNTIME_FIELDS if k in enc})
-    if needs_hub(encoder):  # an unreachable hub: offline mode within ~2 s instead of minutes of retries
-        prepare_hub_access(cfg.get("offline"), f"{enc['name']} weights")
+    if getattr(encoder, "fetches_weights", False):  # pipeline.app.weights' encoders
+        from pipeline.app.network import needs_hub, prepare_hub_access
+
+        if needs_hub(encoder):  # an unreachable hub: offline mode within ~2 s instead of minutes of retries
+            prepare_hub_access(cfg.get("offline"), f"{enc['name']} weights")
     return encoder
 
 
@@ -53,17 +56,24 @@ def _looks_like_file(value) -> bool:
 
 
 def _with_weight_files(fn: functools.partial) -> functools.partial:
-    """Library encoders never open files; the app turns file parameters into what they take:
-    weights files named in the class's ``weight_params`` are read (in-memory state dicts), and
+    """Library encoders never open files or download; the app turns file parameters into what they
+    take: weights files named in the class's ``weight_params`` are read (in-memory state dicts),
+    ``imagenet`` becomes a provider that fetches torchvision's weights when training asks, and
     directories named in ``store_params`` become :class:`pipeline.app.checkpoint.StateDir` stores."""
-    weights = {k: v for k, v in fn.keywords.items() if k in getattr(fn.func, "weight_params", ()) and _looks_like_file(v)}
+    weight_params = getattr(fn.func, "weight_params", ())
+    weights = {k: v for k, v in fn.keywords.items() if k in weight_params and _looks_like_file(v)}
     stores = {k: v for k, v in fn.keywords.items() if k in getattr(fn.func, "store_params", ()) and isinstance(v, str)}
-    if not weights and not stores:
+    imagenet = {k: v for k, v in fn.keywords.items() if k in weight_params and v == "imagenet"}
+    if not weights and not stores and not imagenet:
         return fn
     from pipeline.app.checkpoint import StateDir, read_weights
+    from pipeline.app.weights import imagenet_weights
 
     given = {**{k: read_weights(v, f"encoder.params.{k}") for k, v in weights.items()},
              **{k: StateDir(v) for k, v in stores.items()}}
+    if imagenet:  # the backbone the weights are for (the class's default unless configured)
+        backbone = fn.keywords.get("backbone") or inspect.signature(fn.func).parameters["backbone"].default
+        given.update({k: imagenet_weights(backbone) for k in imagenet})
     return functools.partial(fn.func, *fn.args, **{**fn.keywords, **given})
 
 
@@ -100,7 +110,7 @@ def fit_split(cfg: dict) -> str | None:
     return cfg["encoder"].get("fit_split") or cfg["dataset"].get("split")
 
 
-def _train(cfg: dict, load: dict, ctx: RunContext) -> dict:
+def _train(cfg: dict, load: LoadArtifact, ctx: RunContext) -> TrainArtifact:
     """The encoder behind the latents: built, or loaded / trained through its checkpoint file."""
     from filelock import FileLock
 
@@ -113,8 +123,7 @@ def _train(cfg: dict, load: dict, ctx: RunContext) -> dict:
         # cached run does not import torch (issue 17)
         path = checkpoint_path(cfg, LOAD.key(train_cfg, {}))
         if path.exists() and _sidecar(path).exists():
-            return {"encoder": None, "checkpoint": str(path), "checkpoint_sha256": _checkpoint_sha(path),
-                    "model_used": None}
+            return TrainArtifact(checkpoint=str(path), checkpoint_sha256=_checkpoint_sha(path))
     encoder = build(cfg)
     out = {"encoder": encoder, "checkpoint": None, "checkpoint_sha256": None, "model_used": None}
     if not encoder.trainable:
@@ -123,7 +132,7 @@ def _train(cfg: dict, load: dict, ctx: RunContext) -> dict:
             # embeddings of different models never share a cache entry.
             encoder.fit(None)
             out["model_used"] = encoder.model_used_.split(" (")[0]
-        return out
+        return TrainArtifact(**out)
     train = execute(LOAD, train_cfg, ctx, {})  # the same stage, cached under the training split's key
     path = checkpoint_path(cfg, train.key)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -133,7 +142,7 @@ def _train(cfg: dict, load: dict, ctx: RunContext) -> dict:
         remove_temporaries(path)  # left by a run killed while saving
         if path.exists() and not forced:
             out.update(encoder=None, checkpoint=str(path), checkpoint_sha256=_checkpoint_sha(path))
-            return out  # loaded later, only if the embeddings are not cached
+            return TrainArtifact(**out)  # loaded later, only if the embeddings are not cached
         if cfg["encoder"].get("checkpoint"):
             raise InvalidInputError(f"encoder.checkpoint={path} does not exist; fix the path or set it to null to train.")
         from pipeline.app.checkpoint import save_encoder
@@ -145,7 +154,7 @@ def _train(cfg: dict, load: dict, ctx: RunContext) -> dict:
                                            "dataset": cfg["dataset"], "seed": cfg["seed"], "fit_split": split})
         discard_partial(path)
     out.update(checkpoint=str(path), checkpoint_sha256=sha)
-    return out
+    return TrainArtifact(**out)
 
 
 def partial_path(path: Path) -> Path:
@@ -198,30 +207,31 @@ def fit_with_epoch_checkpoints(encoder, X, path: Path, restart: bool = False) ->
     encoder.fit(X, None, resume_state=resume, epoch_callback=save_epoch)
 
 
-def _train_key(key: str, artifact: dict) -> str:
-    return make_key("train", {"checkpoint_sha256": artifact["checkpoint_sha256"], "model_used": artifact["model_used"]},
+def _train_key(key: str, artifact: TrainArtifact) -> str:
+    return make_key("train", {"checkpoint_sha256": artifact.checkpoint_sha256, "model_used": artifact.model_used},
                     [key])
 
 
-TRAIN = Stage("train", ("load",), encoder_key_config, _train, cached=False, context=True, output_key=_train_key)
+TRAIN = Stage("train", ("load",), encoder_key_config, _train, cached=False, context=True, output_key=_train_key,
+              artifact=TrainArtifact)
 
 
-def fitted_encoder(cfg: dict, artifact: dict):
+def fitted_encoder(cfg: dict, artifact: TrainArtifact | EncodeArtifact):
     """The fitted encoder behind an encode (or train) artifact, never training one.
 
     Trainable encoders are loaded from the checkpoint the artifact names, which must still have
     the sha256 the artifact recorded (so it is the encoder that made the latents). Other
     encoders are built from the config (not fitted: enough for :meth:`Encoder.torch_module`).
     """
-    if artifact.get("encoder") is not None:
-        return artifact["encoder"]
-    if not artifact.get("checkpoint"):
+    if isinstance(artifact, TrainArtifact) and artifact.encoder is not None:
+        return artifact.encoder
+    if not artifact.checkpoint:
         return build(cfg)
-    path = Path(localize(artifact["checkpoint"], cfg["paths"]))
+    path = Path(localize(artifact.checkpoint, cfg["paths"]))
     if not path.exists():
         raise InvalidInputError(f"no {cfg['encoder']['name']} checkpoint at {path} any more; rerun with +force=encode "
                                 "to retrain it.")
-    if _checkpoint_sha(path) != artifact["checkpoint_sha256"]:
+    if _checkpoint_sha(path) != artifact.checkpoint_sha256:
         raise InvalidInputError(f"checkpoint {path} changed since the latents were computed; rerun with +force=encode.")
     from pipeline.app.checkpoint import load_encoder
 
@@ -254,9 +264,9 @@ def embed(encoder, X) -> dict:
     return out
 
 
-def latent_names(cfg: dict, dataset: dict, width: int) -> list[str]:
+def latent_names(cfg: dict, dataset: LoadArtifact, width: int) -> list[str]:
     """Feature names of the identity encoder on tabular data; else z0..z{m-1}."""
-    names = dataset.get("feature_names")
+    names = dataset.feature_names
     if cfg["encoder"]["name"] == "identity" and names and len(names) == width:
         return list(names)
     return [f"z{j}" for j in range(width)]
@@ -266,17 +276,15 @@ def _encode_config(cfg: dict) -> dict:
     return {"encoder": encoder_key_config(cfg)}
 
 
-def _encode(cfg: dict, load: dict, train: dict) -> dict:
+def _encode(cfg: dict, load: LoadArtifact, train: TrainArtifact) -> EncodeArtifact:
     encoder = fitted_encoder(cfg, train)
-    ds = artifact_to_dataset(load)
-    out = embed(encoder, ds.X)
-    out["latent_names"] = latent_names(cfg, load, out["Z"].shape[1])
+    out = embed(encoder, load.inputs)
     # the path relative to paths.models_dir: the cached artifact survives moving the models directory
-    out["checkpoint"] = portable(train["checkpoint"], cfg["paths"]) if train["checkpoint"] else None
-    out["checkpoint_sha256"] = train["checkpoint_sha256"]
-    return out
+    return EncodeArtifact(**out, latent_names=latent_names(cfg, load, out["Z"].shape[1]),
+                          checkpoint=portable(train.checkpoint, cfg["paths"]) if train.checkpoint else None,
+                          checkpoint_sha256=train.checkpoint_sha256)
 
 
-ENCODE = Stage("encode", ("load", "train"), _encode_config, _encode, version=2)
+ENCODE = Stage("encode", ("load", "train"), _encode_config, _encode, version=2, artifact=EncodeArtifact)
 
 __all__ = ["TRAIN", "ENCODE", "build", "checkpoint_path", "embed", "fitted_encoder", "latent_names"]

@@ -20,7 +20,8 @@ import numpy as np
 from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score
 
 from pipeline import metrics
-from pipeline.app.stages.base import RunContext, Stage
+from pipeline.app.artifacts import ClusterArtifact, EvaluateArtifact, FitArtifact, LoadArtifact
+from pipeline.app.stages.framework import RunContext, Stage
 
 log = logging.getLogger(__name__)
 
@@ -34,19 +35,19 @@ def _agreement(a, b, mask) -> tuple[float, float]:
     return float(adjusted_rand_score(a[mask], b[mask])), float(adjusted_mutual_info_score(a[mask], b[mask]))
 
 
-def _q_and_bound(fit: dict, n_clusters: int) -> tuple[float, float]:
+def _q_and_bound(fit: FitArtifact, n_clusters: int) -> tuple[float, float]:
     """q of the tree's means/σ and the MMDT bound on the mis-assignment probability
     (Theorem 2 for the randomized tree, Theorem 1 otherwise)."""
-    if "means" not in fit or "sigma" not in fit:
+    if fit.means is None or fit.sigma is None:
         return math.nan, math.nan
-    q = float(metrics.explainability_to_noise_ratio(fit["means"], fit["sigma"]))
-    bound = metrics.theorem2_upper_bound if fit["name"] == "random_mmdt" else metrics.theorem1_upper_bound
-    return q, float(bound(q, len(fit["means"])))
+    q = float(metrics.explainability_to_noise_ratio(fit.means, fit.sigma))
+    bound = metrics.theorem2_upper_bound if fit.name == "random_mmdt" else metrics.theorem1_upper_bound
+    return q, float(bound(q, len(fit.means)))
 
 
-def evaluate(y_true, reference: dict, fits: dict[str, dict]) -> list[dict]:
+def evaluate(y_true, reference: ClusterArtifact, fits: dict[str, FitArtifact]) -> list[dict]:
     """Results rows: the reference first, then one per explainer (in ``fits`` order)."""
-    ref = np.asarray(reference["labels"])
+    ref = np.asarray(reference.labels)
     n_noise = int((ref < 0).sum())
     known = np.ones(len(ref), bool) if y_true is None else np.asarray(y_true) >= 0
     nonnoise = ref >= 0
@@ -56,20 +57,20 @@ def evaluate(y_true, reference: dict, fits: dict[str, dict]) -> list[dict]:
         return (math.nan, math.nan) if y_true is None else _agreement(np.asarray(y_true), pred, known)
 
     ari, ami = vs_truth(ref)
-    rows = [{"explainer": "reference", "method": reference["method"], "ari": ari, "ami": ami, "ref_ari": 1.0,
+    rows = [{"explainer": "reference", "method": reference.method, "ari": ari, "ami": ami, "ref_ari": 1.0,
              "ref_ami": 1.0, "misassignment": 0.0, "q": math.nan, "q_bound": math.nan, "n_leaves": n_clusters,
              "depth": math.nan, "fit_seconds": math.nan, "n_noise": n_noise,
-             "uses_labels": bool(reference.get("uses_labels", False))}]
+             "uses_labels": bool(reference.uses_labels)}]
     for row, fit in fits.items():
-        pred = np.asarray(fit["predictions"])
+        pred = np.asarray(fit.predictions)
         ari, ami = vs_truth(pred)
         ref_ari, ref_ami = _agreement(ref, pred, nonnoise)
         q, bound = _q_and_bound(fit, n_clusters)
-        rows.append({"explainer": row, "method": fit["name"], "ari": ari, "ami": ami, "ref_ari": ref_ari,
+        rows.append({"explainer": row, "method": fit.name, "ari": ari, "ami": ami, "ref_ari": ref_ari,
                      "ref_ami": ref_ami, "misassignment": metrics.misassignment_rate(pred, ref),
                      "q": q, "q_bound": bound,
-                     "n_leaves": fit["n_leaves"], "depth": fit["depth"], "fit_seconds": float(fit["fit_seconds"]),
-                     "n_noise": n_noise, "uses_labels": bool(reference.get("uses_labels", False))})
+                     "n_leaves": fit.n_leaves, "depth": fit.depth, "fit_seconds": float(fit.fit_seconds),
+                     "n_noise": n_noise, "uses_labels": bool(reference.uses_labels)})
     if y_true is None:  # no ground truth: label-based columns are left out of every table, not reported as 0/NaN
         rows = [{k: v for k, v in r.items() if k not in LABEL_COLUMNS} for r in rows]
     return rows
@@ -79,11 +80,12 @@ def evaluate_stage(rows) -> Stage:
     """The evaluate stage over the explainer rows ``rows`` (their ``fit.<row>`` stages)."""
     fit_names = tuple(f"fit.{row}" for row in rows)
 
-    def compute(cfg: dict, load: dict, cluster: dict, ctx: RunContext, **fits) -> dict:
+    def compute(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, ctx: RunContext, **fits) -> EvaluateArtifact:
         done = {name[len("fit."):]: fits[name] for name in fit_names if fits.get(name) is not None}
-        out = evaluate(load.get("y"), cluster, done)
+        out = evaluate(load.y, cluster, done)
         out += [{"explainer": row, "method": cfg["explainer"][row]["name"], "error": err}
                 for row, err in ctx.errors.items()]
-        return {"rows": out}
+        return EvaluateArtifact(rows=out)
 
-    return Stage("evaluate", ("load", "cluster", *fit_names), lambda cfg: {}, compute, cached=False, context=True)
+    return Stage("evaluate", ("load", "cluster", *fit_names), lambda cfg: {}, compute, cached=False, context=True,
+                 artifact=EvaluateArtifact)

@@ -7,21 +7,21 @@ import time
 
 import numpy as np
 
+from pipeline.app.artifacts import ClusterArtifact, FitArtifact, ProjectArtifact
+from pipeline.app.capabilities import check_provided
 from pipeline.app.explainers import FitInputs, fit_explainer
-from pipeline.app.stages.base import Stage
-from pipeline.app.stages.cluster import graph_from_artifact
+from pipeline.app.stages.framework import Stage
 
 log = logging.getLogger(__name__)
 
 
-def fit_inputs(project: dict, cluster: dict) -> FitInputs:
-    labels = cluster["labels"]
+def fit_inputs(project: ProjectArtifact, cluster: ClusterArtifact) -> FitInputs:
+    labels = cluster.labels
     return FitInputs(
-        X=np.asarray(project["X"], dtype=np.float64), labels=labels, feature_names=list(project["feature_names"]),
-        n_clusters=int(np.unique(labels[labels >= 0]).size), centers=project.get("centers"),
-        mixture=project.get("mixture"), graph=graph_from_artifact(cluster), latent=project.get("latent_X"),
-        latent_mixture=project.get("latent_mixture"), cavs=project.get("cavs"),
-        concept_names=project.get("concept_names"),
+        X=np.asarray(project.X, dtype=np.float64), labels=labels, feature_names=list(project.feature_names),
+        n_clusters=int(np.unique(labels[labels >= 0]).size), centers=project.centers,
+        mixture=project.mixture, graph=cluster.graph(), latent=project.latent_X,
+        latent_mixture=project.latent_mixture, cavs=project.cavs, concept_names=project.concept_names,
     )
 
 
@@ -31,25 +31,26 @@ def fit_stage(row: str) -> Stage:
     def config(cfg: dict) -> dict:
         return {"explainer": cfg["explainer"][row], "seed": cfg["seed"]}
 
-    def compute(cfg: dict, project: dict, cluster: dict) -> dict:
+    def compute(cfg: dict, project: ProjectArtifact, cluster: ClusterArtifact) -> FitArtifact:
         return fit_row(cfg, row, project, cluster)
 
-    return Stage(f"fit.{row}", ("project", "cluster"), config, compute, store="fit")
+    return Stage(f"fit.{row}", ("project", "cluster"), config, compute, store="fit", artifact=FitArtifact)
 
 
-def fit_row(cfg: dict, row: str, project: dict, cluster: dict) -> dict:
+def fit_row(cfg: dict, row: str, project: ProjectArtifact, cluster: ClusterArtifact) -> FitArtifact:
     """Fit explainer row ``row`` on the projected data and the reference clustering."""
     inputs = fit_inputs(project, cluster)
     spec = cfg["explainer"][row]
     start = time.perf_counter()
-    est, pred = fit_explainer(row, spec, inputs, cfg["seed"], cfg["clustering"]["name"])
+    check_provided(row, spec, inputs.capabilities(), cfg["clustering"]["name"], inputs.cavs is None)
+    est, pred = fit_explainer(row, spec, inputs, cfg["seed"])
     seconds = time.perf_counter() - start
     tree = est.tree_
     log.info("fitted %s (%s): %d leaves, depth %d, %.4fs", row, spec["name"], tree.n_leaves, tree.depth, seconds)
-    out = {"row": row, "name": spec["name"], "tree": tree.to_dict(), "predictions": pred,
-           "fit_seconds": seconds, "n_leaves": int(tree.n_leaves), "depth": int(tree.depth)}
+    stats = {}
     for attr, key in (("means_", "means"), ("sigma_", "sigma"), ("concept_means_", "means"),
                       ("concept_sigma_", "sigma")):
         if hasattr(est, attr):
-            out[key] = np.asarray(getattr(est, attr), dtype=np.float64)
-    return out
+            stats[key] = np.asarray(getattr(est, attr), dtype=np.float64)
+    return FitArtifact(row=row, name=spec["name"], tree=tree.to_dict(), predictions=pred, fit_seconds=seconds,
+                       n_leaves=int(tree.n_leaves), depth=int(tree.depth), **stats)

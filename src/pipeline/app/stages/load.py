@@ -4,32 +4,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.app.artifacts import LoadArtifact
 from pipeline.app.data.dataset import Dataset
 from pipeline.app.data.loading import load_dataset
-from pipeline.app.stages.base import Stage
+from pipeline.app.stages.framework import Stage
 
 # The dataset fields that determine the data (download does not; root does, as the source).
 _KEY_FIELDS = ("_target_", "name", "split", "classes", "n_samples", "standardize", "params")
 
 
-def dataset_to_artifact(ds: Dataset) -> dict:
-    out = {"name": ds.name, "kind": ds.kind, "feature_names": ds.feature_names, "class_names": ds.class_names,
-           "meta": ds.meta}
-    if ds.kind == "text":
-        out["texts"] = list(ds.X)
-    else:
-        out["X"] = np.asarray(ds.X)
-    if ds.y is not None:
-        out["y"] = np.asarray(ds.y, dtype=np.int64)
-    if ds.images is not None:
-        out["images"] = ds.images
-    return out
+def dataset_to_artifact(ds: Dataset) -> LoadArtifact:
+    return LoadArtifact(name=ds.name, kind=ds.kind, feature_names=ds.feature_names, class_names=ds.class_names,
+                        meta=ds.meta, texts=list(ds.X) if ds.kind == "text" else None,
+                        X=None if ds.kind == "text" else np.asarray(ds.X),
+                        y=None if ds.y is None else np.asarray(ds.y, dtype=np.int64), images=ds.images)
 
 
-def artifact_to_dataset(a: dict) -> Dataset:
-    X = a["texts"] if a["kind"] == "text" else a["X"]
-    return Dataset(name=a["name"], X=X, y=a.get("y"), kind=a["kind"], feature_names=a.get("feature_names"),
-                   class_names=a.get("class_names"), images=a.get("images"), meta=a.get("meta") or {})
+def artifact_to_dataset(a: LoadArtifact) -> Dataset:
+    return Dataset(name=a.name, X=a.inputs, y=a.y, kind=a.kind, feature_names=a.feature_names,
+                   class_names=a.class_names, images=a.images, meta=a.meta or {})
 
 
 def _config(cfg: dict) -> dict:
@@ -40,8 +33,8 @@ def _config(cfg: dict) -> dict:
     return key
 
 
-def _compute(cfg: dict) -> dict:
+def _compute(cfg: dict) -> LoadArtifact:
     return dataset_to_artifact(load_dataset(cfg["dataset"], cfg["paths"], cfg["seed"]))
 
 
-LOAD = Stage("load", (), _config, _compute)
+LOAD = Stage("load", (), _config, _compute, artifact=LoadArtifact)

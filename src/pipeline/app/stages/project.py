@@ -7,7 +7,8 @@ a matrix product is cheaper than reading its result back.
 
 from __future__ import annotations
 
-from pipeline.app.stages.base import Stage
+from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, EncodeArtifact, ProjectArtifact
+from pipeline.app.stages.framework import Stage
 from pipeline.concepts.projection import project, project_mixture
 
 
@@ -16,30 +17,23 @@ def _config(cfg: dict) -> dict:
     return {k: params[k] for k in ("select", "select_tol") if params.get(k) is not None}
 
 
-def _compute(cfg: dict, encode: dict, cluster: dict, concepts: dict) -> dict:
-    Z = encode["Z"]
-    if concepts and (cfg["concepts"].get("params") or {}).get("select"):  # off by default
+def _compute(cfg: dict, encode: EncodeArtifact, cluster: ClusterArtifact,
+             concepts: ConceptsArtifact) -> ProjectArtifact:
+    Z = encode.Z
+    if concepts.enabled and (cfg["concepts"].get("params") or {}).get("select"):  # off by default
         from pipeline.app.stages.cavs import select_for_reference
 
         concepts = select_for_reference(cfg, concepts, cluster, Z)
-    mixture = [cluster.get(k) for k in ("weights", "means", "covariances")]
-    out = {"latent_names": encode["latent_names"], "latent_X": Z}
-    if not concepts:
-        out.update(X=Z, feature_names=encode["latent_names"], centers=cluster.get("centers"))
-        out["mixture"] = tuple(mixture) if mixture[1] is not None else None
-        out["latent_mixture"] = out["mixture"]
-        return out
-    C = concepts["cavs"]
-    if concepts.get("selection"):
-        out["selection"] = concepts["selection"]
-    out.update(X=project(Z, C), feature_names=concepts["concept_names"], cavs=C, concept_names=concepts["concept_names"])
-    out["centers"] = None if cluster.get("centers") is None else project(cluster["centers"], C)
-    if mixture[1] is not None:
-        out["mixture"] = project_mixture(C, *mixture)
-        out["latent_mixture"] = tuple(mixture)
-    else:
-        out["mixture"] = out["latent_mixture"] = None
-    return out
+    mixture = cluster.mixture()
+    if not concepts.enabled:
+        return ProjectArtifact(X=Z, feature_names=encode.latent_names, latent_X=Z, latent_names=encode.latent_names,
+                               centers=cluster.centers, mixture=mixture, latent_mixture=mixture)
+    C = concepts.cavs
+    return ProjectArtifact(
+        X=project(Z, C), feature_names=concepts.concept_names, latent_X=Z, latent_names=encode.latent_names,
+        centers=None if cluster.centers is None else project(cluster.centers, C),
+        mixture=None if mixture is None else project_mixture(C, *mixture), latent_mixture=mixture,
+        cavs=C, concept_names=concepts.concept_names, selection=concepts.selection or None)
 
 
-PROJECT = Stage("project", ("encode", "cluster", "concepts"), _config, _compute, cached=False)
+PROJECT = Stage("project", ("encode", "cluster", "concepts"), _config, _compute, cached=False, artifact=ProjectArtifact)

@@ -6,11 +6,19 @@ DataFrame and what was written) is what the runner prints a summary of after the
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from pipeline.app.artifacts import (
+    ClusterArtifact, ConceptsArtifact, CounterfactualsArtifact, EvaluateArtifact, LoadArtifact, ProjectArtifact,
+    FitArtifact, ReportArtifact,
+)
+from pipeline.app.report.render_cache import RenderCache
+from pipeline.app.report.run_report import rules_json, rules_text, tree_annotations, tree_data, tree_figure
 from pipeline.app.report.tables import results_frame
-from pipeline.app.report.writer import atomic_write, write_tables, write_trees
-from pipeline.app.stages.base import RunContext, Stage
+from pipeline.app.report.writer import atomic_write, write_tables
+from pipeline.app.stages.framework import RunContext, Stage
+from pipeline.trees.tree import ExplanationTree
 
 
 def report_stage(rows, counterfactuals: bool = False) -> Stage:
@@ -19,20 +27,19 @@ def report_stage(rows, counterfactuals: bool = False) -> Stage:
     inputs = ("load", "cluster", "concepts", "project", "evaluate", *fit_names)
     inputs += ("counterfactuals",) if counterfactuals else ()
 
-    def compute(cfg: dict, load: dict, cluster: dict, concepts: dict, project: dict, evaluate: dict, ctx: RunContext,
-                counterfactuals: dict | None = None, **fits) -> dict:
+    def compute(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, concepts: ConceptsArtifact,
+                project: ProjectArtifact, evaluate: EvaluateArtifact, ctx: RunContext,
+                counterfactuals: CounterfactualsArtifact | None = None, **fits) -> ReportArtifact:
         out_dir = Path(ctx.out_dir)
         fits = {name[len("fit."):]: fits[name] for name in fit_names if fits.get(name) is not None}
-        df = results_frame(evaluate["rows"], {"dataset": load["name"], "clustering": cfg["clustering"]["name"]})
-        from pipeline.app.report.run_report import tree_data
-
+        df = results_frame(evaluate.rows, {"dataset": load.name, "clustering": cfg["clustering"]["name"]})
         data = tree_data(load, cluster, project)  # leaf annotations: size, purity, majority class
         ari = dict(zip(df["explainer"], df["ari"])) if "ari" in df.columns else {}
         renders = render_cache(cfg, ctx)
-        write_trees(out_dir, fits, cfg["report"]["figures"], data, load["name"], ari, cache=renders)
+        write_trees(out_dir, fits, cfg["report"]["figures"], data, load.name, ari, cache=renders)
         csv, _ = write_tables(out_dir, df)
         out = {"df": df, "csv": csv, "fits": fits, "table2": None, "counterfactuals_csv": None, "html": None}
-        if concepts:  # Table-2 row, CAV table, files for the notebook (issue 6)
+        if concepts.enabled:  # Table-2 row, CAV table, files for the notebook (issue 6)
             from pipeline.app.report.concept_run import table2_for_run, write_concept_run
 
             out["table2"] = table2_for_run(cfg, load, cluster, project, df, concepts)
@@ -45,19 +52,50 @@ def report_stage(rows, counterfactuals: bool = False) -> Stage:
         if cfg["report"]["html"]:  # one self-contained page (issue 14)
             from pipeline.app.report.run_report import run_report_html
 
-            page = run_report_html(cfg, load, cluster, project, df, fits, concepts or None, counterfactuals,
+            page = run_report_html(cfg, load, cluster, project, df, fits, concepts if concepts.enabled else None,
+                                   counterfactuals,
                                    cache=renders)
             out["html"] = atomic_write(out_dir / "report.html", page.encode("utf-8"))
-        return out
+        return ReportArtifact(**out)
 
-    return Stage("report", inputs, lambda cfg: {}, compute, cached=False, context=True)
+    return Stage("report", inputs, lambda cfg: {}, compute, cached=False, context=True, artifact=ReportArtifact)
 
 
 def render_cache(cfg: dict, ctx: RunContext):
     """Figures drawn by earlier runs, kept under ``<cache_dir>/report`` (``+force=report`` redraws;
     ``cache.enabled=false`` draws everything and keeps nothing)."""
-    from pipeline.app.report.render_cache import RenderCache
-
     cache = ctx.cache
     keep = getattr(cache, "enabled", False) and not cache.forced("report")
     return RenderCache(Path(cache.root) / "report" if keep else None)
+
+
+def write_trees(out_dir: Path, fits: dict[str, FitArtifact], figures: bool = True, data: dict | None = None,
+                dataset: str | None = None, ari: dict[str, float] | None = None, cache=None) -> list[Path]:
+    """Each tree as ``trees/<row>.json`` (tree + simplified annotated rules), ``trees/<row>.rules.txt``
+    and ``trees/<row>.dot`` (Graphviz), and ``figures/<row>.{png,svg,pdf}``.
+
+    ``data`` (:func:`pipeline.app.report.run_report.tree_data`) annotates leaves with size, purity
+    and majority class; ``ari`` (row -> ARI vs ground truth) goes into the figure titles.
+    ``cache`` (:class:`pipeline.app.report.render_cache.RenderCache`) reuses figures drawn before.
+    """
+    written = []
+    for row, fit in fits.items():
+        tree = ExplanationTree.from_dict(fit.tree)
+        doc = {"explainer": row, "method": fit.name, "fit_seconds": float(fit.fit_seconds), "tree": fit.tree,
+               "rules": rules_json(fit, data)}
+        written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.json", json.dumps(doc, indent=1, default=float)))
+        written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.rules.txt", rules_text(row, fit, data).encode("utf-8")))
+        written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.dot",
+                                    tree.to_dot(**tree_annotations(data), title=f"{row} ({fit.name})").encode("utf-8")))
+        if figures:  # matplotlib only when figures are drawn (not when they come from the cache)
+            def draw(row=row, fit=fit) -> dict[str, bytes]:
+                from pipeline.app.report.figures import FORMATS, figure_bytes
+
+                fig = tree_figure(row, fit, data, dataset, (ari or {}).get(row))
+                return {fmt: figure_bytes(fig, fmt) for fmt in FORMATS}
+
+            inputs = {"row": row, "name": fit.name, "tree": fit.tree, "data": tree_annotations(data),
+                      "dataset": dataset, "ari": (ari or {}).get(row)}
+            for fmt, blob in (cache or RenderCache(None)).get("tree_figure", inputs, draw).items():
+                written.append(atomic_write(Path(out_dir) / "figures" / f"{row}.{fmt}", blob))
+    return written

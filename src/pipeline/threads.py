@@ -1,4 +1,8 @@
-"""One thread setting for every compiled kernel, BLAS call and torch op an estimator runs.
+"""The one home of thread counts: numba's kernels, the BLAS/OpenMP pools (threadpoolctl) and torch.
+
+Every thread decision of the package is made here; the estimators (``n_jobs``), the CAV
+fitter, the runner (``threads=``) and the entry point ``python -m pipeline`` (the OpenMP
+environment) ask this module and set nothing themselves.
 
 ``n_jobs`` follows scikit-learn: a positive integer means that many threads, ``-1`` all
 cores, ``-2`` all but one, and ``None`` the setting of the enclosing :func:`limit_threads`
@@ -8,10 +12,13 @@ as fast as its slowest thread, and on a machine whose cores are busy with other 
 threads measured 1.2-1.8x *slower* than one (IMM and SpEx-Clique on 50k x 512, load 2.5-3.5
 on 2 cores), because every parallel region waits for a thread the OS has descheduled.
 
-Inside the block numba's thread count, the BLAS/OpenMP pools (threadpoolctl) and torch's
-intra-op threads (when torch is already imported) are all capped at the same number;
-everything is restored on exit. Kernels that choose a serial path for small inputs ask
-:func:`current_threads`.
+Inside the block numba's thread count (when numba is already imported: the compiled kernels'
+modules import it, so fitting MMDT or CART never does), the BLAS/OpenMP pools (threadpoolctl)
+and torch's intra-op threads (when torch is already imported) are all capped at the same
+number; everything is restored on exit. Kernels that choose a serial path for small inputs
+ask :func:`current_threads`. The OpenMP variables a process should start with are
+:func:`openmp_environment` (the application layer writes them; this module never touches
+``os.environ``).
 """
 
 from __future__ import annotations
@@ -92,6 +99,16 @@ def thread_setting(n_jobs):
         _ACTIVE.reset(token)
 
 
+def _set_numba(numba, n: int | None) -> int | None:
+    """Set numba's thread count (capped at its pool size) and return the previous one; no-op
+    when numba is not loaded or ``n`` is None."""
+    if numba is None or n is None:
+        return None
+    previous = numba.get_num_threads()
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    return previous
+
+
 @contextlib.contextmanager
 def limit_threads(n_jobs, *, work: int | None = None):
     """Run the body with numba kernels, BLAS/OpenMP pools and torch capped at ``resolve_n_jobs(n_jobs)``.
@@ -108,27 +125,18 @@ def limit_threads(n_jobs, *, work: int | None = None):
         yield n
         return
     token = _ACTIVE.set(n)
+    numba = sys.modules.get("numba")  # only if a kernel module imported it already
     if small:
-        import numba
-
-        previous = numba.get_num_threads()
-        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+        previous = _set_numba(numba, n)
         capped = _CAPPED.set(False)  # an enclosing cap on BLAS is for another number
         try:
             yield n
         finally:
             _CAPPED.reset(capped)
             _ACTIVE.reset(token)
-            numba.set_num_threads(previous)
+            _set_numba(numba, previous)
         return
-    previous = None
-    try:
-        import numba
-
-        previous = numba.get_num_threads()
-        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
-    except ImportError:  # pragma: no cover - numba is a declared dependency
-        pass
+    previous = _set_numba(numba, n)
     torch = sys.modules.get("torch")  # only if already imported: importing torch costs seconds
     torch_previous = torch.get_num_threads() if torch is not None else None
     try:
@@ -144,7 +152,50 @@ def limit_threads(n_jobs, *, work: int | None = None):
         _ACTIVE.reset(token)
         if torch is not None and torch_previous is not None:
             torch.set_num_threads(torch_previous)
-        if previous is not None:
-            import numba
+        _set_numba(numba, previous)
 
-            numba.set_num_threads(previous)
+
+def openmp_environment(n_threads: int | None = None) -> dict[str, str]:
+    """The OpenMP variables a process should start with (the caller writes them, keeping values
+    the user set): idle OpenMP threads sleep instead of spinning (on a shared machine spinning
+    threads steal the core the other thread needs: 2-thread SpEx-Clique 0.62 -> 0.48 s wall,
+    1.08 -> 0.85 s CPU; torch with 2 spinning threads took 20-30 s per VaDE epoch on 5,000 MNIST
+    digits, 2-4 s passive), and with ``n_threads`` the pool size torch reads when it is imported."""
+    out = {"OMP_WAIT_POLICY": "PASSIVE"}
+    if n_threads is not None:
+        out["OMP_NUM_THREADS"] = str(int(n_threads))
+    return out
+
+
+@contextlib.contextmanager
+def run_threads(n: int | None):
+    """A whole run capped at ``n`` threads (None: no cap): the BLAS/OpenMP pools loaded now,
+    torch's intra-op threads if torch is loaded (restored afterwards), and the setting every
+    estimator fitted inside takes (:func:`thread_setting`; each fit caps numba when it starts).
+    threadpoolctl only reaches libraries already loaded: torch, imported later by the encode
+    stage, reads ``OMP_NUM_THREADS`` from :func:`openmp_environment` instead. On a loaded
+    2-core machine an uncapped torch ran VaDE ~15x slower than with one thread."""
+    if n is None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    torch = sys.modules.get("torch")
+    previous = torch.get_num_threads() if torch is not None else None
+    if torch is not None:
+        torch.set_num_threads(n)
+    try:
+        with threadpool_limits(limits=n), thread_setting(n):
+            yield
+    finally:
+        if previous is not None:
+            torch.set_num_threads(previous)
+
+
+@contextlib.contextmanager
+def blas_threads(n: int):
+    """Only the BLAS/OpenMP pools capped at ``n`` (many tiny fits: threads only add overhead); the
+    cached controller (:func:`_controller`) is reused, so the process's libraries are not
+    rescanned (``/proc/self/maps``) on every call."""
+    with _controller().limit(limits=n):
+        yield

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pipeline.app.cache import Artifact, StageCache, make_key, portable
+from pipeline.app.artifacts import Artifact
+from pipeline.app.cache import StageCache, make_key, portable
 
 
 @dataclass(frozen=True)
 class StageOutput:
-    """A finished stage: its cache key and artifact (a flat dict of arrays and JSON values)."""
+    """A finished stage: its cache key and typed artifact (:mod:`pipeline.app.artifacts`)."""
 
     key: str
     artifact: Artifact
@@ -58,7 +59,7 @@ class Stage:
     config : callable (cfg: dict) -> JSON-able
         The part of the (resolved, plain-dict) config that determines the output.
     compute : callable (cfg: dict, **inputs: Artifact) -> Artifact
-        With ``context=True`` it also receives ``ctx=RunContext``.
+        Returns an instance of ``artifact``. With ``context=True`` it also receives ``ctx=RunContext``.
     version : int
         Bump when ``compute`` changes meaning, to invalidate old cache entries.
     cached : bool
@@ -71,6 +72,9 @@ class Stage:
     output_key : callable (key: str, artifact) -> str, optional
         For uncached stages whose identity is their product (a checkpoint's sha256): the key
         later stages see.
+    artifact : type
+        Its artifact type (a frozen dataclass of :mod:`pipeline.app.artifacts`); a cached stage
+        stores ``to_record()`` and reads back ``artifact.from_record``.
     """
 
     name: str
@@ -82,6 +86,7 @@ class Stage:
     store: str | None = None
     context: bool = False
     output_key: Callable[[str, Artifact], str] | None = None
+    artifact: type[Artifact] = Artifact
 
     def key(self, cfg: dict, done: dict[str, StageOutput]) -> str:
         # paths under the configured roots enter the key relative to them: moving models/, the data
@@ -100,5 +105,12 @@ def execute(stage: Stage, cfg: dict, cache: StageCache | RunContext, done: dict[
     if not stage.cached:
         out = stage.compute(cfg, **inputs)
         return StageOutput(stage.output_key(key, out) if stage.output_key else key, out)
-    return StageOutput(key, ctx.cache.get_or_compute(stage.store or stage.name, key,
-                                                     lambda: stage.compute(cfg, **inputs)))
+    record = ctx.cache.get_or_compute(stage.store or stage.name, key, lambda: _record(stage, cfg, inputs))
+    return StageOutput(key, stage.artifact.from_record(record))
+
+
+def _record(stage: Stage, cfg: dict, inputs: dict) -> dict:
+    out = stage.compute(cfg, **inputs)
+    if not isinstance(out, stage.artifact):
+        raise TypeError(f"stage {stage.name!r} returned {type(out).__name__}, not its {stage.artifact.__name__}.")
+    return out.to_record()

@@ -1,4 +1,4 @@
-"""``python -m pipeline.app.collect <sweep dir>``: one table from a multirun's jobs.
+"""``python -m pipeline.collect <sweep dir>`` (this module's :func:`main`): one table from a multirun's jobs.
 
 Writes ``<sweep dir>/collected.csv`` and ``collected.md`` (one row per job x explainer, with
 each job's overrides as columns), ``jobs.csv`` (status per job), ``summary.csv`` and
@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipeline.app.report.collect import collect_sweep
+from pipeline.app.report.sweep_results import collect_sweep
 from pipeline.app.report.writer import write_tables
 
 _SHOWN = ["job", "explainer", "ari", "ami", "ref_ari", "fit_seconds"]

@@ -1,0 +1,248 @@
+"""The typed artifacts the stages pass to one another: one small frozen dataclass per stage.
+
+A stage's ``compute`` returns its artifact type and the stages after it read named fields
+(``encode.Z``, ``cluster.labels``, ``project.latent_mixture``), so a misspelt or renamed
+field is an ``AttributeError`` a type checker reports, not a ``KeyError`` deep inside a run.
+Cached stages store :meth:`Artifact.to_record` (a flat dict: arrays to ``arrays.npz``, the
+rest to ``meta.json``, checksummed by :mod:`pipeline.app.cache`, exactly as before) and read
+it back with :meth:`Artifact.from_record`, which refuses a record with fields the type does
+not declare (a stale or foreign cache entry is recomputed, never half-read).
+
+Fields are None when a stage has nothing to put there (an encoder without a cluster head, a
+clustering without a mixture, a run without concepts). Uncached artifacts (train, project,
+evaluate, report) may hold any Python object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+import numpy as np
+from scipy import sparse
+
+
+class ArtifactFieldError(ValueError):
+    """A record (cache entry or a concept source's dict) with fields its artifact type lacks."""
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """Base of every stage artifact: record conversion for the cache."""
+
+    stage: ClassVar[str] = ""
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    def to_record(self) -> dict:
+        """The flat dict the cache stores (None fields left out, as the stages wrote them before)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    @classmethod
+    def from_record(cls, record: dict):
+        """The artifact of a stored record; fields it does not declare raise :class:`ArtifactFieldError`."""
+        names = cls.field_names()
+        unknown = sorted(set(record) - set(names))
+        if unknown:
+            raise ArtifactFieldError(f"{cls.__name__} ({cls.stage} stage) has no field(s) {unknown}; its fields "
+                                     f"are {list(names)}.")
+        try:
+            return cls(**record)
+        except TypeError as exc:  # a required field missing
+            raise ArtifactFieldError(f"{cls.__name__} ({cls.stage} stage): {exc}") from None
+
+
+@dataclass(frozen=True)
+class LoadArtifact(Artifact):
+    """Stage ``load``: the dataset. ``X`` (n, d) for tables and images, ``texts`` for text data."""
+
+    stage: ClassVar[str] = "load"
+    name: str
+    kind: str
+    feature_names: list | None = None
+    class_names: list | None = None
+    meta: dict | None = None
+    X: np.ndarray | None = None
+    texts: list | None = None
+    y: np.ndarray | None = None
+    images: np.ndarray | None = None
+
+    @property
+    def inputs(self):
+        """What the encoder reads: the texts of a text dataset, else ``X``."""
+        return self.texts if self.kind == "text" else self.X
+
+
+@dataclass(frozen=True)
+class TrainArtifact(Artifact):
+    """Stage ``train`` (not cached): the encoder in memory (None when a checkpoint holds it),
+    its checkpoint path and sha256, and the model an encoder that may substitute one loaded."""
+
+    stage: ClassVar[str] = "train"
+    encoder: Any = None
+    checkpoint: str | None = None
+    checkpoint_sha256: str | None = None
+    model_used: str | None = None
+
+
+@dataclass(frozen=True)
+class EncodeArtifact(Artifact):
+    """Stage ``encode``: latents ``Z`` (n, m) and their names; the encoder's cluster head and
+    mixture prior when it has them; the checkpoint (relative to ``paths.models_dir``) and its sha256."""
+
+    stage: ClassVar[str] = "encode"
+    Z: np.ndarray
+    latent_names: list
+    head_labels: np.ndarray | None = None
+    mixture_weights: np.ndarray | None = None
+    mixture_means: np.ndarray | None = None
+    mixture_covariances: np.ndarray | None = None
+    checkpoint: str | None = None
+    checkpoint_sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterArtifact(Artifact):
+    """Stage ``cluster``: the reference clustering (a :class:`pipeline.clustering.Clustering`
+    flattened for the cache: the graph as COO rows, columns and values)."""
+
+    stage: ClassVar[str] = "cluster"
+    labels: np.ndarray
+    method: str
+    uses_labels: bool = False
+    scores: Any = None
+    centers: np.ndarray | None = None
+    weights: np.ndarray | None = None
+    means: np.ndarray | None = None
+    covariances: np.ndarray | None = None
+    graph_row: np.ndarray | None = None
+    graph_col: np.ndarray | None = None
+    graph_data: np.ndarray | None = None
+
+    @classmethod
+    def from_clustering(cls, c) -> "ClusterArtifact":
+        arrays = {name: np.asarray(getattr(c, name), dtype=np.float64)
+                  for name in ("centers", "weights", "means", "covariances") if getattr(c, name) is not None}
+        graph = {}
+        if c.graph is not None:
+            g = sparse.coo_matrix(c.graph)
+            graph = {"graph_row": g.row.astype(np.int64), "graph_col": g.col.astype(np.int64), "graph_data": g.data}
+        return cls(labels=c.labels, method=c.method, uses_labels=c.uses_labels, scores=c.scores, **arrays, **graph)
+
+    def graph(self):
+        """The similarity graph as a CSR matrix (n, n), or None."""
+        if self.graph_row is None:
+            return None
+        n = len(self.labels)
+        return sparse.csr_matrix((self.graph_data, (self.graph_row, self.graph_col)), shape=(n, n))
+
+    def mixture(self) -> tuple | None:
+        """(weights, means, covariances) of a mixture clustering, else None."""
+        return None if self.means is None else (self.weights, self.means, self.covariances)
+
+    def provided(self) -> set[str]:
+        """What a finished clustering hands to explainers (see :mod:`pipeline.app.capabilities`)."""
+        have = {"labels"}
+        if self.centers is not None:
+            have.add("centers")
+        if self.means is not None and self.covariances is not None:
+            have.add("mixture")
+        if self.graph_row is not None:
+            have.add("graph")
+        return have
+
+
+@dataclass(frozen=True)
+class ConceptsArtifact(Artifact):
+    """Stage ``concepts``: concept names and CAVs ``cavs`` (n_concepts, m) with the CAV fitter's
+    table; every field None with ``concepts=none`` (:attr:`enabled` False)."""
+
+    stage: ClassVar[str] = "concepts"
+    concept_names: list | None = None
+    cavs: np.ndarray | None = None
+    cav_summary: list | None = None
+    cav_dropped: dict | None = None
+    cav_scores: np.ndarray | None = None
+    cav_random_scores: np.ndarray | None = None
+    concept_set: str | None = None
+    cav_fitter: str | None = None
+    n_concept_examples: int | None = None
+    selection: dict | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.cavs is not None
+
+
+@dataclass(frozen=True)
+class ProjectArtifact(Artifact):
+    """Stage ``project`` (not cached): the coordinates trees cut on, ``X`` (n, d) with their
+    ``feature_names`` (latents, or concept coordinates Z Cᵀ), the centres and mixture in those
+    coordinates, the latents and latent mixture, and the CAVs actually used."""
+
+    stage: ClassVar[str] = "project"
+    X: np.ndarray
+    feature_names: list
+    latent_X: np.ndarray
+    latent_names: list
+    centers: np.ndarray | None = None
+    mixture: tuple | None = None
+    latent_mixture: tuple | None = None
+    cavs: np.ndarray | None = None
+    concept_names: list | None = None
+    selection: dict | None = None
+
+
+@dataclass(frozen=True)
+class FitArtifact(Artifact):
+    """Stage ``fit.<row>``: one explainer's tree (``ExplanationTree.to_dict``), predictions on
+    the projected rows, fit time, size, and the means/σ the tree was fitted with (MMDT family)."""
+
+    stage: ClassVar[str] = "fit"
+    row: str
+    name: str
+    tree: dict
+    predictions: np.ndarray
+    fit_seconds: float
+    n_leaves: int
+    depth: int
+    means: np.ndarray | None = None
+    sigma: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class EvaluateArtifact(Artifact):
+    """Stage ``evaluate`` (not cached): the results rows, the reference first."""
+
+    stage: ClassVar[str] = "evaluate"
+    rows: list
+
+
+@dataclass(frozen=True)
+class CounterfactualsArtifact(Artifact):
+    """Stage ``counterfactuals``: one row per (method, from, to) with its correctness/coverage,
+    the explanations' changes ``deltas`` (n_rows, d) in the explained ``space``."""
+
+    stage: ClassVar[str] = "counterfactuals"
+    rows: list
+    deltas: np.ndarray
+    feature_names: list
+    space: str
+    eps: float
+    l1: float
+    self_similarity: Any = None
+
+
+@dataclass(frozen=True)
+class ReportArtifact(Artifact):
+    """Stage ``report`` (not cached): the results table and the files written."""
+
+    stage: ClassVar[str] = "report"
+    df: Any
+    csv: Any
+    fits: dict
+    table2: Any = None
+    counterfactuals_csv: Any = None
+    html: Any = None
