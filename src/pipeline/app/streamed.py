@@ -251,6 +251,7 @@ class StreamedRun:
         return self._timed("fit", self._fit, assigned, explainers, sample_rows, centers)
 
     def _fit(self, assigned, explainers, sample_rows, centers):
+        from pipeline.app.capabilities import check_provided
         from pipeline.app.explainers import FitInputs, fit_explainer
 
         labels = assigned["labels"].read(0, assigned["labels"].n_rows).astype(np.int64)
@@ -275,7 +276,8 @@ class StreamedRun:
                                         "a chunked run takes explainers fitted on labels, centres or the mixture "
                                         "(mmdt, imm, cart, exkmc, spex_clique ...).")
             t0 = time.perf_counter()
-            est, _ = fit_explainer(row, spec, inputs, self.seed, "streamed")
+            check_provided(row, spec, inputs.capabilities(), "streamed", True)
+            est, _ = fit_explainer(row, spec, inputs, self.seed)
             fits[row] = {"estimator": est, "tree": est.tree_, "name": spec.get("name", row),
                          "fit_seconds": time.perf_counter() - t0, "sample_rows": int(idx.size)}
             if hasattr(est, "means_") and hasattr(est, "sigma_"):
