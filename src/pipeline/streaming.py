@@ -257,6 +257,9 @@ def stratified_sample(labels, n_rows: int, random_state: int = 0) -> np.ndarray:
             break
         if take[i] < counts[i]:
             take[i] += 1
+    while take.sum() > max(n_rows, values.size):  # the ones given to tiny values come from the most over-served
+        over = np.where(take > 1, take - exact, -np.inf)
+        take[int(np.argmax(over))] -= 1
     rng = np.random.default_rng(random_state)
     by_value = np.argsort(inverse, kind="stable")
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
