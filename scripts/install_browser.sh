@@ -6,17 +6,4 @@
 for b in chromium chromium-browser google-chrome google-chrome-stable; do
     command -v "$b" >/dev/null 2>&1 && exit 0
 done
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install_browser: no apt-get here; install Chromium yourself to run the report's browser test." >&2
-    exit 0
-fi
-if [ "$(id -u)" = 0 ]; then SUDO=""
-elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"
-else
-    echo "install_browser: not root and no password-less sudo; run 'sudo apt-get install -y chromium' to enable the browser test." >&2
-    exit 0
-fi
-echo "install_browser: installing Debian's chromium (for the report's browser test) ..." >&2
-{ $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium; } >/dev/null 2>&1 \
-    || echo "install_browser: apt-get install chromium failed; the report's browser test will be skipped." >&2
-exit 0
+exec sh "$(dirname "$0")/apt_install.sh" chromium "the report's browser test"

@@ -109,9 +109,10 @@ def test_noise_rows_are_left_out(name):
     y[::7] = -1
     noisy = X0.copy()
     noisy[::7] = 1e3  # wild noise rows would move means/centres/cuts if they were used
-    est = fit(name, noisy, y)
+    est = fit(name, noisy, y, est=ESTIMATORS[name][0]().set_params(noise_label=-1))
     assert -1 not in est.classes_
     assert est.tree_ == fit(name, X0[y != -1], y[y != -1]).tree_
+    assert -1 in fit(name, noisy, y).classes_  # noise_label=None (the default): -1 is a cluster like any other
 
 
 @pytest.mark.parametrize("name", REFERENCE)
@@ -275,8 +276,9 @@ def test_tao_is_a_clusterer_starting_from_init_labels_without_noise_rows():
     init[::10] = -1
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = TAO(n_clusters=3, depth=2, max_rounds=0, random_state=0).fit(X0, y=np.zeros(90), init_labels=init)
+        est = TAO(n_clusters=3, depth=2, max_rounds=0, random_state=0, noise_label=-1).fit(X0, y=np.zeros(90),
+                                                                                           init_labels=init)
     assert est.labels_.shape == (90,) and est.assignments_.shape == (90,)
     assert np.array_equal(est.free_labels_, init)  # noise rows stay -1, the others are the start
-    again = TAO(n_clusters=3, depth=2, max_rounds=0, random_state=0).fit(X0, init_labels=init)
+    again = TAO(n_clusters=3, depth=2, max_rounds=0, random_state=0, noise_label=-1).fit(X0, init_labels=init)
     assert again.tree_ == est.tree_  # y is ignored, as for every scikit-learn clusterer

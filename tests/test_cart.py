@@ -87,7 +87,7 @@ def test_cart_on_wine_has_k_leaves_and_ignores_noise():
     X, y = load_wine(return_X_y=True)
     y = y.copy()
     y[::10] = -1
-    cart = CART(random_state=0).fit(X, y, feature_names=[f"f{j}" for j in range(X.shape[1])])
+    cart = CART(random_state=0, noise_label=-1).fit(X, y, feature_names=[f"f{j}" for j in range(X.shape[1])])
     assert cart.tree_.n_leaves == 3
     assert cart.classes_.tolist() == [0, 1, 2]
     keep = y != -1

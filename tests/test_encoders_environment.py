@@ -53,6 +53,16 @@ def test_device_selection():
             select_device("cuda")
 
 
+def test_device_ordinal_beyond_the_machine_is_a_clear_error(monkeypatch):
+    """Found on a one-GPU machine: a checkpoint trained on cuda:7 made torch fail with "invalid
+    device ordinal" deep inside loading; select_device refuses it, so loading falls back to auto."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(InvalidInputError, match="has 1 CUDA device"):
+        select_device("cuda:7")
+    assert select_device("cuda:0") == torch.device("cuda:0")
+
+
 def test_seed_everything_reproduces():
     seed_everything(3)
     a = torch.randn(4), np.random.rand(2)

@@ -39,7 +39,7 @@ def test_wrong_parameter_lists_the_estimators_parameters(override, problem):
         fit_explainer("cart", entry, inputs(), random_state=0)
     text = str(info.value)
     assert "\n" not in text
-    for name in ("n_leaves=None", "max_depth=None", "min_samples_leaf=1", "noise_label=-1", "random_state", "n_jobs"):
+    for name in ("n_leaves=None", "max_depth=None", "min_samples_leaf=1", "noise_label=None", "random_state", "n_jobs"):
         assert name in text
     assert "explainer.cart.params.<name>=<value>" in text
 

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from sklearn.datasets import make_blobs
 
-from pipeline.trees import EMN, IMM, ExKMC, _imm_small
+from pipeline.trees import EMN, IMM, ExKMC
+from pipeline.trees._kernels import serial_below
 from pipeline.trees._column_order import feature_priority
 from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError
@@ -17,11 +18,13 @@ from test_spex import same_structure, small_data
 @pytest.fixture(autouse=True, scope="module", params=["small-input path", "general path"])
 def centre_path(request):
     """Every test runs twice: small inputs take :mod:`pipeline.trees._imm_small` (one compiled
-    call per tree), and with ``SMALL_WORK = 0`` the general path; both must give the same trees."""
-    saved = _imm_small.SMALL_WORK
-    _imm_small.SMALL_WORK = saved if request.param == "small-input path" else 0
-    yield request.param
-    _imm_small.SMALL_WORK = saved
+    call per tree), and with ``serial_below(0)`` the general path (its kernels on their
+    ``prange`` paths); both must give the same trees."""
+    if request.param == "small-input path":
+        yield request.param
+        return
+    with serial_below(0):
+        yield request.param
 
 
 # ---------------------------------------------------------------- brute force
@@ -197,9 +200,9 @@ def test_exkmc_lowers_surrogate_cost_and_noise_ignored():
     X, y = make_blobs(n_samples=800, n_features=6, centers=4, cluster_std=3.0, random_state=3)
     y_noise = y.copy()
     y_noise[::15] = -1
-    base = ExKMC().fit(X, y_noise)
-    more = ExKMC(n_leaves=8, random_state=0).fit(X, y_noise)
-    assert base.tree_ == IMM().fit(X, y_noise).tree_
+    base = ExKMC(noise_label=-1).fit(X, y_noise)
+    more = ExKMC(n_leaves=8, random_state=0, noise_label=-1).fit(X, y_noise)
+    assert base.tree_ == IMM(noise_label=-1).fit(X, y_noise).tree_
     assert more.tree_.n_leaves == 8
 
     def surrogate(est):
@@ -233,7 +236,7 @@ def test_bad_inputs():
     with pytest.raises(InvalidInputError, match="identical"):
         IMM().fit(X, y, centers=np.ones((3, 3)))
     with pytest.raises(InvalidInputError, match="at least 2"):
-        EMN().fit(X, np.where(y == 0, 0, -1))
+        EMN(noise_label=-1).fit(X, np.where(y == 0, 0, -1))
     Xn = X.copy()
     Xn[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):

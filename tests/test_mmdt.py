@@ -66,7 +66,7 @@ def test_fit_from_labels_keeps_label_values_and_ignores_noise():
     # Wild noise rows labelled -1 change nothing.
     Xn = np.vstack([X, rng.normal(0, 100, (50, 2))])
     yn = np.concatenate([y, -np.ones(50, int)])
-    assert MMDT(random_state=0).fit(Xn, yn).tree_ == m.tree_
+    assert MMDT(random_state=0, noise_label=-1).fit(Xn, yn).tree_ == m.tree_
 
 
 def test_constant_axis_does_not_divide_by_zero():
@@ -233,7 +233,7 @@ def test_fit_needs_two_clusters():
     with pytest.raises(InvalidInputError, match="at least 2"):
         MMDT().fit(X, np.zeros(10, int))
     with pytest.raises(InvalidInputError, match="noise"):
-        MMDT().fit(X, -np.ones(10, int))
+        MMDT(noise_label=-1).fit(X, -np.ones(10, int))
 
 
 # ------------------------------------------------------------------ Concept-MMDT

@@ -13,8 +13,6 @@ CLASSIFIERS = [MMDT(), RandomizedMMDT(random_state=0), ConceptMMDT(), CART(rando
 # TAO() with its defaults (8 clusters, depth 4, 60 rounds) passes as well; a smaller TAO keeps the suite fast
 CLUSTERERS = [SpExKNN(), TAO(n_clusters=3, depth=2, max_rounds=3, random_state=0)]
 
-NOISE_REASON = ("y in {-1, 1}: -1 is the documented default noise_label, so those rows are left out and one class "
-                "remains; the check passes with noise_label=None (test_binary_minus_one_is_a_class_without_noise)")
 GRAPH_REASON = "fit(X, graph) needs an (n_samples, n_samples) graph over the rows where the check passes y"
 SPEX_GRAPH_FAILS = [
     "check_fit_score_takes_y", "check_estimators_overwrite_params", "check_dont_overwrite_parameters",
@@ -30,9 +28,7 @@ SPEX_GRAPH_FAILS = [
 def expected_failed_checks(estimator):
     if isinstance(estimator, SpExGraph):
         return {name: GRAPH_REASON for name in SPEX_GRAPH_FAILS}
-    out = {}
-    if getattr(estimator, "noise_label", None) == -1 and not isinstance(estimator, (SpExKNN, TAO)):
-        out["check_classifiers_classes"] = NOISE_REASON
+    out = {}  # noise_label defaults to None (issue 29): y in {-1, 1} keeps both classes
     if isinstance(estimator, RandomizedMMDT):
         out["check_classifiers_train"] = ("Theorem 2's rule draws thresholds uniformly between the extreme means, "
                                           "so accuracy on the check's overlapping blobs is ~0.75 (< 0.83) by design")
@@ -48,8 +44,9 @@ def test_sklearn_estimator_checks(estimator, check):
 
 
 @pytest.mark.parametrize("estimator", CLASSIFIERS, ids=lambda e: type(e).__name__)
-def test_binary_minus_one_is_a_class_without_noise(estimator):
-    estimator_checks.check_classifiers_classes(type(estimator).__name__, estimator.set_params(noise_label=None))
+def test_binary_minus_one_is_a_class_by_default(estimator):
+    assert estimator.noise_label is None
+    estimator_checks.check_classifiers_classes(type(estimator).__name__, estimator)
 
 
 @pytest.mark.parametrize("estimator", CLASSIFIERS + CLUSTERERS,

@@ -11,6 +11,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from pipeline.trees import CART, SpExClique, SpExGraph, SpExKNN
 from pipeline.trees import _kernels, _spex_sweeps
+from pipeline.trees._spex_sweeps import SweepSettings
 from pipeline.trees._column_order import ColumnOrder, feature_priority
 from pipeline.trees.graphs import knn_graph
 from pipeline.trees.tree import ExplanationTree
@@ -82,25 +83,24 @@ small_data = st.integers(3, 14).flatmap(lambda n: st.tuples(
 
 
 # --------------------------------------------------------- exact vs brute force
-_SWEEP_SETTINGS = ("USE_KERNELS", "CLIQUE_BLOCK", "PLAIN_SCAN_PURITY", "BINS_MIN_POINTS", "CLIQUE_BINS", "HEAVY_SHARE",
-                   "HISTOGRAM_BUDGET")
+_SWEEPS = {
+    "numba": SweepSettings(),
+    "numba-block2": SweepSettings(clique_block=2, plain_scan_purity=2.0),
+    "numpy": SweepSettings(use_kernels=False),
+    "bins": SweepSettings(bins_min_points=0, clique_bins=3, heavy_share=10**9),
+    "bins-light": SweepSettings(bins_min_points=0, clique_bins=2, heavy_share=0, histogram_budget=0),
+}
 
 
-@pytest.fixture(params=[(True, 64, 0.8), (True, 2, 2.0), (False, 64, 0.8),
-                        (True, 64, 0.8, 0, 3, 10**9, 1 << 30), (True, 64, 0.8, 0, 2, 0, 0)],
-                ids=["numba", "numba-block2", "numpy", "bins", "bins-light"])
+@pytest.fixture(params=list(_SWEEPS.values()), ids=list(_SWEEPS))
 def kernels(request):
-    """Run a test with the compiled kernels (default settings, and 2-position blocks used in
-    every node so the bound-pruned clique sweep prunes and rescans on tiny inputs), with the
-    numpy sweeps, and with SpEx-Clique's binned sweep on every input: 2-3 bins so that bins
-    are resolved, reading values from the node's gathered rows ("bins", keeping each node's
-    counts for its children) or from X ("bins-light", counting every node afresh)."""
-    saved = [getattr(_spex_sweeps, name) for name in _SWEEP_SETTINGS]
-    for name, value in zip(_SWEEP_SETTINGS, request.param):
-        setattr(_spex_sweeps, name, value)
-    yield request.param[0]
-    for name, value in zip(_SWEEP_SETTINGS, saved):
-        setattr(_spex_sweeps, name, value)
+    """The sweep settings a test passes to its trees: the compiled kernels (default settings,
+    and 2-position blocks used in every node so the bound-pruned clique sweep prunes and
+    rescans on tiny inputs), the numpy sweeps, and SpEx-Clique's binned sweep on every input:
+    2-3 bins so that bins are resolved, reading values from the node's gathered rows ("bins",
+    keeping each node's counts for its children) or from X ("bins-light", counting every node
+    afresh)."""
+    return request.param
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -112,13 +112,13 @@ def test_clique_matches_brute_force(kernels, case):
     n_distinct = np.unique(X, axis=0).shape[0]
     if np.unique(y).size < 2:
         with pytest.raises(InvalidInputError, match="at least 2"):
-            SpExClique(n_leaves=n_leaves).fit(X, y)
+            SpExClique(n_leaves=n_leaves, sweep=kernels).fit(X, y)
         return
     if n_leaves > n_distinct:
         with pytest.raises(InvalidInputError, match="distinct"):
-            SpExClique(n_leaves=n_leaves, random_state=seed).fit(X, y)
+            SpExClique(n_leaves=n_leaves, random_state=seed, sweep=kernels).fit(X, y)
         return
-    est = SpExClique(n_leaves=n_leaves, random_state=seed).fit(X, y)
+    est = SpExClique(n_leaves=n_leaves, random_state=seed, sweep=kernels).fit(X, y)
     ref = bf_spex(X, clique_adjacency(y), n_leaves, feature_priority(d, seed))
     same_structure(est.tree_, ref)
     assert est.tree_.n_leaves == n_leaves
@@ -137,9 +137,13 @@ def test_graph_matches_brute_force(kernels, case, data):
     n_distinct = np.unique(X, axis=0).shape[0]
     if n_leaves > n_distinct:
         with pytest.raises(InvalidInputError):
-            SpExGraph(n_leaves=n_leaves).fit(X, sp.csr_matrix(W))
+            SpExGraph(n_leaves=n_leaves, sweep=kernels).fit(X, sp.csr_matrix(W))
         return
-    est = SpExGraph(n_leaves=n_leaves, random_state=seed).fit(X, sp.csr_matrix(W))
+    if n_leaves > 1 and not np.triu(W, 1).any():  # no edge between two points: every cut weighs 0 (issue 29)
+        with pytest.raises(InvalidInputError, match="no edges between different points"):
+            SpExGraph(n_leaves=n_leaves, sweep=kernels).fit(X, sp.csr_matrix(W))
+        return
+    est = SpExGraph(n_leaves=n_leaves, random_state=seed, sweep=kernels).fit(X, sp.csr_matrix(W))
     ref = bf_spex(X, W, n_leaves, feature_priority(d, seed))
     same_structure(est.tree_, ref)
     assert sorted(np.unique(est.predict(X))) == list(range(n_leaves))
@@ -150,7 +154,7 @@ def test_graph_float_weights_close_to_brute_force(kernels):
     X = rng.normal(size=(40, 3))
     W = rng.random((40, 40)) * (rng.random((40, 40)) < 0.2)
     W = W + W.T
-    est = SpExGraph(n_leaves=4).fit(X, W)
+    est = SpExGraph(n_leaves=4, sweep=kernels).fit(X, W)
     ref = bf_spex(X, W, 4)
     same_structure(est.tree_, ref)
 
@@ -163,14 +167,14 @@ def test_graph_heavy_integer_weights_match_brute_force(kernels):
     for scale in (40_000, 2**28):
         W = np.triu(rng.integers(1, 4, size=(30, 30)) * (rng.random((30, 30)) < 0.3), 1) * float(scale)
         W = W + W.T
-        est = SpExGraph(n_leaves=4).fit(X, sp.csr_matrix(W))
+        est = SpExGraph(n_leaves=4, sweep=kernels).fit(X, sp.csr_matrix(W))
         same_structure(est.tree_, bf_spex(X, W, 4))
 
 
 def test_clique_graph_equals_spexgraph_on_materialised_clique(kernels):
     X, y = make_blobs(n_samples=300, n_features=4, centers=5, cluster_std=3.0, random_state=1)
-    a = SpExClique(n_leaves=7).fit(X, y)
-    b = SpExGraph(n_leaves=7).fit(X, sp.csr_matrix(clique_adjacency(y)), y=y)
+    a = SpExClique(n_leaves=7, sweep=kernels).fit(X, y)
+    b = SpExGraph(n_leaves=7, sweep=kernels).fit(X, sp.csr_matrix(clique_adjacency(y)), y=y)
     same_structure(a.tree_, b.tree_)
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
 
@@ -227,7 +231,7 @@ def test_spex_recovers_blobs_and_noise_is_ignored():
     X, y = make_blobs(n_samples=600, n_features=5, centers=4, cluster_std=0.5, random_state=2)
     noisy = y.copy()
     noisy[::10] = -1
-    est = SpExClique(random_state=0).fit(X, noisy)
+    est = SpExClique(random_state=0, noise_label=-1).fit(X, noisy)
     assert est.tree_.n_leaves == 4 and set(est.classes_) == {0, 1, 2, 3}
     assert adjusted_rand_score(y, est.predict(X)) == 1.0
     assert est.predict(X).dtype == np.int64
@@ -349,12 +353,12 @@ def test_clique_deeper_trees_match_brute_force(kernels, n, d, k, n_leaves, seed,
     y = rng.integers(0, k, size=n)
     if np.unique(y).size < 2 or n_leaves > np.unique(X, axis=0).shape[0]:
         return
-    est = SpExClique(n_leaves=n_leaves).fit(X, y)
+    est = SpExClique(n_leaves=n_leaves, sweep=kernels).fit(X, y)
     same_structure(est.tree_, bf_spex(X, clique_adjacency(y), n_leaves))
 
 
 @pytest.mark.parametrize("case", ["blobs", "float32", "ties", "noise", "many_clusters"])
-def test_binned_clique_equals_sorted_sweep_on_large_data(monkeypatch, case):
+def test_binned_clique_equals_sorted_sweep_on_large_data(case):
     """Above BINS_MIN_POINTS SpEx-Clique takes the binned sweep (256 bins, node counts kept,
     lazy children): the same tree as the sorted sweep, on data with and without ties."""
     k, n_leaves = (25, 30) if case == "many_clusters" else (6, None)
@@ -366,9 +370,9 @@ def test_binned_clique_equals_sorted_sweep_on_large_data(monkeypatch, case):
     if case == "noise":
         y[::17] = -1
     assert _spex_sweeps.use_binned_clique(X.shape[0])
-    binned = SpExClique(n_leaves=n_leaves, random_state=0).fit(X, y).tree_
-    monkeypatch.setattr(_spex_sweeps, "BINS_MIN_POINTS", 10**9)
-    same_structure(binned, SpExClique(n_leaves=n_leaves, random_state=0).fit(X, y).tree_)
+    binned = SpExClique(n_leaves=n_leaves, random_state=0, noise_label=-1).fit(X, y).tree_
+    sorted_sweep = SweepSettings(bins_min_points=10**9)
+    same_structure(binned, SpExClique(n_leaves=n_leaves, random_state=0, noise_label=-1, sweep=sorted_sweep).fit(X, y).tree_)
 
 
 def test_binned_clique_falls_back_to_sorted_sweep_on_heavy_tails(monkeypatch):
@@ -381,5 +385,4 @@ def test_binned_clique_falls_back_to_sorted_sweep_on_heavy_tails(monkeypatch):
     monkeypatch.setattr(_spex_sweeps.BinnedColumns, "best_cut", lambda self, node: calls.append(node))
     tree = SpExClique().fit(X, y).tree_
     assert not calls
-    monkeypatch.setattr(_spex_sweeps, "BINS_MIN_POINTS", 10**9)
-    same_structure(tree, SpExClique().fit(X, y).tree_)
+    same_structure(tree, SpExClique(sweep=SweepSettings(bins_min_points=10**9)).fit(X, y).tree_)

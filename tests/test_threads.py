@@ -9,7 +9,7 @@ from sklearn.datasets import make_blobs
 from threadpoolctl import threadpool_info
 
 from pipeline import threads as _threads
-from pipeline.trees import IMM, ExKMC, SpExClique, _imm_small
+from pipeline.trees import IMM, ExKMC, SpExClique
 from pipeline.threads import available_cores, current_threads, idle_cores, limit_threads, resolve_n_jobs
 
 
@@ -42,12 +42,25 @@ def test_default_threads_leave_busy_cores_alone(monkeypatch, load, expected):
     """n_jobs=None outside any limit: the cores the rest of the machine leaves idle (this
     process counts as one runnable task in the load average), never fewer than one."""
     monkeypatch.setattr(_threads, "available_cores", lambda: 4)
+    monkeypatch.setattr(_threads, "process_cap", lambda: 4)
     monkeypatch.setattr(_threads.os, "getloadavg", lambda: (load, load, load))
     assert idle_cores() == expected
     assert resolve_n_jobs(None) == expected
     assert resolve_n_jobs(-1) == 4  # an explicit "all cores" is taken at its word
     with limit_threads(2):
         assert resolve_n_jobs(None) == 2  # an enclosing limit wins
+
+
+def test_default_threads_respect_the_process_cap(monkeypatch):
+    """A process started with NUMBA_NUM_THREADS=1 (a fair one-thread harness) runs every
+    kernel and BLAS call of an n_jobs=None fit on one thread, however idle the machine."""
+    monkeypatch.setattr(_threads, "available_cores", lambda: 4)
+    monkeypatch.setattr(_threads.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 1)
+    assert resolve_n_jobs(None) == 1
+    assert resolve_n_jobs(2) == 2  # an explicit number is taken at its word
+    with limit_threads(None) as n:
+        assert n == 1
 
 
 def test_limit_threads_restores_after_error():
@@ -83,17 +96,16 @@ def test_limit_threads_enters_threadpoolctl_only_when_it_changes_something(monke
 
 @pytest.mark.parametrize("parallel_min_work", [0, None])  # 0: every kernel call takes the prange path
 @pytest.mark.parametrize("make", [lambda: IMM(), lambda: ExKMC(n_leaves=8), lambda: SpExClique(n_leaves=6)])
-def test_trees_do_not_depend_on_thread_count(make, parallel_min_work, monkeypatch):
+def test_trees_do_not_depend_on_thread_count(make, parallel_min_work):
     from pipeline.trees import _kernels
 
-    if parallel_min_work is not None:
-        monkeypatch.setattr(_kernels, "PARALLEL_MIN_WORK", parallel_min_work)
-        monkeypatch.setattr(_imm_small, "SMALL_WORK", parallel_min_work)  # not the small-input IMM path
     X, y = make_blobs(n_samples=3000, n_features=40, centers=4, cluster_std=8.0, random_state=1)  # overlapping
     trees = []
-    for threads in (1, available_cores()):
-        with limit_threads(threads):
-            trees.append(make().fit(X, y).tree_)
+    setting = contextlib.nullcontext() if parallel_min_work is None else _kernels.serial_below(parallel_min_work)
+    with setting:  # 0: no small-input IMM path either
+        for threads in (1, available_cores()):
+            with limit_threads(threads):
+                trees.append(make().fit(X, y).tree_)
     np.testing.assert_array_equal(trees[0].apply(X), trees[1].apply(X))
     np.testing.assert_array_equal(trees[0].threshold, trees[1].threshold)
 
@@ -105,6 +117,7 @@ def test_pipeline_threads_reach_every_estimator(monkeypatch):
 
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # thread_limit only sets these when absent
     monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)  # the fit must bring it down (an equal count is left alone)
     before = numba.get_num_threads()
     with thread_limit(1):
         assert current_threads() == 1
@@ -113,6 +126,6 @@ def test_pipeline_threads_reach_every_estimator(monkeypatch):
         original = numba.set_num_threads
         monkeypatch.setattr(numba, "set_num_threads", lambda k: (seen.append(k), original(k)))
         IMM().fit(X, y)
-        assert seen and seen[0] == 1
+        assert (seen and seen[0] == 1) or before == 1
     assert numba.get_num_threads() == before
     assert current_threads() == idle_cores()

@@ -18,6 +18,7 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from pipeline.app.config import CONFIG_DIR, register_configs  # noqa: E402
+from pipeline.app.write_errors import WriteFailedError  # noqa: E402
 from pipeline.validation import InvalidInputError  # noqa: E402
 
 
@@ -27,7 +28,7 @@ def main(cfg: DictConfig) -> None:
 
     try:
         run(cfg)
-    except InvalidInputError as exc:
+    except (InvalidInputError, WriteFailedError) as exc:
         if HydraConfig.get().mode == RunMode.MULTIRUN:
             raise  # the sweeper records the failed job (status.json has the error) and the others go on
         # A single run: one clear paragraph instead of a traceback, non-zero exit.
@@ -35,6 +36,50 @@ def main(cfg: DictConfig) -> None:
         sys.exit(1)
 
 
+def check_command_line() -> None:
+    """Misspelt group options in any form (``explainer=[mmdt,carrt]``): one ``error:`` line that
+    lists the valid ones, before Hydra composes anything; ``<group>.params.<name>=v`` works
+    without a ``+`` (see :func:`pipeline.app.checks.params_overrides_as_upserts`)."""
+    from pipeline.app.checks import check_group_choices, params_overrides_as_upserts
+
+    try:
+        check_group_choices(sys.argv[1:], CONFIG_DIR)
+    except InvalidInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    sys.argv[1:] = params_overrides_as_upserts(sys.argv[1:])
+
+
+def guard_hydra_writes() -> None:
+    """Hydra writes ``.hydra/config.yaml`` & co. before the run starts; on a full disk that is one
+    ``error:`` paragraph (the directory, the bytes) like the run's own writes, not a traceback.
+    A log record that cannot be written is dropped instead of printing a traceback per record
+    (the next file the run writes reports the full disk)."""
+    import logging
+
+    import hydra.core.utils as hydra_utils
+    from omegaconf import OmegaConf
+
+    from pipeline.app.write_errors import MOVE_OUTPUTS, write_failed
+
+    original = hydra_utils._save_config
+
+    def save_config(cfg, filename, output_dir):
+        try:
+            original(cfg, filename, output_dir)
+        except OSError as exc:
+            target = os.path.join(str(output_dir), filename)
+            if os.path.exists(target):
+                os.unlink(target)  # a truncated copy must not pass for the run's config
+            err = write_failed(exc, output_dir, len(OmegaConf.to_yaml(cfg).encode()), filename, MOVE_OUTPUTS)
+            raise SystemExit(f"error: {err}") from None
+
+    hydra_utils._save_config = save_config
+    logging.raiseExceptions = False
+
+
 if __name__ == "__main__":
     register_configs()
+    check_command_line()
+    guard_hydra_writes()
     main()

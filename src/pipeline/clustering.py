@@ -178,6 +178,25 @@ def choose_n_clusters(X, k_min: int = 2, k_max: int = 10, random_state: int = 0,
     return min(bic, key=bic.get), bic
 
 
+def mixture_from_labels(X, labels, reg_covar: float = 1e-6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The empirical Gaussian mixture of a hard clustering: weights (K,) (cluster shares), means
+    (K, d) and covariances (K, d, d) (maximum likelihood, plus ``reg_covar`` on the diagonal as in
+    scikit-learn's GaussianMixture) of the clusters 0..K-1 of ``labels`` (noise, -1, left out)."""
+    X = np.asarray(X, dtype=np.float64)
+    labels = np.asarray(labels)
+    k = int(labels.max()) + 1 if (labels >= 0).any() else 0
+    weights, means, covs = np.zeros(k), np.zeros((k, X.shape[1])), np.zeros((k, X.shape[1], X.shape[1]))
+    for c in range(k):
+        rows = X[labels == c]
+        if len(rows) == 0:
+            raise InvalidInputError(f"cluster {c} of the {k} clusters is empty; no mixture can be estimated from these "
+                                    "labels.")
+        weights[c], means[c] = len(rows), rows.mean(axis=0)
+        centred = rows - means[c]
+        covs[c] = centred.T @ centred / len(rows) + reg_covar * np.eye(X.shape[1])
+    return weights / weights.sum(), means, covs
+
+
 def fit_gmm(X, n_clusters: int, random_state: int = 0, **params) -> Clustering:
 
     """Gaussian mixture (``params``: :class:`sklearn.mixture.GaussianMixture` arguments); keeps the mixture."""

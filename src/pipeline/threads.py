@@ -7,7 +7,8 @@ environment) ask this module and set nothing themselves.
 ``n_jobs`` follows scikit-learn: a positive integer means that many threads, ``-1`` all
 cores, ``-2`` all but one, and ``None`` the setting of the enclosing :func:`limit_threads`
 block if there is one (so a pipeline's ``threads`` reaches every estimator it fits), else
-the cores that other processes leave idle (:func:`idle_cores`): a fork-join kernel is only
+the cores that other processes leave idle (:func:`idle_cores`), never more than the process
+was started with (:func:`process_cap`, ``NUMBA_NUM_THREADS``): a fork-join kernel is only
 as fast as its slowest thread, and on a machine whose cores are busy with other work two
 threads measured 1.2-1.8x *slower* than one (IMM and SpEx-Clique on 50k x 512, load 2.5-3.5
 on 2 cores), because every parallel region waits for a thread the OS has descheduled.
@@ -67,12 +68,25 @@ def idle_cores() -> int:
     return max(1, min(n_cpu, int(n_cpu - others + 0.5)))
 
 
+def process_cap() -> int:
+    """The thread count the process was started with for compiled kernels: numba's
+    ``NUMBA_NUM_THREADS`` (its reading of the environment; all cores unless the user capped it),
+    once numba is loaded.
+
+    ``n_jobs=None`` outside a :func:`limit_threads` block never goes above it: a harness that
+    starts a process with ``NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1`` gets one thread everywhere,
+    BLAS included (threadpoolctl would otherwise raise the BLAS pools to the idle cores).
+    """
+    numba = sys.modules.get("numba")  # loaded by every compiled kernel module; not imported here
+    return max(1, int(numba.config.NUMBA_NUM_THREADS)) if numba is not None else available_cores()
+
+
 def resolve_n_jobs(n_jobs) -> int:
     """The number of threads ``n_jobs`` stands for (at least 1)."""
     n_cpu = available_cores()
     if n_jobs is None:
         active = _ACTIVE.get()
-        return idle_cores() if active is None else active
+        return min(idle_cores(), process_cap()) if active is None else active
     if n_jobs == -1:
         return n_cpu
     n_jobs = int(n_jobs)
@@ -105,7 +119,9 @@ def _set_numba(numba, n: int | None) -> int | None:
     if numba is None or n is None:
         return None
     previous = numba.get_num_threads()
-    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    wanted = min(n, numba.config.NUMBA_NUM_THREADS)
+    if wanted != previous:  # setting it costs ~15 us, as much as a small fit's sweep
+        numba.set_num_threads(wanted)
     return previous
 
 

@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 from filelock import FileLock
 
+from pipeline.app.write_errors import MOVE_CACHE, write_failed
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -257,9 +258,14 @@ class StageCache:
             self._record(stage, key, False, start)
             return out
         final = self.path(stage, key)
-        final.parent.mkdir(parents=True, exist_ok=True)
         recovered = ""
-        with FileLock(str(final) + ".lock"):
+        lock = FileLock(str(final) + ".lock")
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            lock.acquire()
+        except OSError as exc:  # a full or read-only cache directory
+            raise write_failed(exc, self.root, 4096, f"the cache's lock file for {stage}", MOVE_CACHE) from None
+        try:
             self._remove_leftovers(final)
             if final.is_dir() and not self.forced(stage):
                 try:
@@ -271,6 +277,8 @@ class StageCache:
                     return out
             out = compute()
             self._write(final, out)
+        finally:
+            lock.release()
         self._record(stage, key, False, start, recovered)
         return out
 
@@ -296,7 +304,12 @@ class StageCache:
     def _write(self, final: Path, artifact: Artifact) -> None:
         tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
         try:
-            save_artifact(tmp, artifact)
+            try:
+                save_artifact(tmp, artifact)
+            except OSError as exc:  # disk full, quota: the entry is simply not there (tmp removed below)
+                needed = sum(v.nbytes for v in artifact.values() if isinstance(v, np.ndarray)) + 4096
+                raise write_failed(exc, self.root, needed, f"the cache entry {final.parent.name}/{final.name}",
+                                   MOVE_CACHE) from None
             if final.exists():  # forced recompute: swap the old artifact out
                 trash = final.parent / f".old-{final.name}-{uuid.uuid4().hex[:8]}"
                 os.rename(final, trash)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pipeline.app.write_errors import MOVE_MODELS, write_failed
 from pipeline.encoders.base import Encoder
 from pipeline.encoders.device import select_device
 from pipeline.validation import InvalidInputError
@@ -154,9 +155,29 @@ def save_state(path: str | os.PathLike, state: dict, sidecar: dict) -> str:
     A process killed at any moment therefore leaves either no checkpoint (the next run trains)
     or a checkpoint with its matching sidecar, never a ``.pt`` that blocks later runs.
     """
+    path = Path(path)
+    try:
+        return _save_state(path, state, sidecar)
+    except OSError as exc:  # disk full, quota, read-only: the old checkpoint (if any) stays valid
+        for tmp in (path.with_name(path.name + ".tmp"), sidecar_path(path).with_name(sidecar_path(path).name + ".tmp")):
+            tmp.unlink(missing_ok=True)
+        raise write_failed(exc, path.parent, _state_bytes(state), f"the checkpoint {path.name}", MOVE_MODELS) from None
+
+
+def _state_bytes(value) -> int:
+    """About how many bytes ``torch.save`` needs for ``value`` (its tensors, plus 4 KiB)."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, dict):
+        return sum(_state_bytes(v) for v in value.values()) + 4096
+    if isinstance(value, (list, tuple)):
+        return sum(_state_bytes(v) for v in value)
+    return 64
+
+
+def _save_state(path: Path, state: dict, sidecar: dict) -> str:
     from pipeline.app.cache import fsync_path
 
-    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     torch.save(state, tmp)

@@ -2,7 +2,8 @@
 
 :func:`resolve_config` turns OmegaConf's resolution errors (``PIPELINE_THREADS=abc``, a
 value of the wrong type) into :class:`InvalidInputError`; :func:`check_values` checks what the
-schema's types cannot say: ``+force=`` names real stages, ``threads`` >= 1, sizes large
+schema's types cannot say: no ``+key`` that nothing reads, a valid ``seed``, ``+force=`` names
+real stages, ``threads`` >= 1, sizes large
 enough for the stages (``dataset.n_samples`` >= 2 per cluster, ...), directories creatable.
 :func:`check_cluster_sizes` repeats the size check once the data are loaded and the number of
 clusters is known.
@@ -126,10 +127,153 @@ def check_directories(paths: dict, keys=("cache_dir", "models_dir", "output_dir"
                                 f"paths.{key}=<dir> (or the environment variable {hint}).")
 
 
+#: top-level keys the schema does not declare but the pipeline reads (``+force=<stage>``)
+_EXTRA_TOP_LEVEL = {"force"}
+
+
+def _schema_fields(tp):
+    """``{name: type}`` of a dataclass schema type (unwrapping Optional), else None."""
+    import dataclasses
+    import typing
+
+    if typing.get_origin(tp) is typing.Union:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        tp = args[0] if len(args) == 1 else tp
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        return {f.name: hints[f.name] for f in dataclasses.fields(tp)}
+    return None
+
+
+def _unread_keys(value, tp, path: str):
+    """(dotted key, valid names) for every key of ``value`` the schema type ``tp`` does not declare;
+    free-form dicts (``params``, ``Dict[str, Any]``) are the targets' business (check_params)."""
+    import typing
+
+    fields = _schema_fields(tp)
+    if fields is not None:
+        if not isinstance(value, dict):
+            return
+        for key, sub in value.items():
+            if key not in fields:
+                yield (f"{path}.{key}" if path else str(key)), sorted(fields)
+            else:
+                yield from _unread_keys(sub, fields[key], f"{path}.{key}" if path else str(key))
+        return
+    origin = typing.get_origin(tp)
+    if origin is typing.Union:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            yield from _unread_keys(value, args[0], path)
+    elif origin in (dict, typing.Dict) and isinstance(value, dict):
+        item = typing.get_args(tp)[1] if typing.get_args(tp) else typing.Any
+        if _schema_fields(item) is not None:
+            for key, sub in value.items():
+                yield from _unread_keys(sub, item, f"{path}.{key}")
+
+
+def check_keys(cfg: dict) -> None:
+    """Every key of the composed config is one a stage reads: a ``+key=value`` that adds an
+    unknown key (``+clustering.n_cluster=5``) is an error naming the nearest valid key, instead
+    of being composed in and silently ignored. Parameters under ``params`` are checked against
+    their target's signature elsewhere (:func:`pipeline.app.instantiate.check_params`)."""
+    import difflib
+
+    from pipeline.app.config import Config
+
+    top = {k: v for k, v in cfg.items() if k not in _EXTRA_TOP_LEVEL and k != "hydra"}
+    for key, valid in _unread_keys(top, Config, ""):
+        parent, _, name = key.rpartition(".")
+        close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+        where = f"{parent} has" if parent else "the config has"
+        hint = f"Did you mean {parent + '.' if parent else ''}{close[0]}? " if close else ""
+        raise InvalidInputError(
+            f"{key}: {where} no setting {name!r}, so nothing would read it. {hint}Valid keys there: "
+            f"{', '.join(valid)} (python -m pipeline --cfg job shows the whole config; a target's own "
+            f"arguments go under its params, e.g. clustering.params.<name>)."
+        )
+
+
+def check_seed(value) -> None:
+    """``seed`` seeds numpy, scikit-learn and torch: an integer in [0, 2**32 - 1]."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**32 - 1:
+        raise InvalidInputError(f"seed={value!r} is not a valid seed: use an integer from 0 to {2**32 - 1} "
+                                "(it seeds numpy, scikit-learn and torch), e.g. seed=0.")
+
+
 def check_values(cfg: dict, stages) -> frozenset:
     """All start-up checks on the resolved config; returns the stage names to force."""
+    check_keys(cfg)
+    check_seed(cfg.get("seed"))
     force = check_force(cfg.get("force"), stages)
     check_threads(cfg.get("threads"))
     check_sizes(cfg)
     check_directories(cfg.get("paths") or {})
     return force
+
+
+def _choice_values(value):
+    """The option names an override's value selects (a list, a sweep of lists, a plain name)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _choice_values(item)
+    elif hasattr(value, "list") and isinstance(value.list, list):  # ChoiceSweep (a,b / choice(a,b))
+        yield from _choice_values(value.list)
+
+
+def check_group_choices(args: list[str], config_dir) -> None:
+    """Every option a command line picks for one of the pipeline's config groups exists, in every
+    form: ``explainer=carrt``, ``explainer=[mmdt,carrt]``, ``-m dataset=iris,wne``.
+
+    Hydra lists the valid options only for the bare form; a list or a sweep gets "Could not load
+    'explainer/carrt'". Runs before Hydra composes; command lines that add config directories
+    (``--config-dir``, ``hydra.searchpath``) or that Hydra cannot parse are left to Hydra.
+    """
+    import difflib
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    if any(a.startswith(("--config-dir", "-cd", "--config-path", "-cp")) for a in args):
+        return
+    candidates = [a for a in args if "=" in a and not a.startswith("-")]
+    try:
+        overrides = OverridesParser.create().parse_overrides(candidates)
+    except (HydraException, ValueError):
+        return
+    if any(o.key_or_group.startswith("hydra.searchpath") for o in overrides):
+        return
+    root = Path(config_dir)
+    for o in overrides:
+        group = o.key_or_group.split("@")[0]
+        folder = root / group
+        if o.is_delete() or "." in group or not folder.is_dir():
+            continue
+        options = sorted(p.stem for p in folder.glob("*.yaml"))
+        for name in _choice_values(o.value()):
+            if name in options:
+                continue
+            close = difflib.get_close_matches(name, options, n=1, cutoff=0.5)
+            hint = f" Did you mean {close[0]}?" if close else ""
+            raise InvalidInputError(
+                f"{o.input_line}: {group} has no option {name!r}.{hint} Valid {group} options: {', '.join(options)} "
+                f"(python -m pipeline --help lists every group)."
+            )
+
+
+def params_overrides_as_upserts(args: list[str]) -> list[str]:
+    """``group.params.name=value`` -> ``++group.params.name=value``: a target's arguments can be
+    set on the command line whether or not its config file lists them
+    (``explainer.spex_knn.params.n_neighbors=30``, as the docs write it). Only ``params``
+    (free-form, checked against the target's signature before any stage runs, so a misspelt
+    name still fails) are treated so; every other key keeps Hydra's strict rules."""
+    out = []
+    for a in args:
+        key = a.split("=", 1)[0]
+        if ("=" in a and not a.startswith(("-", "+", "~")) and ".params." in f".{key}"
+                and not key.startswith("hydra") and "@" not in key):
+            a = "++" + a
+        out.append(a)
+    return out

@@ -33,8 +33,15 @@ def project_root() -> str:
     return str(Path.cwd())
 
 
+def launch_dir() -> str:
+    """``${launch_dir:}``: the directory the command was started from (runs go to its ./outputs)."""
+    return str(Path.cwd())
+
+
 if not OmegaConf.has_resolver("project_root"):
     OmegaConf.register_new_resolver("project_root", project_root)
+if not OmegaConf.has_resolver("launch_dir"):
+    OmegaConf.register_new_resolver("launch_dir", launch_dir, use_cache=True)
 
 import pipeline.app.rundir  # noqa: E402,F401 - registers ${unique_dir:} for hydra.run.dir / hydra.sweep.dir
 

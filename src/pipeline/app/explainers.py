@@ -22,6 +22,10 @@ from pipeline.app.instantiate import call, check_params, factory, locate, target
 from pipeline.concepts.projection import mixture_sigma
 from pipeline.validation import InvalidInputError
 
+#: The label the pipeline's reference clusterings give noise points (DBSCAN, HDBSCAN); passed to
+#: every explainer that takes ``noise_label`` (the library's default is None: no label is noise).
+NOISE_LABEL = -1
+
 
 @dataclass
 class FitInputs:
@@ -71,7 +75,7 @@ class FitInputs:
 
     def fit_rows(self) -> np.ndarray:
         """Boolean mask of the rows used for fitting (not noise)."""
-        return self.labels >= 0
+        return self.labels != NOISE_LABEL
 
 
 @dataclass(frozen=True)
@@ -161,7 +165,7 @@ def build(spec: dict, inputs: FitInputs, random_state: int):
     """The unfitted estimator of an explainer row."""
     offered = {"n_leaves": spec.get("n_leaves"), "random_state": random_state, "n_clusters": inputs.n_clusters,
                "depth": max(1, int(np.ceil(np.log2(inputs.n_clusters)))), "cavs": inputs.cavs,
-               "concept_names": inputs.concept_names}
+               "concept_names": inputs.concept_names, "noise_label": NOISE_LABEL}
     return call(factory(spec, f"explainer {spec.get('name')!r}"), "explainer", offered=offered)
 
 

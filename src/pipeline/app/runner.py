@@ -21,7 +21,7 @@ from pathlib import Path
 from pipeline.app.cache import StageCache
 from pipeline.app.capabilities import check_request
 from pipeline.app.checks import parse_force  # noqa: F401 - part of the runner's interface
-from pipeline.app.report.writer import write_status, write_tables
+from pipeline.app.report.writer import write_final_status, write_status, write_tables
 from pipeline.app.stages import declared_stages
 from pipeline.app.stages.framework import RunContext, StageOutput, execute
 from pipeline.validation import InvalidInputError
@@ -187,7 +187,7 @@ def run(cfg):
     """Run the configured pipeline (a DictConfig or plain dict); returns the results table
     (a pandas DataFrame, also written to ``results.csv``)."""
     from pipeline.app.checks import check_values
-    from pipeline.app.status import mark_interrupted, running_status
+    from pipeline.app.status import mark_interrupted, remove_stale_temporaries, running_status
 
     plain = to_plain(cfg)
     stages = [s.store or s.name for s in declared_stages(plain)] + ["counterfactuals"]
@@ -203,6 +203,8 @@ def run(cfg):
     if plain["paths"].get("log_dir"):
         for path in mark_interrupted(plain["paths"]["log_dir"]):  # runs that died without a word
             log.warning("run %s was interrupted (its process is gone); status.json now says so", path.parent)
+        for path in remove_stale_temporaries(plain["paths"]["log_dir"]):
+            log.info("removed %s, a temporary file an earlier run left behind", path)
     write_status(out_dir, running_status(start))
     try:
         with thread_limit(plain.get("threads")):
@@ -210,11 +212,11 @@ def run(cfg):
                 df = run_study(plain, cache, out_dir)
             else:
                 df = run_single(plain, cache, out_dir)
+        write_status(out_dir, {"status": "ok", "seconds": time.time() - start,
+                               "results": str(out_dir / "results.csv"), "cache": [vars(e) for e in cache.events]})
     except BaseException as exc:
         state = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-        write_status(out_dir, {"status": state, "error": f"{type(exc).__name__}: {exc}",
-                               "traceback": traceback.format_exc(), "seconds": time.time() - start})
+        write_final_status(out_dir, {"status": state, "error": f"{type(exc).__name__}: {exc}",
+                                     "traceback": traceback.format_exc(), "seconds": time.time() - start})
         raise
-    write_status(out_dir, {"status": "ok", "seconds": time.time() - start, "results": str(out_dir / "results.csv"),
-                           "cache": [vars(e) for e in cache.events]})
     return df

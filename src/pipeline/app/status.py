@@ -68,23 +68,44 @@ def read_status(path: Path) -> dict:
     return status
 
 
+def status_files(log_dir: str | os.PathLike):
+    """Every run's ``status.json`` under ``log_dir`` (runs and sweep jobs); none if it is missing."""
+    root = Path(log_dir)
+    if root.is_dir():
+        for pattern in _PATTERNS:
+            yield from root.glob(pattern)
+
+
 def mark_interrupted(log_dir: str | os.PathLike) -> list[Path]:
     """Rewrite every "running" status under ``log_dir`` whose process died as "interrupted"."""
     from pipeline.app.report.writer import atomic_write
 
     changed = []
-    root = Path(log_dir)
-    if not root.is_dir():
-        return changed
-    for pattern in _PATTERNS:
-        for path in root.glob(pattern):
-            try:
-                status = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            if status.get("status") == "running" and effective_status(status) == "interrupted":
-                status.update(status="interrupted", noticed=time.time(),
-                              error="the process ended without reporting (killed, out of memory or time, power cut)")
-                atomic_write(path, json.dumps(status, indent=1, default=str))
-                changed.append(path)
+    for path in status_files(log_dir):
+        try:
+            status = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if status.get("status") == "running" and effective_status(status) == "interrupted":
+            status.update(status="interrupted", noticed=time.time(),
+                          error="the process ended without reporting (killed, out of memory or time, power cut)")
+            atomic_write(path, json.dumps(status, indent=1, default=str))
+            changed.append(path)
     return changed
+
+
+def remove_stale_temporaries(log_dir: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files (``.<name>.<hex>.tmp``, see ``atomic_write``) that runs under
+    ``log_dir`` which are no longer running left behind (a kill or a crash between write and
+    rename); a running run's temporaries are left alone. Returns the removed paths."""
+    removed = []
+    for status_path in status_files(log_dir):
+        if read_status(status_path)["status"] == "running":
+            continue
+        for tmp in status_path.parent.rglob(".*.tmp"):
+            try:
+                tmp.unlink()
+            except OSError:
+                continue
+            removed.append(tmp)
+    return removed

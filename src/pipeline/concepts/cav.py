@@ -39,6 +39,38 @@ from pipeline.validation import InvalidInputError, check_matrix, check_n_feature
 log = logging.getLogger(__name__)
 
 
+def _float32_columns(Z: np.ndarray):
+    """(Z as float32, per-column scale or None). Latents beyond float32's comfortable range
+    (max |z| above 2**60 or below 2**-60, e.g. near 1e300 or 1e-300) are divided by a power of
+    two first (exact), so they neither overflow to inf nor flush to zero: one for all columns
+    when their magnitudes lie within 2**100 of each other (any fitter's direction is then
+    unchanged), else one per column, and a direction ``w`` fitted on those is the classifier
+    weight vector ``w / scale`` on the original columns."""
+    top = np.abs(Z).max(axis=0)
+    extreme = (top > 2.0**60) | ((top < 2.0**-60) & (top > 0))
+    if not extreme.any():
+        return Z.astype(np.float32), None
+    exps = np.minimum(np.frexp(top)[1], 1023)
+    used = top > 0
+    if exps[used].max() - exps[used].min() < 100:  # one power of two fits all: every fitter's direction
+        exps = np.full_like(exps, exps[used].max())  # is then the same up to a positive factor
+    else:  # columns 2**100 apart: each its own (a direction is read as a classifier's weights)
+        exps = np.where(extreme, exps, 0)
+    scale = np.ldexp(1.0, exps)
+    return (Z / scale).astype(np.float32), scale
+
+
+def _unscaled_direction(w: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """A positive multiple of ``w / scale`` (power-of-two ``scale``) with largest entry in [0.5, 1):
+    done on the exponents, so columns 2**±1000 apart neither overflow nor leave a zero norm."""
+    mant, exp = np.frexp(w)
+    exp = exp - (np.frexp(scale)[1] - 1)
+    nonzero = mant != 0
+    if not nonzero.any():
+        return w
+    return np.ldexp(mant, exp - exp[nonzero].max())
+
+
 class CAVFitter(BaseEstimator):
     """Fit one unit CAV per concept, with repeat spread and a significance test.
 
@@ -158,7 +190,7 @@ class CAVFitter(BaseEstimator):
         self._check_params()
         fitter = build_fitter(self.fitter, **(self.fitter_params or {}))
         fitter.validate_params()
-        Z = check_matrix(Z, "Z", min_rows=2, dtype=np.float32)
+        Z, self._column_scale = _float32_columns(check_matrix(Z, "Z", min_rows=2))
         labels = self._check_labels(labels, Z.shape[0])
         names = self._check_names(concept_names, labels.shape[1])
         rng = np.random.default_rng(self.random_state)
@@ -280,6 +312,8 @@ class CAVFitter(BaseEstimator):
             w = np.asarray(fitter.direction(Zs, ys, seed), dtype=np.float64)
             if standardize:
                 w = w / scale
+            if self._column_scale is not None:  # the direction on the unscaled columns
+                w = _unscaled_direction(w, self._column_scale)
             norm = np.linalg.norm(w)
             dirs.append(w / norm if norm > 0 else w)
             scores.append(self._heldout(fitter, Zs, ys, seed))

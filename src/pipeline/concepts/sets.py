@@ -23,7 +23,7 @@ from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
-TYPES = ("class_level", "awa2_predicates", "broden", "text_prompts")
+TYPES = ("class_level", "class_attributes", "awa2_predicates", "broden", "text_prompts")
 
 
 @dataclass
@@ -82,7 +82,7 @@ def build_examples(spec: dict, dataset, **options) -> ConceptExamples:
     if kind == "class_level":
         return _class_level(spec, dataset)
     if kind == "text_prompts":
-        return text_prompt_examples(spec)
+        return text_prompt_examples(spec, dataset)
     raise InvalidInputError(f"concept sets of type {kind!r} read files; build them with "
                             "pipeline.app.concept_sets.build_examples (the pipeline does).")
 
@@ -115,24 +115,38 @@ def _class_level(spec: dict, dataset) -> ConceptExamples:
     return ConceptExamples(spec["name"], names, labels, meta={"source": "classes"})
 
 
-def text_prompt_examples(spec: dict) -> ConceptExamples:
+def text_prompt_examples(spec: dict, dataset=None) -> ConceptExamples:
     """Prompts of every concept (expanded by the templates) plus generic negatives.
 
     Column m is 1 on concept m's prompts and 0 on every other prompt, so each CAV points
-    from the other prompts towards the concept's own.
+    from the other prompts towards the concept's own. ``negatives``: a list of phrases, or
+    ``corpus``: ``n_negatives`` (default 200) random texts of ``dataset`` (a text dataset).
     """
     templates = spec.get("templates") or ["{}"]
+    if not spec.get("concepts"):
+        raise InvalidInputError(f"concept set {spec.get('name')!r} defines no text concepts; give each concept a few "
+                                "example phrases, e.g. 'unsubscribe: [click here to unsubscribe, remove me from this "
+                                "list]'.")
+    negatives = spec.get("negatives") or []
+    if negatives == "corpus":
+        if dataset is None or dataset.kind != "text":
+            raise InvalidInputError("negatives: corpus takes random texts of the data as the concepts' negatives, but "
+                                    "the data are not texts; give a list of random phrases instead.")
+        rng = np.random.RandomState(int(spec.get("random_state", 0)))
+        pick = rng.choice(len(dataset.X), size=min(int(spec.get("n_negatives", 200)), len(dataset.X)), replace=False)
+        negatives = [dataset.X[i] for i in np.sort(pick)]
     texts, owner = [], []
     for m, (name, prompts) in enumerate(spec["concepts"].items()):
         if isinstance(prompts, str):
             prompts = [prompts]
-        if not prompts:
-            raise InvalidInputError(f"text concept {name!r} has no prompts.")
+        if not prompts or not all(isinstance(p, str) and p.strip() for p in prompts):
+            raise InvalidInputError(f"text concept {name!r} has no prompts or an empty one ({prompts!r}); give it a few "
+                                    "non-empty example phrases.")
         for p in prompts:
             for t in templates:
                 texts.append(t.format(p))
                 owner.append(m)
-    for p in spec.get("negatives") or []:
+    for p in negatives:
         texts.append(p)
         owner.append(-1)
     names = list(spec["concepts"])

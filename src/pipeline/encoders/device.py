@@ -40,6 +40,11 @@ def select_device(preference: str = "auto") -> torch.device:
         raise InvalidInputError(f"unknown device {preference!r}; set encoder.device to one of {list(_DEVICES)}.")
     if kind == "cuda" and not torch.cuda.is_available():
         raise InvalidInputError("encoder.device='cuda' but CUDA is not available here; set encoder.device=auto or cpu.")
+    index = pref.split(":")[1] if ":" in pref else ""
+    if kind == "cuda" and index.isdigit() and int(index) >= torch.cuda.device_count():
+        # torch accepts any ordinal here and fails later, deep inside, with "invalid device ordinal"
+        raise InvalidInputError(f"encoder.device={preference!r} but this machine has {torch.cuda.device_count()} CUDA "
+                                "device(s); set encoder.device=cuda (the first), auto or cpu.")
     if kind == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
         raise InvalidInputError("encoder.device='mps' but MPS is not available here; set encoder.device=auto or cpu.")
     return torch.device(pref)

@@ -167,6 +167,7 @@ class TorchModuleEncoder(Encoder):
         auto = "cuda" if torch.cuda.is_available() else "cpu"
         device = torch.device(auto if self.device == "auto" else self.device)
         module = self.module.to(device).eval()
+        transform = self.transform_.to(device) if isinstance(self.transform_, nn.Module) else self.transform_
         captured = []
 
         def hook(_mod, _inp, out):
@@ -180,8 +181,8 @@ class TorchModuleEncoder(Encoder):
             for t in tqdm(self._batches(X), total=-(-n // int(self.batch_size)), desc="torch module",
                           disable=not self.progress, leave=False):
                 t = t.to(device)
-                if self.transform_ is not None:
-                    t = self.transform_(t)
+                if transform is not None:
+                    t = transform(t)
                 captured.clear()
                 try:
                     out = module(t)

@@ -28,7 +28,7 @@ from torch import nn
 
 from pipeline.encoders.device import seed_everything, worker_init
 from pipeline.encoders.training import COMMON_CONSTRAINTS, TorchEncoder, adam, check_fitted
-from pipeline.validation import InvalidInputError, check_matrix, check_n_features
+from pipeline.validation import InvalidInputError, check_float32_range, check_matrix, check_n_features
 
 logger = logging.getLogger(__name__)
 
@@ -222,7 +222,11 @@ class VaDEEncoder(TorchEncoder):
         if arr.ndim >= 2 and arr.shape[0] == 0 or arr.size == 0:
             raise InvalidInputError("VaDE got an empty dataset (0 samples); check the dataset / subset config.")
         is_uint8 = arr.dtype == np.uint8
-        arr = check_matrix(arr.reshape(len(arr), -1) if arr.ndim > 2 else arr, "X", dtype=np.float32)
+        arr = check_matrix(arr.reshape(len(arr), -1) if arr.ndim > 2 else arr, "X", dtype=np.float64)
+        with np.errstate(over="ignore"):
+            narrow = arr.astype(np.float32)
+        # finite data beyond float32's range (1e300) stays float64 until min-max scaled
+        arr = narrow if np.all(np.isfinite(narrow)) else arr
         if self.reconstruction not in ("bernoulli", "gaussian"):
             raise InvalidInputError(f"reconstruction must be 'bernoulli' or 'gaussian', got {self.reconstruction!r}.")
         if self.input_scaling not in ("minmax", "none"):
@@ -237,7 +241,12 @@ class VaDEEncoder(TorchEncoder):
         else:
             check_n_features(arr, self.input_shape_[0])
         lo, hi = self.scale_
-        arr = (arr - lo) / (hi - lo)
+        with np.errstate(over="ignore", invalid="ignore"):
+            scaled = (arr - lo) / (hi - lo)
+            narrow = scaled.astype(np.float32)
+        if not np.all(np.isfinite(narrow)):
+            check_float32_range(arr, narrow, "X", f" (scaled by the fitted input range [{lo:.3g}, {hi:.3g}])")
+        arr = scaled
         if self.reconstruction == "bernoulli":
             if fitting and (arr.min() < 0 or arr.max() > 1):
                 raise InvalidInputError("reconstruction='bernoulli' needs inputs in [0, 1]; set encoder.input_scaling="

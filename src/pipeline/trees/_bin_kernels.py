@@ -26,28 +26,28 @@ if AVAILABLE:
     import numba
     from numba import prange
 
-    from pipeline.trees._kernels import _clique_add, _clique_bound as _box_bound, _clique_eval, _clique_stats
+    from pipeline.trees._kernels import _box_bound, _clique_add, _clique_eval, _clique_stats
 
     @numba.njit(inline="always")
-    def _clique_bound(lo, hi, g, gm1, local):
+    def _clique_bound(lo, hi, g, deg, local):
         """Lower bound of the cut score of every prefix with counts between lo and hi and both
-        sides non-empty: the larger of :func:`~pipeline.trees._kernels._clique_bound` and, with
+        sides non-empty: the larger of :func:`~pipeline.trees._kernels._box_bound` and, with
         ``e(S)/vol(S) = 1 - sum_c s_c (s_c - 1) / sum_c s_c (g_c - 1)`` at least
         ``1 - max_c (s_c - 1) / (g_c - 1)``, the same per side at the box's largest counts
         (this one is tight where a side holds few points; skipped if a cluster of the node has
         a single point overall, whose volume is 0)."""
-        box = _box_bound(lo, hi, g, gm1, local)
+        box = _box_bound(lo, hi, g, deg, local)
         top_s = 0.0
         top_r = 0.0
         for c in range(g.size):
             if local[c] > 0:
-                if gm1[c] == 0:
+                if deg[c] == 0:
                     return box
                 if hi[c] > 0:
-                    top_s = max(top_s, (hi[c] - 1) / gm1[c])
+                    top_s = max(top_s, (hi[c] - 1) / deg[c])
                 r_hi = local[c] - lo[c]
                 if r_hi > 0:
-                    top_r = max(top_r, (r_hi - 1) / gm1[c])
+                    top_r = max(top_r, (r_hi - 1) / deg[c])
         return max(box, 2.0 - top_s - top_r)
 
     @numba.njit(cache=True, nogil=True)
@@ -205,13 +205,13 @@ if AVAILABLE:
         """Best exact cut between bins per feature (score, sorted position; inf, -1 if none)."""
         d, nb1, k = C.shape
         m = cnt[0, nb1 - 1]
-        gm1 = g - 1
+        deg = g - 1
         for j in prange(d):
             best = np.inf
             best_p = -1
             for b in range(1, nb1):
                 if cnt[j, b] > cnt[j, b - 1] and cnt[j, b] < m:
-                    cut_s, vol_s, cut_r = _clique_stats(C[j, b], g, gm1, local)
+                    cut_s, vol_s, cut_r = _clique_stats(C[j, b], g, deg, local)
                     best, best_p = _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, cnt[j, b] - 1)
             out_score[j] = best
             out_pos[j] = best_p
@@ -223,7 +223,7 @@ if AVAILABLE:
         number of points in flagged bins per feature; ``out_bound[j]`` gets the least lower
         bound over feature j's bins of two or more points (inf if none)."""
         d, n_bins = flags.shape
-        gm1 = g - 1
+        deg = g - 1
         n_flagged = np.zeros(d, np.int64)
         for j in prange(d):
             cap = _SLACK * min(out_score[j], limit)
@@ -232,7 +232,7 @@ if AVAILABLE:
             for b in range(n_bins):
                 f = False
                 if cnt[j, b + 1] - cnt[j, b] > 1:
-                    bound = _clique_bound(C[j, b], C[j, b + 1], g, gm1, local)
+                    bound = _clique_bound(C[j, b], C[j, b + 1], g, deg, local)
                     least = min(least, bound)
                     f = bound <= cap
                 flags[j, b] = f
@@ -243,7 +243,7 @@ if AVAILABLE:
         return n_flagged
 
     @numba.njit(cache=True, nogil=True)
-    def _resolve_row(row, j, X, XT, heavy, low, scale, members, local_pos, start, rows, cl, g, gm1, local, t,
+    def _resolve_row(row, j, X, XT, heavy, low, scale, members, local_pos, start, rows, cl, g, deg, local, suffix_step,
                      vol_v, Cj, cj, fj, best, best_p, limit, off, vals, pts, s, keys, cnts, tmp_v, tmp_p):
         """Pass 2 for feature j: score every cut inside the flagged bins (sorted by value)."""
         n_bins = fj.size
@@ -270,7 +270,7 @@ if AVAILABLE:
                     pts[q] = p
                     off[b] = q + 1
         for b in range(n_bins):
-            if not fj[b] or _clique_bound(Cj[b], Cj[b + 1], g, gm1, local) > _SLACK * min(best, limit[0]):
+            if not fj[b] or _clique_bound(Cj[b], Cj[b + 1], g, deg, local) > _SLACK * min(best, limit[0]):
                 continue
             a0 = cj[b]
             a1 = cj[b + 1]
@@ -278,9 +278,9 @@ if AVAILABLE:
                 vals[q] = XT[j, pts[q]] if heavy else X[members[pts[q]], j]
             _sort_bin(vals, pts, a0, a1, low, scale, b, keys, cnts, tmp_v, tmp_p)
             s[:] = Cj[b]
-            cut_s, vol_s, cut_r = _clique_stats(s, g, gm1, local)
+            cut_s, vol_s, cut_r = _clique_stats(s, g, deg, local)
             for q in range(a0, a1 - 1):
-                cut_s, vol_s, cut_r = _clique_add(s, cl[pts[q]], gm1, t, cut_s, vol_s, cut_r)
+                cut_s, vol_s, cut_r = _clique_add(s, cl[pts[q]], deg, suffix_step, cut_s, vol_s, cut_r)
                 if vals[q] != vals[q + 1]:
                     best, best_p = _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, q)
         if best < limit[0]:
@@ -299,8 +299,8 @@ if AVAILABLE:
         d = bins.shape[0]
         m = members.size
         k = g.size
-        gm1 = g - 1
-        t = 2 * local - g - 1
+        deg = g - 1
+        suffix_step = 2 * local - g - 1
         lim = np.full(1, limit)
         for ch in prange(n_chunks):  # scratch allocated once per chunk of features
             off = np.empty(flags.shape[1], np.int64)
@@ -314,8 +314,8 @@ if AVAILABLE:
             for j in range(ch, d, n_chunks):
                 if n_flagged[j] > 0:
                     out_score[j], out_pos[j] = _resolve_row(
-                        bins[j], j, X, XT, heavy, lo[j], scale[j], members, local_pos, start[j], rows[j], cl, g, gm1,
-                        local, t, vol_v, C[j],
+                        bins[j], j, X, XT, heavy, lo[j], scale[j], members, local_pos, start[j], rows[j], cl, g, deg,
+                        local, suffix_step, vol_v, C[j],
                         cnt[j], flags[j], out_score[j], out_pos[j], lim, off, vals, pts, s, keys, cnts, tmp_v,
                         tmp_p)
 

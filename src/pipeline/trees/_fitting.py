@@ -21,7 +21,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from pipeline.threads import limit_threads
 from pipeline.trees.tree import ExplanationTree
-from pipeline.validation import InvalidInputError
+from pipeline.validation import InvalidInputError, check_label_values, check_matrix
 
 #: ``_parameter_constraints`` entries every tree estimator shares.
 COMMON_CONSTRAINTS = {
@@ -47,8 +47,9 @@ def validate_X(est, X, *, reset: bool, min_samples: int = 1):
         if getattr(est, "n_features_in_", None) == X.shape[1] and not hasattr(est, "feature_names_in_"):
             return X
     sparse = "csr" if getattr(est, "_accepts_sparse", False) else False
-    return validate_data(est, X, reset=reset, dtype=np.float64, ensure_min_samples=min_samples,
-                         accept_sparse=sparse)
+    with np.errstate(over="ignore", invalid="ignore"):  # its quick finiteness sum overflows near 1e308
+        return validate_data(est, X, reset=reset, dtype=np.float64, ensure_min_samples=min_samples,
+                             accept_sparse=sparse)
 
 
 def plain_Xy(X, y) -> bool:
@@ -67,8 +68,11 @@ def plain_Xy(X, y) -> bool:
 
 def _plain_X(X, min_samples: int) -> bool:
     """Whether ``X`` is a finite float64 ndarray of shape (>= min_samples, >= 1)."""
-    return (type(X) is np.ndarray and X.dtype == np.float64 and X.ndim == 2 and X.shape[0] >= min_samples
-            and X.shape[1] >= 1 and bool(np.isfinite(X.sum())))  # an overflowing sum falls back
+    if not (type(X) is np.ndarray and X.dtype == np.float64 and X.ndim == 2 and X.shape[0] >= min_samples
+            and X.shape[1] >= 1):
+        return False
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.isfinite(X.sum()))  # an overflowing sum falls back
 
 
 _VALIDATED_PARAMS: set = set()  # (class, parameter values) that passed scikit-learn's constraint check
@@ -109,7 +113,8 @@ def tree_predict(tree: ExplanationTree, X) -> np.ndarray:
 
 def predict_tree(est, X) -> np.ndarray:
     """``est.tree_``'s leaf labels for ``X`` after the fitted-state and feature checks."""
-    check_is_fitted(est, "tree_")
+    if not hasattr(est, "tree_"):  # check_is_fitted's message, without its ~8 us of introspection
+        check_is_fitted(est, "tree_")
     X = validate_X(est, X, reset=False)
     n_jobs = getattr(est, "n_jobs", None)
     if n_jobs is None:  # the enclosing limit (or numba's setting) already holds; entering a block costs ~5 ms
@@ -166,34 +171,53 @@ def _labels_are_codes(classes: np.ndarray) -> bool:
     if classes.dtype.kind == "b":
         return False
     if classes.dtype.kind in "iu":  # as below; float conversion is monotonic, so the extremes decide
+        if classes.size <= 64:  # a few labels: Python's min/max beat two numpy reductions (~6 us)
+            values = classes.tolist()
+            return bool(values) and not max(abs(float(min(values))), abs(float(max(values)))) < 2.0**62
         return classes.size > 0 and not max(abs(float(classes.min())), abs(float(classes.max()))) < 2.0**62
     if classes.dtype.kind == "f":  # the tree stores int64 labels: integers well inside its range
         return not (np.all(classes == np.round(classes)) and np.all(np.abs(classes.astype(float)) < 2.0**62))
     return True
 
 
-def power_of_two_scale(X: np.ndarray, *, always: bool = False) -> float:
+def power_of_two_scale(X: np.ndarray, *, always: bool = False, per_column: bool = False):
     """A power of two s with ``max |X| / s`` in [0.5, 1) when ``X`` is extreme in magnitude
-    (or ``always``), else 1.
+    (or ``always``), else 1; ``per_column`` gives one such s per column (an array).
 
     Dividing by a power of two is exact in binary floating point, so a tree grown on ``X / s``
     and rescaled with :func:`rescale_tree` partitions ``X`` exactly as the grown tree does.
+    Near float64's largest value (``max |X| >= 2**1023``) s is 2**1023, so ``max |X| / s``
+    lies in [1, 2) instead of s overflowing.
     """
+    if per_column:
+        if X.shape[0] == 0:
+            return np.ones(X.shape[1])
+        hi, lo = X.max(axis=0), X.min(axis=0)
+        if sp.issparse(hi):
+            hi, lo = hi.toarray(), lo.toarray()
+        top = np.maximum(np.abs(np.asarray(hi, dtype=float)).ravel(), np.abs(np.asarray(lo, dtype=float)).ravel())
+        keep = (top == 0.0) | ~np.isfinite(top) | (not always and ((top >= 2.0**-60) & (top <= 2.0**60)))
+        exp = np.minimum(np.frexp(top)[1], 1023)
+        return np.where(keep, 1.0, np.ldexp(1.0, exp))
     top = max(abs(float(X.max())), abs(float(X.min()))) if X.shape[0] * X.shape[1] else 0.0  # no |X| copy
     if top == 0.0 or not np.isfinite(top) or (not always and 2.0**-60 <= top <= 2.0**60):
         return 1.0
-    return float(np.ldexp(1.0, int(np.frexp(top)[1])))
+    return float(np.ldexp(1.0, min(int(np.frexp(top)[1]), 1023)))
 
 
-def rescale_tree(tree: ExplanationTree, scale: float, center=None) -> ExplanationTree:
+def rescale_tree(tree: ExplanationTree, scale, center=None) -> ExplanationTree:
     """The tree on ``x = scale * x' + center`` that makes the same decisions as ``tree`` on ``x'``.
 
-    Axis tests ``x'_f <= t`` become ``x_f <= scale * t + center_f`` (exact for a power-of-two
-    ``scale`` and no ``center``); oblique tests ``w . x' <= t`` become
-    ``(w / scale) . x <= t + (w . center) / scale``.
+    ``scale`` is a number or one number per feature. Axis tests ``x'_f <= t`` become
+    ``x_f <= scale_f * t + center_f`` (exact for a power-of-two ``scale`` and no ``center``);
+    oblique tests ``w . x' <= t`` become ``(w / scale) . x <= t + (w / scale) . center``, or,
+    when ``w / scale`` would overflow or underflow (data near 1e-300 or 1e300), the
+    equivalent ``w . x <= scale * t + w . center`` (a global ``scale`` only).
     """
-    if scale == 1.0 and center is None:
+    vector = np.ndim(scale) > 0
+    if center is None and (np.all(np.asarray(scale) == 1.0)):
         return tree
+    scales = np.broadcast_to(np.asarray(scale, dtype=float), (tree.n_features,))
     center = np.zeros(tree.n_features) if center is None else np.asarray(center, dtype=float)
     out = ExplanationTree(tree.n_features, tree.feature_names, root_label=int(tree.label[0]))
     out.label_names = tree.label_names
@@ -208,13 +232,76 @@ def rescale_tree(tree: ExplanationTree, scale: float, center=None) -> Explanatio
             continue
         if tree.is_oblique(old):
             w = tree.weights(old)
-            shift = sum(v * center[j] for j, v in w.items()) / scale
-            a, b = out.split_oblique(new, {j: v / scale for j, v in w.items()}, threshold[old] + shift)
+            with np.errstate(over="ignore", under="ignore"):
+                w_new = {j: v / scales[j] for j, v in w.items()}
+                t_new = threshold[old] + sum(v * center[j] for j, v in w_new.items())
+                if not vector and not all(np.isfinite(v) and (v != 0.0 or w[j] == 0.0) for j, v in w_new.items()):
+                    w_new = dict(w)
+                    t_new = threshold[old] * scales[0] + sum(v * center[j] for j, v in w.items())
+            a, b = out.split_oblique(new, w_new, t_new)
         else:
-            a, b = out.split(new, f, threshold[old] * scale + center[f])
+            a, b = out.split(new, f, threshold[old] * scales[f] + center[f])
         stack.append((int(left[old]), a))
         stack.append((int(right[old]), b))
     return out
+
+
+#: A value farther than this many interquartile ranges from its column's median is a magnitude
+#: outlier for the methods whose geometry it would swamp (see :func:`check_magnitude_outliers`).
+OUTLIER_RATIO = 1e10
+_OUTLIER_SAMPLE = 8192  # rows whose quartiles stand for the column's (a strided sample: deterministic)
+
+
+def check_magnitude_outliers(X: np.ndarray, method: str, why: str, ratio: float = OUTLIER_RATIO) -> None:
+    """Raise when a value of ``X`` lies more than ``ratio`` interquartile ranges from its column's
+    median: for ``method`` (k-means centres, a kNN graph) such a point decides everything and
+    the tree would explain nothing else, so it is reported instead of absorbed.
+
+    The quartiles come from a strided sample of at most 8192 rows (one pass over ``X`` for the
+    extremes); columns with a zero interquartile range fall back to the 1-99 percentile range
+    and are skipped when that is zero too (binary or mostly-constant columns).
+    """
+    if X.shape[0] < 4 or sp.issparse(X):
+        return
+    step = max(1, X.shape[0] // _OUTLIER_SAMPLE)
+    sample = X[::step]
+    q1, med, q3 = np.percentile(sample, [25, 50, 75], axis=0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        spread = q3 - q1
+        if np.any(spread == 0):
+            lo, hi = np.percentile(sample, [1, 99], axis=0)
+            spread = np.where(spread == 0, hi - lo, spread)
+        far = np.maximum(X.max(axis=0) - med, med - X.min(axis=0))
+        bad = np.flatnonzero((spread > 0) & ~(far <= ratio * spread))  # an overflowing ratio * spread is inf
+    if bad.size == 0:
+        return
+    f = int(bad[np.argmax(far[bad] / np.maximum(spread[bad], np.finfo(float).tiny))])
+    row = int(np.argmax(np.abs(X[:, f] - med[f])))
+    with np.errstate(over="ignore"):
+        times = far[f] / spread[f]
+    raise InvalidInputError(
+        f"{method}: X[{row}, {f}] = {X[row, f]:.6g} lies {times:.3g} interquartile ranges from feature {f}'s median "
+        f"({med[f]:.6g}, interquartile range {spread[f]:.3g}); {method} handles values up to {ratio:.0e} "
+        f"interquartile ranges from the median ({why}). Remove or clip such rows (e.g. to a percentile) before "
+        "fitting, or use a method that only cuts coordinates (IMM, CART, SpExClique, MMDT)."
+    )
+
+
+def far_from_origin(X, centers=None):
+    """(X - c, centers - c, c) for the columns' mid-range c when the data sit so far from the
+    origin (|c| > 2**26 ranges) that k-means costs computed as ||x||^2 - 2 x.c + ||c||^2 would
+    cancel away (MMDT's variances, ExKMC's k-means costs); else (X, centers, None). Both are
+    invariant to the shift; :func:`rescale_tree` with ``center=c`` maps the tree back."""
+    if sp.issparse(X):
+        return X, centers, None
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    mid = lo / 2 + hi / 2
+    with np.errstate(over="ignore", invalid="ignore"):  # data near 1e308: an overflowing range is no shift
+        far = np.abs(mid) > 2.0**26 * np.maximum(hi - lo, np.finfo(float).tiny)
+    if not np.any(far):
+        return X, centers, None
+    centers = None if centers is None else check_matrix(centers, "centers") - mid
+    return X - mid, centers, mid
 
 
 def leaf_labels(leaf: np.ndarray, classes: np.ndarray | None) -> np.ndarray:
@@ -254,11 +341,14 @@ class ReferenceTree(ClassifierMixin, BaseEstimator):
     def _validate_reference(self, X, y, feature_names=None, *, min_clusters: int = 2):
         """Validate ``X``/``y``; return (X without noise rows, codes 0..k-1, keep mask, names)."""
         validate_params(self)
+        if not (type(y) is np.ndarray and y.dtype.kind in "iub"):
+            check_label_values(y)
         if plain_Xy(X, y):  # what validate_data and check_classification_targets would pass unchanged
             reset_features(self, X.shape[1])
         else:
-            X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
-                                 accept_sparse="csr" if self._accepts_sparse else False)
+            with np.errstate(over="ignore", invalid="ignore"):  # its finiteness sum overflows near 1e308
+                X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
+                                     accept_sparse="csr" if self._accepts_sparse else False)
             check_classification_targets(y)
         keep = ~noise_mask(y, self.noise_label)
         classes, codes = np.unique(y[keep], return_inverse=True)

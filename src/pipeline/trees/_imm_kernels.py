@@ -49,16 +49,16 @@ def _mistakes_row(X, order_row, tie_row, has_ties, j, codes, centers, node_cente
     per-cluster counts matter, one branch-free pass), after the highest none is valid.
     """
     m = order_row.size
-    mc = node_centers.size
+    n_centres = node_centers.size
     k = centers.shape[0]
-    cv = np.empty(mc)
-    for i in range(mc):
-        cv[i] = centers[node_centers[i], j]
-    srt = np.argsort(cv, kind="mergesort")
-    enter = np.empty(mc, np.int64)  # data points strictly below each sorted centre
-    equal = np.zeros(mc, np.bool_)  # some data point equals the centre value
-    for i in range(mc):
-        c = cv[srt[i]]
+    centre_value = np.empty(n_centres)
+    for i in range(n_centres):
+        centre_value[i] = centers[node_centers[i], j]
+    by_value = np.argsort(centre_value, kind="mergesort")
+    enter = np.empty(n_centres, np.int64)  # data points strictly below each sorted centre
+    equal = np.zeros(n_centres, np.bool_)  # some data point equals the centre value
+    for i in range(n_centres):
+        c = centre_value[by_value[i]]
         enter[i] = _count_le(X, order_row, j, c, True)
         equal[i] = _count_le(X, order_row, j, c, False) > enter[i]
     step = np.ones(k + 1, np.int64)  # +1: a point moving left is a mistake (its centre is right)
@@ -66,59 +66,59 @@ def _mistakes_row(X, order_row, tie_row, has_ties, j, codes, centers, node_cente
     s = np.zeros(k + 1, np.int64)
     for p in range(enter[0]):
         s[codes[order_row[p]]] += 1
-    mis = enter[0] - s[k]
+    mistakes = enter[0] - s[k]
     best = np.inf
-    best_mis = np.iinfo(np.int64).max
-    best_t = np.nan
+    best_mistakes = np.iinfo(np.int64).max
+    best_threshold = np.nan
     best_p = -1  # sorted position of the best data-value threshold (-1: a centre value or none)
     denom = 1.0
-    r = 0
+    centres_left = 0
     i = 0
     p = enter[0]
-    while i < mc:
+    while i < n_centres:
         e = enter[i]
         while p < e:  # data points strictly between the previous centre and this one
             x = order_row[p]
             c = codes[x]
-            mis += step[c]
+            mistakes += step[c]
             s[c] += 1
             p += 1
             if has_ties and p < m and tie_row[p - 1] == tie_row[p]:
                 continue
             if ratio:
-                score = mis / denom
+                score = mistakes / denom
                 if score < best:
                     best = score
                     best_p = p - 1  # the threshold is read once at the end: X[x, j] is a cache miss
-            elif mis < best_mis:
-                best_mis = mis
+            elif mistakes < best_mistakes:
+                best_mistakes = mistakes
                 best_p = p - 1
-        c0 = cv[srt[i]]
-        while i < mc and enter[i] == e and cv[srt[i]] == c0:  # centres entering together
-            c = node_centers[srt[i]]
-            mis += local[c] - 2 * s[c]
+        value = centre_value[by_value[i]]
+        while i < n_centres and enter[i] == e and centre_value[by_value[i]] == value:  # centres entering together
+            c = node_centers[by_value[i]]
+            mistakes += local[c] - 2 * s[c]
             step[c] = -1
-            r += 1
+            centres_left += 1
             i += 1
-        if r == mc:
+        if centres_left == n_centres:
             break
-        denom = float(min(r, mc - r))
+        denom = float(min(centres_left, n_centres - centres_left))
         if not equal[i - 1]:  # threshold strictly between two data values
             if ratio:
-                score = mis / denom
+                score = mistakes / denom
                 if score < best:
                     best = score
                     best_p = -1
-                    best_t = c0
-            elif mis < best_mis:
-                best_mis = mis
+                    best_threshold = value
+            elif mistakes < best_mistakes:
+                best_mistakes = mistakes
                 best_p = -1
-                best_t = c0
+                best_threshold = value
     if best_p >= 0:
-        best_t = X[order_row[best_p], j]
-    if not ratio and best_mis < np.iinfo(np.int64).max:
-        best = float(best_mis)
-    return best, best_t
+        best_threshold = X[order_row[best_p], j]
+    if not ratio and best_mistakes < np.iinfo(np.int64).max:
+        best = float(best_mistakes)
+    return best, best_threshold
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -204,8 +204,8 @@ def surrogate_sweep(order, tie_ids, has_ties, table, c_norm2, total, out_cost, o
         best_left = np.zeros(k)  # sums at the best cut: its argmin centres are found once, at the end
         best_right = np.zeros(k)
         best = np.inf
-        best_lc = np.inf
-        best_rc = np.inf
+        best_cost_left = np.inf
+        best_cost_right = np.inf
         best_p = -1
         best_l = -1
         best_r = -1
@@ -227,29 +227,29 @@ def surrogate_sweep(order, tie_ids, has_ties, table, c_norm2, total, out_cost, o
                 continue
             n_left = p + 1
             if lead_l > margin:
-                lc = n_left * c_norm2[arg_l] - 2.0 * left[arg_l]
+                cost_left = n_left * c_norm2[arg_l] - 2.0 * left[arg_l]
             else:
-                lc, arg_l, second = _side_min(left, c_norm2, n_left)
-                lead_l = second - lc
+                cost_left, arg_l, second = _side_min(left, c_norm2, n_left)
+                lead_l = second - cost_left
             if lead_r > margin:
-                rc = (m - n_left) * c_norm2[arg_r] - 2.0 * right[arg_r]
+                cost_right = (m - n_left) * c_norm2[arg_r] - 2.0 * right[arg_r]
             else:
-                rc, arg_r, second = _side_min(right, c_norm2, m - n_left)
-                lead_r = second - rc
-            if lc + rc < best:
-                best = lc + rc
+                cost_right, arg_r, second = _side_min(right, c_norm2, m - n_left)
+                lead_r = second - cost_right
+            if cost_left + cost_right < best:
+                best = cost_left + cost_right
                 best_p = p
-                best_lc = lc
-                best_rc = rc
+                best_cost_left = cost_left
+                best_cost_right = cost_right
                 best_left[:] = left
                 best_right[:] = right
                 if best < limit[0]:
                     limit[0] = best
-            if lc + (floor_total - floor_left) > min(best, limit[0]) + margin:
+            if cost_left + (floor_total - floor_left) > min(best, limit[0]) + margin:
                 break  # no later cut of this row can reach the best cut found so far
         if best_p >= 0:
-            best_l = _first_min(best_left, c_norm2, best_p + 1, best_lc)
-            best_r = _first_min(best_right, c_norm2, m - best_p - 1, best_rc)
+            best_l = _first_min(best_left, c_norm2, best_p + 1, best_cost_left)
+            best_r = _first_min(best_right, c_norm2, m - best_p - 1, best_cost_right)
         out_cost[j] = best
         out_pos[j] = best_p
         out_left[j] = best_l

@@ -3,7 +3,8 @@ ExKMC's expansion with one compiled call per leaf.
 
 On iris a tree has two cuts, and the Python steps around each node of
 :func:`pipeline.trees.imm.build_imm_tree` (numpy calls, the ColumnOrder partition, the progress
-bar) cost ten times the node's sweep. Below :data:`SMALL_WORK` elements the estimators use
+bar) cost ten times the node's sweep. Below :func:`~pipeline.trees._kernels.parallel_min_work`
+elements (where the general path's kernels run serially anyway) the estimators use
 these functions instead. They run the same sweeps (``_mistakes_row``, ``surrogate_sweep``)
 with the same tie rules, number the nodes in the same order and expand the same leaves, so the
 trees are identical to the general path's (the tests run both).
@@ -17,14 +18,9 @@ import numba
 import numpy as np
 
 from pipeline.trees import _imm_kernels as kern
-from pipeline.trees._kernels import PARALLEL_MIN_WORK
 from pipeline.trees.tree import ExplanationTree
 
 logger = logging.getLogger("pipeline.trees.imm")
-
-#: Inputs (n_samples * n_features) below this size take the paths of this module: the general
-#: path's per-node overhead dominates there, and its kernels run serially anyway.
-SMALL_WORK = PARALLEL_MIN_WORK
 
 _surrogate_serial = kern.surrogate_sweep.serial
 

@@ -20,6 +20,8 @@ compiled sweep credits each edge to its later endpoint instead, 32 features at a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -27,16 +29,44 @@ from pipeline.trees import _bin_kernels, _kernels
 from pipeline.trees._kernels import _SLACK
 from pipeline.trees._column_order import ColumnOrder, _n_threads, column_block_size, pick_best
 
-USE_KERNELS = True  # use the compiled kernels when numba is importable (tests flip this)
-CLIQUE_BLOCK = 64  # positions per bound-pruned block of the compiled clique sweep (tests shrink it)
-PLAIN_SCAN_PURITY = 0.8  # plain scan when one cluster holds this share of a node (tests raise it)
-CLIQUE_BINS = 256  # value bins per column of the binned clique sweep, at most 256 (tests shrink it)
-CROWDED_BIN = 16  # a column is crowded when one bin holds 16x the mean share of points...
-CROWDED_COLUMNS = 0.05  # ...and more than 5% of crowded columns send a fit back to the sorted sweep
-HISTOGRAM_BUDGET = 1 << 30  # bytes of per-node bin counts the binned clique sweep may keep
-NODE_COUNTS_MAX = 1 << 28  # above this many bytes of counts per node SpEx-Clique takes the sorted sweep
-HEAVY_SHARE = 16  # the binned sweep gathers a node's rows when 1/16 of its values need resolving
-BINS_MIN_POINTS = 4096  # SpEx-Clique fits with at least this many points use the binned sweep (tests lower it)
+@dataclass(frozen=True)
+class SweepSettings:
+    """Tuning constants of the SpEx sweeps. Every setting gives the same tree; they change
+    only which exact sweep runs and how much work it skips. Tests pass their own (tiny blocks
+    and bins, so that pruning and bin resolution happen on small inputs).
+
+    use_kernels : the compiled kernels when numba is importable (False: the numpy sweeps).
+    clique_block : positions per bound-pruned block of the compiled clique sweep.
+    plain_scan_purity : a plain scan when one cluster holds this share of a node.
+    bins_min_points : SpEx-Clique fits with at least this many points use the binned sweep.
+    clique_bins : value bins per column of the binned clique sweep (2 to 256).
+    crowded_bin, crowded_columns : a column is crowded when one bin holds ``crowded_bin`` times
+        the mean share of points; more than ``crowded_columns`` crowded columns send a fit
+        back to the sorted sweep.
+    histogram_budget : bytes of per-node bin counts the binned sweep may keep for children.
+    node_counts_max : above this many bytes of counts per node SpEx-Clique takes the sorted sweep.
+    heavy_share : the binned sweep gathers a node's rows when 1/heavy_share of its values
+        need resolving.
+    """
+
+    use_kernels: bool = True
+    clique_block: int = 64
+    plain_scan_purity: float = 0.8
+    bins_min_points: int = 4096
+    clique_bins: int = 256
+    crowded_bin: float = 16
+    crowded_columns: float = 0.05
+    histogram_budget: int = 1 << 30
+    node_counts_max: int = 1 << 28
+    heavy_share: int = 16
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the compiled kernels run (numba importable and ``use_kernels``)."""
+        return _kernels.AVAILABLE and self.use_kernels
+
+
+DEFAULT_SETTINGS = SweepSettings()
 
 
 def _finish_block(score: np.ndarray, valid: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -48,15 +78,15 @@ def _finish_block(score: np.ndarray, valid: np.ndarray | None) -> tuple[np.ndarr
     return cut[np.arange(cut.shape[0]), pos], pos
 
 
-def _block_size(local: np.ndarray) -> int:
+def _block_size(local: np.ndarray, settings: SweepSettings) -> int:
     """Bound-pruned blocks pay off unless one cluster dominates the node (then the cut score is
     nearly flat, no block can be pruned, and a plain scan is cheaper)."""
     m = int(local.sum())
-    return m + 1 if local.max() >= PLAIN_SCAN_PURITY * m else CLIQUE_BLOCK
+    return m + 1 if local.max() >= settings.plain_scan_purity * m else settings.clique_block
 
 
-def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndarray,
-                    priority: np.ndarray) -> tuple[int, int, float, float]:
+def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndarray, priority: np.ndarray,
+                    settings: SweepSettings = DEFAULT_SETTINGS) -> tuple[int, int, float, float]:
     """Best SpEx-Clique cut of a node.
 
     Parameters
@@ -68,6 +98,8 @@ def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndar
         Cluster sizes over the whole fitted data.
     priority : ndarray of shape (n_features,)
         Feature tie-breaking ranks (lower wins).
+    settings : SweepSettings
+        Tuning of the sweep (the result does not depend on it).
 
     Returns
     -------
@@ -85,9 +117,9 @@ def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndar
         return -1, -1, np.inf, psi_v
     col_score = np.empty(d)
     col_pos = np.empty(d, dtype=np.int64)
-    if _kernels.AVAILABLE and USE_KERNELS:
+    if settings.compiled:
         _kernels.clique_sweep(node.order, _ties_or_empty(node), node.tie_ids is not None, codes, g, local,
-                              np.int64(local @ (g - local)), np.int64(local @ (g - 1)), _block_size(local),
+                              np.int64(local @ (g - local)), np.int64(local @ (g - 1)), _block_size(local, settings),
                               col_score, col_pos)
     else:
         _clique_numpy(node, codes, g, local, cut_v, vol_v, col_score, col_pos)
@@ -95,9 +127,9 @@ def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndar
     return j, p, score, psi_v
 
 
-def use_binned_clique(n_points: int) -> bool:
+def use_binned_clique(n_points: int, settings: SweepSettings = DEFAULT_SETTINGS) -> bool:
     """Whether a SpEx-Clique fit on ``n_points`` points runs on :class:`BinnedColumns`."""
-    return _kernels.AVAILABLE and USE_KERNELS and n_points >= BINS_MIN_POINTS
+    return settings.compiled and n_points >= settings.bins_min_points
 
 
 class BinnedNode:
@@ -129,12 +161,13 @@ class BinnedColumns:
     could make it the next split.
 
     ``suited`` is False, and nothing is binned, when one node's counts would exceed
-    ``NODE_COUNTS_MAX`` bytes (many clusters and features); it is False after binning when many columns crowd most
+    ``settings.node_counts_max`` bytes (many clusters and features); it is False after binning when many columns crowd most
     points into few bins (far outliers, heavy tails). The fit then takes the sorted sweep.
     """
 
     def __init__(self, X: np.ndarray, codes: np.ndarray, global_counts: np.ndarray, priority: np.ndarray,
-                 n_bins: int = 256, n_leaves: int = 2):
+                 n_leaves: int = 2, settings: SweepSettings = DEFAULT_SETTINGS):
+        n_bins = settings.clique_bins
         if not 2 <= n_bins <= 256:
             raise ValueError(f"n_bins must be between 2 and 256 (uint8 bins), got {n_bins}")
         self.X = X
@@ -142,8 +175,9 @@ class BinnedColumns:
         self.g = global_counts.astype(np.int64)
         self.priority = priority
         self.n_bins = n_bins
+        self.heavy_share = settings.heavy_share
         hist_bytes = X.shape[1] * (n_bins + 1) * (4 * self.g.size + 8)  # one node's counts
-        self.suited = hist_bytes <= NODE_COUNTS_MAX
+        self.suited = hist_bytes <= settings.node_counts_max
         if not self.suited:
             return
         self.lo, self.scale = _bin_kernels.column_scales(X, n_bins)
@@ -152,15 +186,15 @@ class BinnedColumns:
         self._root.hist = self.histograms(self._root.members)
         # equal-width bins suit columns without far outliers or heavy tails; where one bin holds
         # a large share of the points, resolving it would sort most of every node again
-        crowd = np.diff(self._root.hist[1], axis=1).max(axis=1) > CROWDED_BIN * X.shape[0] / n_bins
-        self.suited = bool(crowd.mean() <= CROWDED_COLUMNS)
+        crowd = np.diff(self._root.hist[1], axis=1).max(axis=1) > settings.crowded_bin * X.shape[0] / n_bins
+        self.suited = bool(crowd.mean() <= settings.crowded_columns)
         if not self.suited:
             return
         self.start, self.rows = _bin_kernels.bin_index(self.bins, n_bins)
         self.local_pos = np.full(X.shape[0], -1, dtype=np.int64)  # row -> index in the node being swept
         # a node keeps its counts (for its children: the larger child's are the parent's minus
-        # the smaller's) while all leaves' counts fit in HISTOGRAM_BUDGET bytes
-        self.keep_hist = hist_bytes * max(n_leaves, 2) <= HISTOGRAM_BUDGET
+        # the smaller's) while all leaves' counts fit in settings.histogram_budget bytes
+        self.keep_hist = hist_bytes * max(n_leaves, 2) <= settings.histogram_budget
 
     def root(self) -> BinnedNode:
         return self._root
@@ -191,7 +225,7 @@ class BinnedColumns:
         counts, cnt = self._node_counts(node)
         # values of many points needed: gather the node's rows once (streaming) instead of
         # reading each value from X (a cache miss each)
-        heavy = bool(n_flagged.sum() * HEAVY_SHARE >= m * d)
+        heavy = bool(n_flagged.sum() * self.heavy_share >= m * d)
         XT = _bin_kernels.gather_transposed(X, members) if heavy else np.empty((0, 0), X.dtype)
         self.local_pos[members] = np.arange(m)
         try:
@@ -260,7 +294,7 @@ def _ties_or_empty(node: ColumnOrder) -> np.ndarray:
 
 
 def clique_split_cuts(node: ColumnOrder, feature: int, position: int, codes: np.ndarray,
-                      global_counts: np.ndarray, priority: np.ndarray):
+                      global_counts: np.ndarray, priority: np.ndarray, settings: SweepSettings = DEFAULT_SETTINGS):
     """Split a node after sorted ``position`` of ``feature`` and find both children's best cuts.
 
     Equivalent to ``[(c, clique_best_cut(c, ...)) for c in node.split(feature, position, n)]``;
@@ -272,8 +306,8 @@ def clique_split_cuts(node: ColumnOrder, feature: int, position: int, codes: np.
     :func:`clique_best_cut`.
     """
     n_total = codes.size
-    if not (_kernels.AVAILABLE and USE_KERNELS):
-        return tuple((c, clique_best_cut(c, codes, global_counts, priority))
+    if not settings.compiled:
+        return tuple((c, clique_best_cut(c, codes, global_counts, priority, settings))
                      for c in node.split(feature, position, n_total))
     g = global_counts.astype(np.int64)
     in_left = node.order[feature, :position + 1]
@@ -288,7 +322,7 @@ def clique_split_cuts(node: ColumnOrder, feature: int, position: int, codes: np.
     lo, ro, lt, rt = _kernels.clique_split_sweep(
         node.order, _ties_or_empty(node), has_ties, side, in_left.size, node.n_points - in_left.size, codes,
         g, local_l, local_r, np.int64(local_l @ (g - local_l)), np.int64(local_l @ (g - 1)),
-        np.int64(local_r @ (g - local_r)), np.int64(local_r @ (g - 1)), _block_size(local_l), _block_size(local_r),
+        np.int64(local_r @ (g - local_r)), np.int64(local_r @ (g - 1)), _block_size(local_l, settings), _block_size(local_r, settings),
         score, pos)
     out = []
     for i, (order, ties, local) in enumerate(((lo, lt, local_l), (ro, rt, local_r))):
@@ -301,7 +335,7 @@ def clique_split_cuts(node: ColumnOrder, feature: int, position: int, codes: np.
 
 def _clique_numpy(node, codes, g, local, cut_v, vol_v, col_score, col_pos):
     d, m = node.order.shape
-    gm1 = (g - 1).astype(np.float64)
+    deg = (g - 1).astype(np.float64)
     t2 = (2 * local - g - 1).astype(np.float64)
     starts = np.cumsum(local) - local
     rank2 = 2.0 * (np.arange(m) - np.repeat(starts, local))  # 2*rank in label-grouped order
@@ -314,7 +348,7 @@ def _clique_numpy(node, codes, g, local, cut_v, vol_v, col_score, col_pos):
         r2 = np.empty(b * m)
         r2[perm.ravel()] = np.tile(rank2, b)
         r2 = r2.reshape(b, m)
-        vol_s = np.cumsum(gm1[labels], axis=1)
+        vol_s = np.cumsum(deg[labels], axis=1)
         twice_rank_sum = np.cumsum(r2, axis=1)
         cut_r = np.cumsum(t2[labels], axis=1)
         cut_r += cut_v
@@ -385,7 +419,8 @@ class GraphOrder(ColumnOrder):
         self.edges = edges
 
 
-def graph_split_cuts(node: ColumnOrder, feature: int, position: int, graph: GraphData, priority: np.ndarray):
+def graph_split_cuts(node: ColumnOrder, feature: int, position: int, graph: GraphData, priority: np.ndarray,
+                     settings: SweepSettings = DEFAULT_SETTINGS):
     """Split a node after sorted ``position`` of ``feature``; both children with their best cuts.
 
     Same contract as :func:`clique_split_cuts`; each child's edge list is the parent's
@@ -395,7 +430,7 @@ def graph_split_cuts(node: ColumnOrder, feature: int, position: int, graph: Grap
     side[node.order[feature, :position + 1]] = 1
     side[node.order[feature, position + 1:]] = 0
     a, b, w = graph.node_edges(node)
-    if _kernels.AVAILABLE and USE_KERNELS:
+    if settings.compiled:
         edges = _kernels.graph_split_edges(a, b, w, side)
     else:
         side_a = side[a]
@@ -404,11 +439,12 @@ def graph_split_cuts(node: ColumnOrder, feature: int, position: int, graph: Grap
     out = []
     for child, child_edges in zip(node.partition(side), edges):
         child = GraphOrder(child.order, child.tie_ids, child_edges)
-        out.append((child, graph_best_cut(child, graph, priority)))
+        out.append((child, graph_best_cut(child, graph, priority, settings)))
     return tuple(out)
 
 
-def graph_best_cut(node: ColumnOrder, graph: GraphData, priority: np.ndarray) -> tuple[int, int, float, float]:
+def graph_best_cut(node: ColumnOrder, graph: GraphData, priority: np.ndarray,
+                   settings: SweepSettings = DEFAULT_SETTINGS) -> tuple[int, int, float, float]:
     """Best SpEx cut of a node for a general graph; same contract as :func:`clique_best_cut`."""
     d, m = node.order.shape
     members = node.order[0]  # local id i = position in row 0 (any numbering gives the same sums)
@@ -426,7 +462,7 @@ def graph_best_cut(node: ColumnOrder, graph: GraphData, priority: np.ndarray) ->
         return -1, -1, np.inf, psi_v
     col_score = np.empty(d)
     col_pos = np.empty(d, dtype=np.int64)
-    if _kernels.AVAILABLE and USE_KERNELS:
+    if settings.compiled:
         ties = node.tie_ids if node.tie_ids is not None else np.empty((0, 0), np.int32)
         stats = np.empty((m, 4), dtype=np.int32 if graph.exact else np.float64)
         stats[:, 0] = deg
@@ -451,20 +487,20 @@ def _graph_numpy(node, order_local, a, b, w, deg, deg_off, inner_deg, col_score,
     step = max(1, column_block_size(max(m, w.size)) // 2)
     for s in range(0, d, step):
         lo = order_local[s:s + step]  # (B, m) local ids in feature order
-        nb = lo.shape[0]
-        pos = np.empty((nb, m), dtype=np.int32)
+        n_rows = lo.shape[0]
+        pos = np.empty((n_rows, m), dtype=np.int32)
         np.put_along_axis(pos, lo, np.arange(m, dtype=np.int32)[None, :], axis=1)
         later = np.maximum(np.take(pos, a, axis=1), np.take(pos, b, axis=1)).astype(np.int64)
-        later += (np.arange(nb, dtype=np.int64) * m)[:, None]
+        later += (np.arange(n_rows, dtype=np.int64) * m)[:, None]
         if unit:
-            hist = np.bincount(later.ravel(), minlength=nb * m) * float(w[0])
+            hist = np.bincount(later.ravel(), minlength=n_rows * m) * float(w[0])
         else:
-            hist = np.bincount(later.ravel(), weights=np.tile(w, nb), minlength=nb * m)
-        w_in_s = np.cumsum(hist.reshape(nb, m), axis=1)  # w(S, S)
+            hist = np.bincount(later.ravel(), weights=np.tile(w, n_rows), minlength=n_rows * m)
+        w_in_s = np.cumsum(hist.reshape(n_rows, m), axis=1)  # w(S, S)
         deg_ord = deg[lo]
         vol_s = np.cumsum(deg_ord, axis=1)
         vol_r = np.cumsum(deg_ord[:, ::-1], axis=1)[:, ::-1]  # suffix sums: exact zeros stay zero
-        vol_r = np.concatenate([vol_r[:, 1:], np.zeros((nb, 1))], axis=1)
+        vol_r = np.concatenate([vol_r[:, 1:], np.zeros((n_rows, 1))], axis=1)
         off_s = np.cumsum(deg_off[lo], axis=1)
         inner_s = np.cumsum(inner_deg[lo], axis=1)
         cut_s = off_s - 2.0 * w_in_s
@@ -473,4 +509,4 @@ def _graph_numpy(node, order_local, a, b, w, deg, deg_off, inner_deg, col_score,
         cut_r = (deg_off.sum() - off_s) - 2.0 * w_in_r
         with np.errstate(divide="ignore", invalid="ignore"):
             score = np.where(vol_s > 0, cut_s / vol_s, 0.0) + np.where(vol_r > 0, cut_r / vol_r, 0.0)
-        col_score[s:s + nb], col_pos[s:s + nb] = _finish_block(score, node.valid_cuts(s, s + nb))
+        col_score[s:s + n_rows], col_pos[s:s + n_rows] = _finish_block(score, node.valid_cuts(s, s + n_rows))

@@ -25,6 +25,9 @@ def parse_json(text) -> dict:
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"the tree JSON is not valid JSON ({exc.msg} at line {exc.lineno}, column "
                                 f"{exc.colno}; a truncated file?): {_HOW}") from None
+    except RecursionError:  # a tree document is flat (a list of nodes): deep nesting is never one
+        raise InvalidInputError("the tree JSON nests arrays or objects too deeply to be an explanation-tree "
+                                f"document (its nodes form a flat list): {_HOW}") from None
     if not isinstance(data, dict):
         raise InvalidInputError(f"the tree JSON must be an object, got {type(data).__name__}: {_HOW}")
     return data
@@ -41,9 +44,17 @@ def _index(node: dict, key: str, n: int, bound: int, where: str) -> int:
     return v
 
 
+_INT64 = (-2**63, 2**63 - 1)
+
+
 def _number(v, where: str, what: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise _bad(where, f"has {what}={v!r}, which must be a finite number")
+    try:
+        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+    except OverflowError:  # an integer beyond float64's range
+        ok = False
+    if not ok:
+        shown = repr(v) if len(repr(v)) < 40 else repr(v)[:30] + "..."
+        raise _bad(where, f"has {what}={shown}, which must be a finite number")
     return float(v)
 
 
@@ -71,8 +82,11 @@ def check_document(data: dict, format_version: int) -> None:
         if not isinstance(node, dict):
             raise _bad(where, f"is {type(node).__name__}, not an object")
         if "label" in node:
-            if isinstance(node["label"], bool) or not isinstance(node["label"], int):
-                raise _bad(where, f"has label={node['label']!r}, which must be an integer")
+            label = node["label"]
+            if isinstance(label, bool) or not isinstance(label, int) or not _INT64[0] <= label <= _INT64[1]:
+                shown = repr(label) if len(repr(label)) < 40 else repr(label)[:30] + "..."
+                raise _bad(where, f"has label={shown}, which must be an integer in int64's range "
+                                  f"[{_INT64[0]}, {_INT64[1]}]")
             continue
         if "weights" in node:
             w = node["weights"]

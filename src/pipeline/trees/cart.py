@@ -162,7 +162,7 @@ class CART(ReferenceTree):
         Passed to DecisionTreeClassifier.
     min_samples_leaf : int or float, default=1
         Passed to DecisionTreeClassifier.
-    noise_label : int, str or None, default=-1
+    noise_label : int, str or None, default=None
         Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
         Passed to DecisionTreeClassifier (feature permutation for tie-breaking).
@@ -188,7 +188,7 @@ class CART(ReferenceTree):
     }
     _accepts_sparse = True
 
-    def __init__(self, n_leaves=None, *, max_depth=None, min_samples_leaf=1, noise_label=-1, random_state=None,
+    def __init__(self, n_leaves=None, *, max_depth=None, min_samples_leaf=1, noise_label=None, random_state=None,
                  n_jobs=None):
         self.n_leaves = n_leaves
         self.max_depth = max_depth

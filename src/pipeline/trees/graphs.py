@@ -102,3 +102,15 @@ def knn_graph(X, n_neighbors: int = 20, *, method: str = "auto", random_state=No
         rows, cols = np.nonzero(not_self & keep)
         A = sp.csr_matrix((np.ones(rows.size), (rows, idx[rows, cols])), shape=(n, n))
     return (A + A.T).tocsr()
+
+
+def check_has_edges(A: sp.csr_matrix) -> None:
+    """Raise when no edge joins two different points (all weights zero, or self-loops only):
+    every cut would then weigh zero and SpEx would cut arbitrarily."""
+    if int((A.data > 0).sum()) == int(np.count_nonzero(A.diagonal() > 0)):
+        n = A.shape[0]
+        raise InvalidInputError(
+            f"graph has no edges between different points ({n}x{n} weights, all zero off the diagonal), so every "
+            "cut has the same (zero) weight and SpEx would cut arbitrarily; pass a graph that connects similar points "
+            "(e.g. a kNN graph), or n_leaves=1."
+        )

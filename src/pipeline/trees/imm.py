@@ -31,9 +31,10 @@ from tqdm.auto import tqdm
 
 from pipeline.trees import _imm_kernels as kern, _imm_small
 from pipeline.trees._column_order import ColumnOrder, feature_priority, pick_best
+from pipeline.trees._kernels import parallel_min_work
 from pipeline.trees._fitting import (
     COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, check_n_leaves, check_not_constant,
-    power_of_two_scale, rescale_tree,
+    check_magnitude_outliers, far_from_origin, power_of_two_scale, rescale_tree,
 )
 from pipeline.threads import limit_threads
 from pipeline.trees.tree import ExplanationTree
@@ -151,7 +152,7 @@ class _CentreTree(ReferenceTree):
 
     _parameter_constraints = {**N_LEAVES_CONSTRAINT, **NOISE_CONSTRAINT, **COMMON_CONSTRAINTS, "verbose": ["verbose"]}
 
-    def __init__(self, n_leaves=None, *, noise_label=-1, random_state=None, verbose=False, n_jobs=None):
+    def __init__(self, n_leaves=None, *, noise_label=None, random_state=None, verbose=False, n_jobs=None):
         self.n_leaves = n_leaves
         self.noise_label = noise_label
         self.random_state = random_state
@@ -185,11 +186,11 @@ class _CentreTree(ReferenceTree):
         self.centers_ = centers * scale
         return X, centers, scale, root
 
-    def _label(self, tree, leaf_center, scale):
+    def _label(self, tree, leaf_center, scale, shift=None):
         labels = self._leaf_labels()
         for leaf, c in leaf_center.items():
             tree.set_label(leaf, labels[c])
-        self.tree_ = rescale_tree(self._name_leaves(tree), scale)
+        self.tree_ = rescale_tree(self._name_leaves(tree), scale, shift)
         self.n_leaves_ = tree.n_leaves
         return self
 
@@ -223,7 +224,7 @@ class _CentreTree(ReferenceTree):
 
     def _is_small(self, X) -> bool:
         """Grow the tree with :mod:`pipeline.trees._imm_small` (small input, no progress bar)."""
-        return X.size < _imm_small.SMALL_WORK and not self.verbose
+        return X.size < parallel_min_work() and not self.verbose
 
 
 class IMM(_CentreTree):
@@ -235,7 +236,7 @@ class IMM(_CentreTree):
     ----------
     n_leaves : int, optional
         Must equal the number of reference clusters (the default).
-    noise_label : int, str or None, default=-1
+    noise_label : int, str or None, default=None
         Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
         Seeds the feature order used to break exact ties between features.
@@ -279,10 +280,13 @@ class ExKMC(_CentreTree):
     def fit(self, X, y, feature_names=None, centers=None):
         """Fit to X (n_samples, n_features) and reference labels y; see :meth:`IMM.fit`."""
         X, codes, classes, centers, feature_names = self._prepare(X, y, centers, feature_names)
+        check_magnitude_outliers(X, "ExKMC", "one such point drags its cluster's centre and dominates the "
+                                 "k-means cost that grows the extra leaves")
         k = classes.size
         n_leaves = check_n_leaves(self.n_leaves, k, X.shape[0], at_least=k,
                                   why=" (the number of reference clusters)")
         priority = feature_priority(X.shape[1], self.random_state)
+        X, centers, shift = far_from_origin(X, centers)
         with limit_threads(self.n_jobs, work=X.size * k):  # the expansion's product X @ centers.T
             small = self._is_small(X)
             X, centers, scale, root = self._scaled(X, codes, centers, sort=not small)
@@ -292,12 +296,15 @@ class ExKMC(_CentreTree):
                 if n_leaves > k and not _imm_small.expand_small(X, codes, centers, tree, leaf_center, leaf_of,
                                                                 n_leaves, priority):
                     _warn_stopped(tree.n_leaves, n_leaves, stacklevel=3)
-                return self._label(tree, leaf_center, scale)
-            tree, leaf_center = build_imm_tree(X, codes, centers, False, priority, feature_names, self.verbose,
-                                               root)
-            if n_leaves > k:
-                self._expand(X, codes, centers, tree, leaf_center, root, n_leaves, priority)
-        return self._label(tree, leaf_center, scale)
+            else:
+                tree, leaf_center = build_imm_tree(X, codes, centers, False, priority, feature_names, self.verbose,
+                                                   root)
+                if n_leaves > k:
+                    self._expand(X, codes, centers, tree, leaf_center, root, n_leaves, priority)
+        self._label(tree, leaf_center, scale, shift)
+        if shift is not None:
+            self.centers_ = self.centers_ + shift
+        return self
 
     def _expand(self, X, codes, centers, tree, leaf_center, root, n_leaves, priority):
         n, d = X.shape

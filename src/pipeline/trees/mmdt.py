@@ -35,6 +35,7 @@ from pipeline.trees._fitting import (
     NOISE_CONSTRAINT,
     ReferenceTree,
     check_not_constant,
+    far_from_origin,
     leaf_labels,
     power_of_two_scale,
     rescale_tree,
@@ -167,7 +168,7 @@ class _MeansTree(ReferenceTree):
 
     _parameter_constraints = {**COMMON_CONSTRAINTS, **NOISE_CONSTRAINT, **N_LEAVES_CONSTRAINT}
 
-    def __init__(self, n_leaves=None, *, noise_label=-1, random_state=None, n_jobs=None):
+    def __init__(self, n_leaves=None, *, noise_label=None, random_state=None, n_jobs=None):
         self.n_leaves = n_leaves
         self.noise_label = noise_label
         self.random_state = random_state
@@ -210,7 +211,7 @@ class _MeansTree(ReferenceTree):
         """Estimate means and σ from data and reference labels, then grow the tree.
 
         σ_j is the largest per-component (population) standard deviation on axis j. Rows
-        labelled ``noise_label`` (default -1, e.g. DBSCAN outliers) are left out; every other
+        labelled ``noise_label`` (default None: none; e.g. -1 for DBSCAN outliers) are left out; every other
         value, negative or not, integer or string, is a cluster. An axis on which every
         component has zero spread gets a tiny positive σ_j (see
         :func:`pipeline.trees.mixture.check_sigma`), so nothing divides by zero. Data of
@@ -234,14 +235,19 @@ class _MeansTree(ReferenceTree):
         X, codes, _, names = self._validate_reference(X, y, feature_names)
         check_not_constant(X)  # the estimated means would all coincide
         self._check_n_leaves(self.classes_.size)
-        scale = power_of_two_scale(X)
+        # One power of two per column: MMDT is invariant to each axis' scale, and a column near
+        # 1e300 must not flush the others (divided by the same number) to zero.
+        X, _, shift = far_from_origin(X)
+        scale = power_of_two_scale(X, per_column=True)
+        if np.any(scale != 1.0):
+            X = X.multiply(1.0 / scale).tocsr() if sp.issparse(X) else X / scale
         with limit_threads(self.n_jobs):
-            means, variances = cluster_moments(X / scale if scale != 1.0 else X, codes)
+            means, variances = cluster_moments(X, codes)
         sigma = np.sqrt(variances.max(axis=0))
         means = check_means(means, name="estimated cluster means")
         sigma = check_sigma(sigma, X.shape[1], from_data=True, scale=np.abs(means).max(axis=0))
         check_separated(means, sigma, name="estimated cluster means")
-        return self._grow(means, sigma, names, scale)
+        return self._grow(means, sigma, names, scale, shift)
 
     def fit_gaussian_mixture(self, gmm, feature_names=None):
         """Grow the tree from a fitted :class:`sklearn.mixture.GaussianMixture`.
@@ -253,13 +259,13 @@ class _MeansTree(ReferenceTree):
         covs = gmm_covariances(gmm)
         return self.fit_mixture(gmm.means_, mixture_sigma(covs), feature_names)
 
-    def _grow(self, means, sigma, feature_names, scale: float = 1.0):
+    def _grow(self, means, sigma, feature_names, scale=1.0, shift=None):
         self._check_n_leaves(means.shape[0])
         rng = check_random_state(self.random_state)
         labels = np.array([self._leaf_label(k) for k in range(means.shape[0])], dtype=np.int64)
         tree = grow_means_tree(means, sigma, type(self)._split_rule, labels, rng, feature_names)
-        self.tree_ = rescale_tree(self._name_leaves(tree), scale)
-        self.means_, self.sigma_ = means * scale, sigma * scale
+        self.tree_ = rescale_tree(self._name_leaves(tree), scale, shift)
+        self.means_, self.sigma_ = means * scale + (0.0 if shift is None else shift), sigma * scale
         logger.debug("%s: grew %d leaves, depth %d", type(self).__name__, self.tree_.n_leaves, self.tree_.depth)
         return self
 
@@ -268,7 +274,7 @@ _ESTIMATOR_PARAMS_DOC = """
     n_leaves : int or None, default=None
         Number of leaves; the tree always has one leaf per mean, so this may only be None or
         the number of clusters K (accepted so every explainer takes ``n_leaves``).
-    noise_label : int, str or None, default=-1
+    noise_label : int, str or None, default=None
         Rows of ``y`` with this label are left out of fitting (None: no noise label).
     random_state : int, RandomState or None
         Seed for tie-breaking.
@@ -336,7 +342,7 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
     concept_names : sequence of str of length M, optional
         Names the tree's rules are written in (default with ``cavs=None``: the DataFrame's
         column names, if any).
-    noise_label : int, str or None, default=-1
+    noise_label : int, str or None, default=None
         Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
         Seed for MMDT's tie-breaking.
@@ -363,7 +369,7 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
     }
     _accepts_sparse = True
 
-    def __init__(self, cavs=None, concept_names=None, *, noise_label=-1, random_state=None, n_jobs=None):
+    def __init__(self, cavs=None, concept_names=None, *, noise_label=None, random_state=None, n_jobs=None):
         self.cavs = cavs
         self.concept_names = concept_names
         self.noise_label = noise_label
@@ -439,13 +445,26 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
         Zs = Z / scale if scale != 1.0 else Z
         with limit_threads(self.n_jobs):
             means, _ = cluster_moments(Zs, codes)
+            with np.errstate(over="ignore", invalid="ignore"):
+                S = _project(Z, C)
+            concept_scale = power_of_two_scale(S, per_column=True) if np.all(np.isfinite(S)) else None
+            if concept_scale is not None and np.any(concept_scale != 1.0):
+                # The tree cuts concept coordinates, each on its own scale (like MMDT's axes): one power of
+                # two per extreme concept, so a concept near 1e300 does not flush the others to zero.
+                concept_means, proj_var = estimate_mixture(S / concept_scale, codes)
+                return self._grow_concepts(means * scale, C, concept_means, np.sqrt(proj_var.max(axis=0)),
+                                           concept_scale)
             # σ̄_m² = max_k c_mᵀ Σ_k c_m equals the largest per-cluster variance of the projection C z,
             # so the (d, d) covariances never need to be formed.
             _, proj_var = estimate_mixture(_project(Zs, C), codes)
         return self._grow(means, C, np.sqrt(proj_var.max(axis=0)), scale)
 
     def _grow(self, means, C, concept_sigma, scale: float = 1.0):
-        concept_means = project(means, C)
+        return self._grow_concepts(means * scale, C, project(means, C), concept_sigma, scale)
+
+    def _grow_concepts(self, means, C, concept_means, concept_sigma, scale=1.0):
+        """Grow from concept means and σ̄ given in units of ``scale`` (a number or one per concept);
+        ``means`` are the latent means in Z's units."""
         try:
             concept_means = check_means(concept_means, name="concept means C·μ_k")
         except InvalidInputError as exc:
@@ -458,7 +477,7 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
         labels = np.array([self._leaf_label(k) for k in range(means.shape[0])], dtype=np.int64)
         tree = grow_means_tree(concept_means, concept_sigma, _mmdt_split, labels, rng, self._names())
         self.tree_ = rescale_tree(self._name_leaves(tree), scale)
-        self.means_, self.concept_means_ = means * scale, concept_means * scale
+        self.means_, self.concept_means_ = means, concept_means * scale
         self.concept_sigma_ = concept_sigma * scale
         self.cavs_ = C
         return self

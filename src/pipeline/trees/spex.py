@@ -32,19 +32,18 @@ from tqdm.auto import tqdm
 
 from pipeline.trees._column_order import ColumnOrder, feature_priority
 from pipeline.trees._fitting import (
-    COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, check_n_leaves, leaf_labels,
-    majority_labels, name_leaves, noise_mask, power_of_two_scale, predict_tree, resolve_feature_names,
-    tree_predict, unsplittable_error, validate_X,
+    COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, check_magnitude_outliers,
+    check_n_leaves, leaf_labels, majority_labels, name_leaves, noise_mask, power_of_two_scale, predict_tree,
+    resolve_feature_names, tree_predict, unsplittable_error, validate_X,
 )
 from pipeline.threads import limit_threads
-from pipeline.trees import _spex_sweeps
 from pipeline.trees._spex_sweeps import (
-    BinnedColumns, GraphData, clique_best_cut, clique_split_cuts, graph_best_cut, graph_split_cuts,
-    use_binned_clique,
+    DEFAULT_SETTINGS, BinnedColumns, GraphData, SweepSettings, clique_best_cut, clique_split_cuts, graph_best_cut,
+    graph_split_cuts, use_binned_clique,
 )
-from pipeline.trees.graphs import check_graph, knn_graph
+from pipeline.trees.graphs import check_graph, check_has_edges, knn_graph
 from pipeline.trees.tree import ExplanationTree
-from pipeline.validation import InvalidInputError
+from pipeline.validation import InvalidInputError, check_label_values
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +140,8 @@ class _SpExBase(BaseEstimator):
         return leaf_labels(predict_tree(self, X), getattr(self, "classes_", None))
 
 
-_SPEX_CONSTRAINTS = {**N_LEAVES_CONSTRAINT, **NOISE_CONSTRAINT, **COMMON_CONSTRAINTS, "verbose": ["verbose"]}
+_SPEX_CONSTRAINTS = {**N_LEAVES_CONSTRAINT, **NOISE_CONSTRAINT, **COMMON_CONSTRAINTS, "verbose": ["verbose"],
+                     "sweep": [SweepSettings, None]}
 
 
 class SpExClique(_SpExBase, ReferenceTree):
@@ -152,7 +152,7 @@ class SpExClique(_SpExBase, ReferenceTree):
     n_leaves : int, optional
         Number of leaves (default: number of reference clusters); between 1 and the number
         of fitted rows.
-    noise_label : int, str or None, default=-1
+    noise_label : int, str or None, default=None
         Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
         Seeds the feature order used to break exact ties between features.
@@ -160,6 +160,8 @@ class SpExClique(_SpExBase, ReferenceTree):
         Show a progress bar.
     n_jobs : int or None
         Threads for the compiled sweeps (scikit-learn convention).
+    sweep : SweepSettings or None
+        Tuning of the exact sweeps (None: the defaults); every setting grows the same tree.
 
     Attributes
     ----------
@@ -170,12 +172,13 @@ class SpExClique(_SpExBase, ReferenceTree):
 
     _parameter_constraints = _SPEX_CONSTRAINTS
 
-    def __init__(self, n_leaves=None, *, noise_label=-1, random_state=None, verbose=False, n_jobs=None):
+    def __init__(self, n_leaves=None, *, noise_label=None, random_state=None, verbose=False, n_jobs=None, sweep=None):
         self.n_leaves = n_leaves
         self.noise_label = noise_label
         self.random_state = random_state
         self.verbose = verbose
         self.n_jobs = n_jobs
+        self.sweep = sweep
 
     def fit(self, X, y, feature_names=None):
         """Fit to X (n_samples, n_features) and reference labels y (n_samples,).
@@ -188,18 +191,19 @@ class SpExClique(_SpExBase, ReferenceTree):
         codes = codes.astype(np.int8 if classes.size < 128 else np.int16 if classes.size < 32768 else np.int32)
         counts = np.bincount(codes, minlength=classes.size)
         priority = feature_priority(X.shape[1], self.random_state)
+        settings = self.sweep or DEFAULT_SETTINGS
         with limit_threads(self.n_jobs, work=X.size):
             # large data: exact cuts from value bins, no column sort (where the bins suit the data)
-            binned = (BinnedColumns(X, codes, counts, priority, _spex_sweeps.CLIQUE_BINS, n_leaves)
-                      if use_binned_clique(X.shape[0]) else None)
+            binned = (BinnedColumns(X, codes, counts, priority, n_leaves, settings)
+                      if use_binned_clique(X.shape[0], settings) else None)
             if binned is not None and binned.suited:
                 tree = grow_spex_tree(X, n_leaves, binned.best_cut, feature_names, self.verbose,
                                       split_cuts=binned.split_cuts, root=binned.root(), threshold=binned.threshold,
                                       bound=binned.bound)
             else:
                 tree = grow_spex_tree(
-                    X, n_leaves, lambda o: clique_best_cut(o, codes, counts, priority), feature_names, self.verbose,
-                    split_cuts=lambda o, j, p: clique_split_cuts(o, j, p, codes, counts, priority),
+                    X, n_leaves, lambda o: clique_best_cut(o, codes, counts, priority, settings), feature_names,
+                    self.verbose, split_cuts=lambda o, j, p: clique_split_cuts(o, j, p, codes, counts, priority, settings),
                 )
         return self._finish(X, tree, codes)
 
@@ -216,10 +220,13 @@ def _fit_graph(est, X, A, y, feature_names):
         est.classes_, codes = np.unique(y, return_inverse=True)
     default = DEFAULT_LEAVES if codes is None else est.classes_.size
     n_leaves = check_n_leaves(est.n_leaves, default, X.shape[0])
+    if n_leaves > 1:
+        check_has_edges(A)
     graph = GraphData(A)
     priority = feature_priority(X.shape[1], est.random_state)
-    tree = grow_spex_tree(X, n_leaves, lambda o: graph_best_cut(o, graph, priority), feature_names, est.verbose,
-                          split_cuts=lambda o, j, p: graph_split_cuts(o, j, p, graph, priority))
+    settings = est.sweep or DEFAULT_SETTINGS
+    tree = grow_spex_tree(X, n_leaves, lambda o: graph_best_cut(o, graph, priority, settings), feature_names,
+                          est.verbose, split_cuts=lambda o, j, p: graph_split_cuts(o, j, p, graph, priority, settings))
     return est._finish(X, tree, codes)
 
 
@@ -241,6 +248,7 @@ class _ClusterSpEx(ClusterMixin, _SpExBase):
         if y is not None:
             y = column_or_1d(y, warn=True)
             check_consistent_length(X, y)
+            check_label_values(y)
             keep = ~noise_mask(y, self.noise_label)
             y = y[keep]
             if np.unique(y).size < 1:
@@ -262,7 +270,7 @@ class SpExGraph(_ClusterSpEx):
     n_leaves : int, optional
         Number of leaves; default: the number of reference clusters if ``y`` is passed to
         ``fit``, else 8 (scikit-learn's KMeans default).
-    noise_label : int, str or None, default=-1
+    noise_label : int, str or None, default=None
         Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
         Seeds the feature order used to break exact ties between features.
@@ -270,6 +278,8 @@ class SpExGraph(_ClusterSpEx):
         Show a progress bar.
     n_jobs : int or None
         Threads for the compiled sweeps.
+    sweep : SweepSettings or None
+        Tuning of the exact sweeps (None: the defaults); every setting grows the same tree.
 
     Attributes
     ----------
@@ -278,12 +288,13 @@ class SpExGraph(_ClusterSpEx):
     n_leaves_ : int
     """
 
-    def __init__(self, n_leaves=None, *, noise_label=-1, random_state=None, verbose=False, n_jobs=None):
+    def __init__(self, n_leaves=None, *, noise_label=None, random_state=None, verbose=False, n_jobs=None, sweep=None):
         self.n_leaves = n_leaves
         self.noise_label = noise_label
         self.random_state = random_state
         self.verbose = verbose
         self.n_jobs = n_jobs
+        self.sweep = sweep
 
     def fit(self, X, graph, feature_names=None, y=None):
         """Fit to X (n_samples, n_features) and a graph (n_samples, n_samples).
@@ -316,7 +327,7 @@ class SpExKNN(_ClusterSpEx):
         Graph construction (see :func:`pipeline.trees.graphs.knn_graph`): exact up to 20,000
         points, pynndescent (approximate, seeded by ``random_state``) above. The graph is
         built on the centred data divided by a power of two, so any scale of X works.
-    noise_label : int, str or None, default=-1
+    noise_label : int, str or None, default=None
         Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
         Seeds the feature order used to break exact ties between features.
@@ -324,6 +335,8 @@ class SpExKNN(_ClusterSpEx):
         Show a progress bar.
     n_jobs : int or None
         Threads for the graph construction and the sweeps.
+    sweep : SweepSettings or None
+        Tuning of the exact sweeps (None: the defaults); every setting grows the same tree.
 
     Attributes
     ----------
@@ -336,8 +349,8 @@ class SpExKNN(_ClusterSpEx):
         "knn_method": [StrOptions({"auto", "exact", "nndescent"})],
     }
 
-    def __init__(self, n_leaves=None, n_neighbors=20, knn_method="auto", *, noise_label=-1, random_state=None,
-                 verbose=False, n_jobs=None):
+    def __init__(self, n_leaves=None, n_neighbors=20, knn_method="auto", *, noise_label=None, random_state=None,
+                 verbose=False, n_jobs=None, sweep=None):
         self.n_leaves = n_leaves
         self.n_neighbors = n_neighbors
         self.knn_method = knn_method
@@ -345,6 +358,7 @@ class SpExKNN(_ClusterSpEx):
         self.random_state = random_state
         self.verbose = verbose
         self.n_jobs = n_jobs
+        self.sweep = sweep
 
     def fit(self, X, y=None, feature_names=None, graph=None):
         """Fit to X (n_samples, n_features); the kNN graph is built unless ``graph`` is given.
@@ -361,6 +375,8 @@ class SpExKNN(_ClusterSpEx):
                     warnings.warn(f"n_neighbors={k} is not smaller than the {Xk.shape[0]} points; using "
                                   f"{Xk.shape[0] - 1}.", UserWarning, stacklevel=2)
                     k = Xk.shape[0] - 1
+                check_magnitude_outliers(Xk, "SpExKNN", "the distances of its k-nearest-neighbour graph lose "
+                                         "every other point's spread next to such a point")
                 lo, hi = Xk.min(axis=0), Xk.max(axis=0)
                 centred = Xk - (lo / 2 + hi / 2)
                 centred /= power_of_two_scale(centred)

@@ -29,12 +29,13 @@ from tqdm.auto import tqdm
 from pipeline.trees._tao_cost import ClusteringCost, KMeansCost, SphericalKMeansCost, penalised_clustering_step
 from pipeline.trees._tao_tree import HeapTree, tao_fit
 from pipeline.trees._fitting import (
-    COMMON_CONSTRAINTS, NOISE_CONSTRAINT, check_not_constant, noise_mask, power_of_two_scale, predict_tree,
+    COMMON_CONSTRAINTS, NOISE_CONSTRAINT, check_magnitude_outliers, check_not_constant, noise_mask,
+    power_of_two_scale, predict_tree,
     rescale_tree, resolve_feature_names, validate_X,
 )
 from pipeline.threads import limit_threads
 from pipeline.trees.tree import ExplanationTree
-from pipeline.validation import InvalidInputError, check_labels, check_matrix
+from pipeline.validation import InvalidInputError, check_label_values, check_labels, check_matrix
 
 __all__ = ["TAO", "ClusteringCost", "KMeansCost", "SphericalKMeansCost"]
 
@@ -83,7 +84,7 @@ class TAO(ClusterMixin, BaseEstimator):
         Seeds the free clustering, the random initial tree and liblinear.
     verbose : bool, default=False
         Show a tqdm progress bar over the μ rounds.
-    noise_label : int, str or None, default=-1
+    noise_label : int, str or None, default=None
         Rows of a given ``init_labels`` with this label are left out of the optimisation (they still get
         a cluster in ``labels_`` from the tree).
     n_jobs : int or None
@@ -143,7 +144,7 @@ class TAO(ClusterMixin, BaseEstimator):
 
     def __init__(self, n_clusters=8, depth=4, *, oblique=True, sparsity=0.0, mu0="auto", mu_growth=1.5,
                  max_rounds=60, max_tao_iter=20, cost="kmeans", init="cart", max_C=1e3, random_state=None,
-                 verbose=False, noise_label=-1, n_jobs=None):
+                 verbose=False, noise_label=None, n_jobs=None):
         self.n_clusters = n_clusters
         self.depth = depth
         self.oblique = oblique
@@ -221,14 +222,25 @@ class TAO(ClusterMixin, BaseEstimator):
         if y is not None:
             y = column_or_1d(y, warn=True)
             check_consistent_length(X_all, y)
+            check_label_values(y, "init_labels")
             keep = ~noise_mask(y, self.noise_label)
             y = y[keep]
+            if y.size == 0:
+                raise InvalidInputError(f"every init_label equals noise_label={self.noise_label!r}, so no row has a "
+                                        "starting cluster; pass real cluster ids or init_labels=None.")
+            if self.n_clusters > 1 and np.unique(y).size == 1:
+                only = np.asarray(y)[0].item()
+                raise InvalidInputError(f"every init_label (besides noise) is {only!r}: one starting cluster cannot "
+                                        f"seed n_clusters={self.n_clusters}; pass at least two distinct cluster ids "
+                                        "or init_labels=None.")
         X_orig = X_all if keep.all() else X_all[keep]
         if self.n_clusters > 1:
             check_not_constant(X_orig)
         names = resolve_feature_names(self, feature_names, X_all.shape[1])
         cost = self._check_params(X_orig.shape[0])
         cost.validate(X_orig)
+        if type(cost) is KMeansCost:
+            check_magnitude_outliers(X_orig, "TAO", "one such point dominates the k-means cost")
         # Work on (X - c) / s: k-means is invariant to the shift, both costs to the scale.
         shift = (type(cost) is KMeansCost)
         c = X_orig.min(axis=0) / 2 + X_orig.max(axis=0) / 2 if shift else np.zeros(X_orig.shape[1])
@@ -248,9 +260,25 @@ class TAO(ClusterMixin, BaseEstimator):
         labels_kept = self.labels_[keep]
         self.assignments_ = self._full(z, keep)
         self.free_labels_ = self._full(self.free_labels_, keep)
-        self.cluster_centers_ = cost.update_centers(X_orig, labels_kept, psi * s + c)
-        self.kmeans_cost_ = cost.total(X_orig, labels_kept, self.cluster_centers_)
+        self.cluster_centers_, self.kmeans_cost_ = self._final_cost(cost, X_orig, X, labels_kept, psi, s, c, cf)
         return self
+
+    @staticmethod
+    def _final_cost(cost, X_orig, X, labels, psi, s, c, cf):
+        """Centres and cost in X's units; on data so large that squared distances overflow
+        (beyond ~1e154) both come from the internal units, and the cost is ``inf`` when it
+        exceeds float64's range (never NaN)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            centers = cost.update_centers(X_orig, labels, psi * s + c)
+            if np.all(np.isfinite(centers)):
+                total = cost.total(X_orig, labels, centers)
+                if np.isfinite(total):
+                    return centers, total
+            if type(cost) is not KMeansCost:  # the spherical cost has unit centres: no overflow
+                return centers, cost.total(X_orig, labels, centers)
+            inner = cost.update_centers(X, labels, psi)
+            total = cost.total(X, labels, inner)
+            return inner * s + c, (0.0 if total == 0.0 else float(np.float64(total) * cf))
 
     @staticmethod
     def _full(z, keep):

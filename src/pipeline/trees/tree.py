@@ -13,6 +13,7 @@ leaf labels with :meth:`set_label`; everything downstream (reports, plots, noteb
 from __future__ import annotations
 
 import json
+import sys
 from typing import Sequence
 
 import numpy as np
@@ -26,6 +27,8 @@ __all__ = ["ExplanationTree", "Condition", "Rule", "LeafStats"]
 LEAF = -1
 OBLIQUE = -2
 FORMAT_VERSION = 1
+#: Deepest tree whose rules() / to_text() are printed (paths grow as depth squared).
+MAX_PRINT_DEPTH = 1000
 
 
 class ExplanationTree:
@@ -251,6 +254,14 @@ class ExplanationTree:
         estimators' ``predict`` has run sklearn's ``validate_data``; no second NaN scan)."""
         check_n_features(X, self.n_features)
         out = np.zeros(X.shape[0], dtype=np.int64)
+        # axis-aligned: one compiled pass over the rows, where a tree module already loaded the
+        # kernels (a run that needs no numba, such as MMDT on raw features, never imports it)
+        _kernels = sys.modules.get("pipeline.trees._kernels")
+        if not self._weights and X.dtype == np.float64 and _kernels is not None:
+            if _kernels.AVAILABLE:
+                feature, threshold, left, right, _ = self._as_arrays()
+                _kernels.apply_axis_tree(X, feature, threshold, left, right, out)
+                return out
         stack = [(0, None)]  # (node, indices of the rows that reach it; None = all rows)
         while stack:
             n, rows = stack.pop()
@@ -316,20 +327,29 @@ class ExplanationTree:
         ``X`` (and optionally ``reference``, ``y``, ``class_names``, see :meth:`leaf_stats`)
         each rule also carries its leaf's size, purity and majority class.
         """
+        self._check_printable("rules")
         stats = self.leaf_stats(X, reference, y, class_names) if X is not None else {}
         out: list[Rule] = []
-
-        def walk(n: int, conds: list[Condition]) -> None:
-            f = self._feature[n]
-            if f == LEAF:
-                out.append(Rule(leaf=n, label=self._label[n], conditions=list(conds), stats=stats.get(n),
+        stack: list[tuple[int, list[Condition]]] = [(0, [])]  # iterative: no recursion limit
+        while stack:
+            n, conds = stack.pop()
+            if self._feature[n] == LEAF:
+                out.append(Rule(leaf=n, label=self._label[n], conditions=conds, stats=stats.get(n),
                                 name=self.leaf_name(self._label[n])))
-                return
-            walk(self._left[n], conds + [self.condition(n, "<=")])
-            walk(self._right[n], conds + [self.condition(n, ">")])
-
-        walk(0, [])
+                continue
+            stack.append((self._right[n], conds + [self.condition(n, ">")]))
+            stack.append((self._left[n], conds + [self.condition(n, "<=")]))
         return out
+
+    def _check_printable(self, what: str) -> None:
+        """Raise when the tree is too deep for per-leaf paths (their size grows as depth squared)."""
+        depth = self.depth
+        if depth > MAX_PRINT_DEPTH:
+            raise InvalidInputError(
+                f"the tree is {depth} levels deep; {what}() prints root-to-leaf paths only up to depth "
+                f"{MAX_PRINT_DEPTH} (their text grows as depth squared). predict(), apply(), to_json() and "
+                "to_dot() work at any depth; a tree this deep explains nothing a reader could follow."
+            )
 
     def condition(self, node: int, op: str = "<=") -> Condition:
         """The test of internal ``node`` as a Condition (``<=`` goes left), in the tree's feature names."""
@@ -361,19 +381,23 @@ class ExplanationTree:
 
     def to_text(self) -> str:
         """Indented drawing of the tree, one line per node."""
+        self._check_printable("to_text")
         lines: list[str] = []
-
-        def walk(n: int, indent: str) -> None:
+        stack: list[tuple] = [(0, "")]  # a node to draw, or a ready line (str) for an "else"
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                lines.append(item)
+                continue
+            n, indent = item
             if self._feature[n] == LEAF:
                 lines.append(f"{indent}leaf {n}: {self.leaf_name(self._label[n])}")
-                return
+                continue
             cond = self.condition(n)
             lines.append(f"{indent}if {cond}:")
-            walk(self._left[n], indent + "    ")
-            lines.append(f"{indent}else:  # {cond.lhs()} > {cond.threshold:.4g}")
-            walk(self._right[n], indent + "    ")
-
-        walk(0, "")
+            stack.append((self._right[n], indent + "    "))
+            stack.append(f"{indent}else:  # {cond.lhs()} > {cond.threshold:.4g}")
+            stack.append((self._left[n], indent + "    "))
         return "\n".join(lines)
 
     def __repr__(self) -> str:

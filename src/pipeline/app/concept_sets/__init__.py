@@ -15,11 +15,11 @@ from pipeline.concepts.sets import ConceptExamples
 __all__ = ["CONCEPTS_DIR", "ConceptExamples", "build_examples", "concept_set", "load_concept_spec", "resolve_root"]
 
 
-def concept_set(dataset, name: str, file: str | None = None, data_dir: str | None = None,
+def concept_set(dataset, name: str, file: str | None = None, data_dir: str | None = None, cfg: dict | None = None,
                 **options) -> ConceptExamples:
     """The examples of concept set ``name`` (``concepts/<name>.yaml``, or the YAML file ``file``)
-    for ``dataset``; ``options`` (``concepts.params``) override keys of the file (``source``,
+    for ``dataset`` (``cfg``: the run's config, for sets that read more of the dataset); ``options`` (``concepts.params``) override keys of the file (``source``,
     ``subset``, ``root``, ``download``, ``min_positives`` ...)."""
     spec = load_concept_spec(file or name)
     options.setdefault("data_dir", data_dir)
-    return build_examples(spec, dataset, **options)
+    return build_examples(spec, dataset, cfg=cfg, **options)

@@ -53,9 +53,14 @@ def load_dataset(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
     if spec.get("classes"):
         ds = select_classes(ds, list(spec["classes"]))
     n = spec.get("n_samples")
+    if n is not None and n > len(ds):
+        which = f" of the classes {list(spec['classes'])}" if spec.get("classes") else ""
+        raise InvalidInputError(
+            f"dataset.n_samples={n}, but {ds.name} has only {len(ds)} samples{which}; a subsample cannot be larger. "
+            f"Use dataset.n_samples <= {len(ds)}, or dataset.n_samples=null for all of them."
+        )
     if n is not None and n < len(ds):
-        rng = np.random.RandomState(random_state)
-        ds = ds.subset(np.sort(rng.choice(len(ds), size=int(n), replace=False)))
+        ds = ds.subset(subsample(ds, int(n), random_state))
     if spec.get("standardize"):
         if ds.kind != "tabular":
             raise InvalidInputError(f"dataset.standardize=true only applies to tabular data; {ds.name} is {ds.kind}.")
@@ -66,6 +71,18 @@ def load_dataset(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
         raise InvalidInputError(f"dataset {ds.name} has {len(ds)} sample(s) after subsetting; need at least 2.")
     log.info("loaded %s: %d samples (%s)", ds.name, len(ds), ds.kind)
     return ds
+
+
+def subsample(ds: Dataset, n: int, random_state: int) -> np.ndarray:
+    """Sorted row numbers of a random subsample of ``n`` rows; stratified by class when the loader
+    asks for it (``meta["stratify"]``: every class keeps its share, e.g. Fashion-MNIST)."""
+    if ds.meta.get("stratify") and ds.y is not None and n >= len(np.unique(ds.y)):
+        from sklearn.model_selection import train_test_split
+
+        keep, _ = train_test_split(np.arange(len(ds)), train_size=n, stratify=ds.y, random_state=random_state)
+        return np.sort(keep)
+    rng = np.random.RandomState(random_state)
+    return np.sort(rng.choice(len(ds), size=n, replace=False))
 
 
 def select_classes(ds: Dataset, classes: list[int]) -> Dataset:

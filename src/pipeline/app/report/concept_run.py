@@ -56,8 +56,9 @@ def table2_row(df: pd.DataFrame, *, dataset: str, n_samples: int, n_cavs: int, m
 def cav_frame(cav_summary: list[dict]) -> pd.DataFrame:
     """CAV table: concept, held-out accuracy mean [95% CI], random-split accuracy, p, spread."""
     df = pd.DataFrame(cav_summary)
-    return df[["concept", "score", "ci_low", "ci_high", "random_score", "p_value", "significant", "spread_deg",
-               "n_positives", "n_negatives"]]
+    cols = ["concept", "score", "ci_low", "ci_high", "random_score", "p_value", "significant", "spread_deg",
+            "n_positives", "n_negatives"]
+    return df[cols + (["examples"] if "examples" in df.columns else [])]
 
 
 def _fmt(df: pd.DataFrame) -> str:

@@ -200,7 +200,7 @@ def cav_table_html(cav_summary: list[dict]) -> str:
         rows.append({"concept": c.get("concept"), "held-out accuracy [95% CI]": ci,
                      "random-split accuracy": c.get("random_score"), "p-value": c.get("p_value"),
                      "significant": bool(c.get("significant")), "positives": c.get("n_positives"),
-                     "negatives": c.get("n_negatives")})
+                     "negatives": c.get("n_negatives"), **({"examples from": c["examples"]} if "examples" in c else {})})
     return table_html(pd.DataFrame(rows))
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from pipeline.app.write_errors import MOVE_OUTPUTS, write_failed
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -19,11 +21,16 @@ if TYPE_CHECKING:
 def atomic_write(path: Path, data: str | bytes) -> Path:
     """Write ``data`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(tmp, "wb" if isinstance(data, bytes) else "w") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb" if isinstance(data, bytes) else "w") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError as exc:  # disk full, quota, read-only: no temporary file stays behind
+        tmp.unlink(missing_ok=True)
+        size = len(data.encode("utf-8")) if isinstance(data, str) else len(data)
+        raise write_failed(exc, path.parent, size, path.name, MOVE_OUTPUTS) from None
     return path
 
 
@@ -38,3 +45,21 @@ def write_tables(out_dir: Path, df: "pd.DataFrame", stem: str = "results") -> tu
 
 def write_status(out_dir: Path, status: dict) -> Path:
     return atomic_write(Path(out_dir) / "status.json", json.dumps(status, indent=1, default=str))
+
+
+def write_final_status(out_dir: Path, status: dict) -> None:
+    """:func:`write_status` for a failing run, which must not fail itself: on a full disk the
+    status (without its traceback) overwrites the old ``status.json`` in place, which reuses
+    that file's blocks; if even that fails the run's error stays the one reported."""
+    try:
+        write_status(out_dir, status)
+        return
+    except OSError:
+        pass
+    short = {k: v for k, v in status.items() if k != "traceback"}
+    try:
+        with open(Path(out_dir) / "status.json", "r+") as fh:
+            fh.truncate(0)
+            fh.write(json.dumps(short, default=str))
+    except OSError:
+        pass

@@ -102,6 +102,10 @@ def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> ConceptsArtifact:
                   offered={"fitter": fitter_name(cfg, examples.fitter), "random_state": cfg["seed"], "progress": True})
     fitter.fit(Zex, examples.labels, examples.names)
     summary = fitter.summary()
+    sources = examples.meta.get("examples_from") or {}
+    for row in summary:  # class attributes: which classes' images the CAV was fitted on
+        if row["concept"] in sources:
+            row["examples"] = sources[row["concept"]]
     log.info("CAVs: %s", ", ".join(f"{r['concept']}={r['score']:.3f}" for r in summary))
     return ConceptsArtifact(
         concept_names=fitter.concept_names_, cavs=fitter.cavs_, cav_summary=summary,

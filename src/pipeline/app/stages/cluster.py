@@ -15,7 +15,7 @@ import numpy as np
 from pipeline.app.artifacts import ClusterArtifact, EncodeArtifact, LoadArtifact
 from pipeline.app.instantiate import accepts, call, factory
 from pipeline.app.stages.framework import Stage
-from pipeline.clustering import Clustering, check_enough_clusters
+from pipeline.clustering import Clustering, check_enough_clusters, mixture_from_labels
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,16 @@ def encoder_head(X, encode: EncodeArtifact) -> Clustering:
     c = Clustering(encode.head_labels, "encoder")
     if encode.mixture_means is not None:
         c.weights, c.means, c.covariances = encode.mixture_weights, encode.mixture_means, encode.mixture_covariances
+        c.centers = c.means
+    elif X is not None and len(X) == len(c.labels):
+        # a cluster head without a prior (contrastive clustering): the clusters' empirical mixture in
+        # latent space, which Concept-MMDT projects on the CAVs (as the MMDT paper does with CC labels)
+        used, c.labels = np.unique(c.labels, return_inverse=True)
+        if len(used) < int(used.max()) + 1:
+            log.warning("clustering=encoder: the cluster head left %d of its %d clusters empty; %d clusters remain",
+                        int(used.max()) + 1 - len(used), int(used.max()) + 1, len(used))
+        c.labels = c.labels.astype(np.int64)
+        c.weights, c.means, c.covariances = mixture_from_labels(X, c.labels)
         c.centers = c.means
     check_enough_clusters(c)
     return c

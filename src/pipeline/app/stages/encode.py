@@ -110,6 +110,15 @@ def fit_split(cfg: dict) -> str | None:
     return cfg["encoder"].get("fit_split") or cfg["dataset"].get("split")
 
 
+def _declared_frozen(cfg: dict) -> bool:
+    """True when ``encoder._target_`` declares itself not trainable and never substituting its model
+    (class attributes ``trainable`` / ``may_substitute_model``, or the same on a factory function)."""
+    from pipeline.app.instantiate import locate
+
+    target = locate(cfg["encoder"]["_target_"], "encoder")
+    return getattr(target, "trainable", None) is False and getattr(target, "may_substitute_model", True) is False
+
+
 def _train(cfg: dict, load: LoadArtifact, ctx: RunContext) -> TrainArtifact:
     """The encoder behind the latents: built, or loaded / trained through its checkpoint file."""
     from filelock import FileLock
@@ -124,6 +133,10 @@ def _train(cfg: dict, load: LoadArtifact, ctx: RunContext) -> TrainArtifact:
         path = checkpoint_path(cfg, LOAD.key(train_cfg, {}))
         if path.exists() and _sidecar(path).exists():
             return TrainArtifact(checkpoint=str(path), checkpoint_sha256=_checkpoint_sha(path))
+    if not forced and _declared_frozen(cfg):
+        # a pretrained encoder that is never fitted (EfficientNet, encoder=torch, CLIP): built only when
+        # a stage computes with it, so a warm run does not load the network (issue 24: warm <= 5 s)
+        return TrainArtifact()
     encoder = build(cfg)
     out = {"encoder": encoder, "checkpoint": None, "checkpoint_sha256": None, "model_used": None}
     if not encoder.trainable:

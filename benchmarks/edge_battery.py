@@ -1,0 +1,206 @@
+"""Edge-case battery of issue 29: what each estimator does at the edges of the number line, with
+bad labels and hostile tree documents (library only; the CLI and disk-full cases are tests).
+
+    PYTHONPATH=src .venv/bin/python benchmarks/edge_battery.py [--label after]
+    PYTHONPATH=/path/to/old/src .venv/bin/python benchmarks/edge_battery.py --label before
+
+Each case ends in one outcome: ``same`` (the partition of the unscaled data, ARI 1 against the
+estimator's own tree on the base data), ``wrong`` (a different partition, with its ARI),
+``error`` (the exception's class and first words) or ``nan-cost``; ``differs`` marks a partition
+that legitimately changes (per-feature scaling for Euclidean methods, one more point). Runs of different code
+versions merge into benchmarks/results/edge_battery.json under their ``--label``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from sklearn.datasets import load_iris
+from sklearn.metrics import adjusted_rand_score
+
+RESULTS = Path(__file__).parent / "results" / "edge_battery.json"
+_EUCLID = "a Euclidean method: the feature scaled by 1e300 now decides every distance"
+_NEW_POINT = "the outlier is one more point, which may move a cut"
+#: cases whose partition legitimately differs from the unscaled one (a different problem)
+EXPECTED_CHANGE = {
+    "SpExKNN": {"one feature x 1e300": _EUCLID}, "ExKMC": {"one feature x 1e300": _EUCLID},
+    "TAO": {"one feature x 1e300": _EUCLID},
+    "CART": {"one 1e300 outlier": _NEW_POINT}, "SpExClique": {"one 1e300 outlier": _NEW_POINT},
+    "IMM": {"one 1e300 outlier": _NEW_POINT}, "EMN": {"one 1e300 outlier": _NEW_POINT},
+    "MMDT": {"one 1e300 outlier": _NEW_POINT}, "RandomizedMMDT": {"one 1e300 outlier": _NEW_POINT},
+    "ConceptMMDT": {"one 1e300 outlier": _NEW_POINT},
+}
+
+
+def estimators():
+    from pipeline import trees as T
+
+    return {
+        "MMDT": lambda: T.MMDT(), "RandomizedMMDT": lambda: T.RandomizedMMDT(random_state=0),
+        "ConceptMMDT": lambda: T.ConceptMMDT(np.eye(4)), "CART": lambda: T.CART(random_state=0),
+        "SpExClique": lambda: T.SpExClique(), "SpExKNN": lambda: T.SpExKNN(n_leaves=3, random_state=0),
+        "IMM": lambda: T.IMM(), "EMN": lambda: T.EMN(), "ExKMC": lambda: T.ExKMC(n_leaves=6),
+        "TAO": lambda: T.TAO(n_clusters=3, depth=2, max_rounds=5, random_state=0),
+    }
+
+
+def fit_predict(name, make, X, y):
+    est = make()
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        if name == "TAO":
+            est.fit(X, init_labels=y)
+        else:
+            est.fit(X, y)
+        pred = est.predict(X)
+    return est, pred
+
+
+def outcome(name, make, X, y, base=None) -> str:
+    try:
+        est, pred = fit_predict(name, make, X, y)
+    except Exception as exc:  # noqa: BLE001 - the battery records what happened
+        return f"error: {type(exc).__name__}: {str(exc)[:110]}"
+    if name == "TAO" and np.isnan(est.kmeans_cost_):
+        return "nan-cost"
+    if base is None:
+        return "ok"
+    n = min(len(base), len(pred))
+    ari = adjusted_rand_score(base[:n], pred[:n])
+    return "same" if ari == 1.0 else f"wrong (ARI {ari:.3f} vs the unscaled tree)"
+
+
+def magnitude_cases(X, y):
+    one = np.array([1e300, 1.0, 1.0, 1.0])
+    return {
+        "one feature x 1e300": (X * one, y),
+        "all x 1e300": (X * 1e300, y),
+        "all x 1e-300": (X * 1e-300, y),
+        "near 1.7e308": (X / np.abs(X).max() * 1.7e308, y),
+        "subnormal (x 2**-1060)": (X * 2.0**-1060, y),
+        "offset + 2**40": (X + 2.0**40, y),
+        "one 1e300 outlier": (np.vstack([X, [[1e300, 5.0, 3.0, 1.0]]]), np.append(y, 0)),
+    }
+
+
+def label_cases(X, y):
+    nan = y.astype(float)
+    nan[5] = np.nan
+    inf = y.astype(float)
+    inf[5] = np.inf
+    mixed = np.array(["a", "b", "c"], dtype=object)[y]
+    mixed[5] = np.nan
+    mixed_types = np.array(["a", "b", "c"], dtype=object)[y]
+    mixed_types[5] = 2
+    return {"NaN label": (X, nan), "inf label": (X, inf), "str labels + NaN": (X, mixed),
+            "str + int labels": (X, mixed_types), "labels {-1, 1}": (X, np.where(y == 0, -1, 1))}
+
+
+def json_cases():
+    from pipeline.trees import ExplanationTree
+
+    def chain(depth):
+        nodes = []
+        for i in range(depth):
+            nodes += [{"feature": 0, "threshold": float(i), "left": 2 * i + 1, "right": 2 * i + 2}, {"label": i}]
+        return {"format": "explanation-tree", "version": 1, "n_features": 1, "nodes": nodes + [{"label": depth}]}
+
+    def big_label():
+        doc = chain(1)
+        doc["nodes"][1]["label"] = 10**30
+        return ExplanationTree.from_dict(doc).predict(np.array([[-1.0]]))
+
+    cases = {
+        "JSON nested 1e5 deep": lambda: ExplanationTree.from_json("[" * 100_000 + "]" * 100_000),
+        "tree 5000 deep: rules()": lambda: ExplanationTree.from_dict(chain(5000)).rules(),
+        "tree 5000 deep: to_text()": lambda: ExplanationTree.from_dict(chain(5000)).to_text(),
+        "leaf label 10**30: load + predict": big_label,
+    }
+    out = {}
+    for name, fn in cases.items():
+        try:
+            fn()
+            out[name] = "ok"
+        except Exception as exc:  # noqa: BLE001
+            out[name] = f"error: {type(exc).__name__}: {str(exc)[:110]}"
+    return out
+
+
+def degenerate_cases(X, y):
+    import scipy.sparse as sp
+
+    from pipeline.trees import TAO, SpExGraph
+
+    cases = {
+        "TAO init_labels all 0, n_clusters=3": lambda: TAO(n_clusters=3, random_state=0).fit(X, init_labels=0 * y),
+        "TAO init_labels all -1 (noise_label=-1)":
+            lambda: TAO(n_clusters=3, noise_label=-1).fit(X, init_labels=0 * y - 1),
+        "SpExGraph on an edgeless graph": lambda: SpExGraph(n_leaves=3).fit(X, sp.csr_matrix((len(X), len(X)))),
+    }
+    out = {}
+    for name, fn in cases.items():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                est = fn()
+            out[name] = f"ok ({getattr(est.tree_, 'n_leaves', '?')} leaves)"
+        except Exception as exc:  # noqa: BLE001
+            out[name] = f"error: {type(exc).__name__}: {str(exc)[:110]}"
+    return out
+
+
+def vade_case(X, y):
+    from pipeline.encoders import VaDEEncoder
+
+    enc = VaDEEncoder(n_clusters=3, latent_dim=2, hidden_dims=(8,), epochs=1, pretrain_epochs=1, n_init=1).fit(X)
+    try:
+        enc.transform(X * 1e300)
+        return "ok"
+    except Exception as exc:  # noqa: BLE001
+        return f"error: {type(exc).__name__}: {str(exc)[:110]}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--label", default="after", help="key of this run in the JSON (e.g. before / after)")
+    args = ap.parse_args()
+    X, y = load_iris(return_X_y=True)
+    start = time.perf_counter()
+    makers = estimators()
+    magnitudes = {}
+    for name, make in makers.items():
+        base = fit_predict(name, make, X, y)[1]
+        magnitudes[name] = {}
+        for case, (Xc, yc) in magnitude_cases(X, y).items():
+            result = outcome(name, make, Xc, yc, base)
+            if result.startswith("wrong") and case in EXPECTED_CHANGE.get(name, ()):
+                result = result.replace("wrong", "differs") + f" - expected: {EXPECTED_CHANGE[name][case]}"
+            magnitudes[name][case] = result
+    labels = {name: {case: outcome(name, make, Xc, yc) for case, (Xc, yc) in label_cases(X, y).items()}
+              for name, make in makers.items() if name != "ConceptMMDT"}
+    run = {"magnitudes": magnitudes, "labels": labels, "degenerate": degenerate_cases(X, y), "json": json_cases(),
+           "vade_transform_x1e300": vade_case(X, y), "seconds": round(time.perf_counter() - start, 1),
+           "load_average": os.getloadavg()[0]}
+    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    data[args.label] = run
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(data, indent=1))
+    for section in ("magnitudes", "labels"):
+        for name, cases in run[section].items():
+            for case, result in cases.items():
+                print(f"{section:10s} {name:15s} {case:28s} {result}")
+    for section in ("degenerate", "json"):
+        for case, result in run[section].items():
+            print(f"{section:10s} {case:44s} {result}")
+    print(f"vade transform of X*1e300: {run['vade_transform_x1e300']}")
+    print(f"wrote {RESULTS} [{args.label}]")
+
+
+if __name__ == "__main__":
+    main()
