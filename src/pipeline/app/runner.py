@@ -111,8 +111,25 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
         print(f"report: {report.html}")
 
 
+def is_streamed(cfg: dict) -> bool:
+    """True when the run reads its data in chunks (``dataset.chunk_rows`` or ``compute=dask``)."""
+    return bool(cfg["dataset"].get("chunk_rows")) or (cfg.get("compute") or {}).get("name", "local") != "local"
+
+
 def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = False, summary: bool = True):
-    """One dataset: the stage loop, then the summary. Returns the results DataFrame."""
+    """One dataset: the stage loop, then the summary. Returns the results DataFrame.
+
+    ``dataset.chunk_rows`` or ``compute=dask``: the streamed run instead
+    (:func:`pipeline.app.streamed.run_streamed`; docs/out-of-core.md).
+    """
+    if is_streamed(cfg):
+        from pipeline.app.streamed import run_streamed
+
+        return run_streamed(cfg, Path(out_dir))
+    if (cfg.get("fit") or {}).get("sample_rows") is not None:
+        raise InvalidInputError("fit.sample_rows applies to chunked runs only (dataset=files with dataset.chunk_rows, "
+                                "or compute=dask): an in-memory run fits every tree on every row. Set "
+                                "dataset.chunk_rows too, or drop fit.sample_rows.")
     check_request(cfg)
     done = run_pipeline(cfg, RunContext(cache, Path(out_dir), keep_going), declared_stages(cfg))
     print_summary(cfg, done, show=summary)
