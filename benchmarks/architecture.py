@@ -35,7 +35,7 @@ OUT = HERE.parent / "results" / "architecture.json"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline.__main__", "pipeline.collect"),
     ("pipeline.app",),
-    ("pipeline.study",),
+    ("pipeline.study", "pipeline.streaming"),
     ("pipeline.counterfactuals",),
     ("pipeline.encoders",),
     ("pipeline.metrics",),

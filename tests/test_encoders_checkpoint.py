@@ -148,3 +148,50 @@ def test_checkpoint_from_unavailable_device_loads_here(saved, tmp_path, data):
     loaded = load_encoder(moved)
     np.testing.assert_array_equal(loaded.transform(data), enc.transform(data))
     assert load_encoder(moved, device="cpu").device_.type == "cpu"
+
+
+def test_truncated_checkpoint_offers_force_train(saved, tmp_path):
+    _, path, _ = saved
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(path.read_bytes()[:1000])
+    sidecar_path(cut).write_text(sidecar_path(path).read_text())
+    with pytest.raises(InvalidInputError, match=r"truncated.*\+force=train"):
+        load_encoder(cut)
+
+
+def test_checkpoint_from_another_torch_names_both_versions(saved, tmp_path, data, caplog):
+    enc, path, _ = saved
+    old = tmp_path / "old.pt"
+    old.write_bytes(path.read_bytes())
+    side = json.loads(sidecar_path(path).read_text())
+    assert side["torch"] == torch.__version__  # the sidecar says which torch wrote it
+    sidecar_path(old).write_text(json.dumps({**side, "torch": "1.13.1"}))
+    with caplog.at_level("WARNING"):
+        loaded = load_encoder(old)
+    assert f"written by torch 1.13.1, this is torch {torch.__version__}" in caplog.text
+    np.testing.assert_array_equal(loaded.transform(data), enc.transform(data))
+
+
+def test_truncated_checkpoint_in_models_dir_is_retrained_with_force_train(tmp_path):
+    """The pipeline stops with one clear error offering +force=train, which retrains the very
+    same bytes (training is deterministic for a seed and thread count)."""
+    from pipeline.app.config import compose_config
+    from pipeline.app.runner import run
+
+    def config(out, *extra):
+        return compose_config([
+            f"paths.output_dir={tmp_path / out}", f"paths.cache_dir={tmp_path / 'cache'}",
+            f"paths.models_dir={tmp_path / 'models'}", "dataset=digits", "dataset.n_samples=150", "encoder=vade",
+            "encoder.device=cpu", "encoder.params.hidden_dims=[16]", "encoder.params.latent_dim=3",
+            "encoder.params.n_clusters=3", "encoder.params.pretrain_epochs=1", "encoder.params.epochs=2",
+            "clustering=encoder", "clustering.n_clusters=3", "concepts=none", "explainer=[cart]",
+            "report.figures=false", "report.summary=false", "report.html=false", "threads=1", *extra])
+
+    run(config("first"))
+    (path,) = [p for p in (tmp_path / "models" / "vade").glob("*.pt")]
+    original = path.read_bytes()
+    path.write_bytes(original[: len(original) // 2])
+    with pytest.raises(InvalidInputError, match=r"truncated.*\+force=train"):
+        run(config("second"))
+    run(config("third", "+force=train"))
+    assert path.read_bytes() == original

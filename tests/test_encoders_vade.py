@@ -151,6 +151,14 @@ def test_bad_input(X, params, match):
         ({"reconstruction": "poisson"}, "'reconstruction' parameter"),
         ({"hidden_dims": [32, 0]}, "hidden_dims must be positive integers"),
         ({"collapse_threshold": 1.5}, "'collapse_threshold' parameter"),
+        ({"lr": float("nan")}, "'lr' parameter"),
+        ({"pretrain_lr": float("nan")}, "'pretrain_lr' parameter"),
+        ({"lr": float("inf")}, "'lr' parameter"),
+        ({"pretrain_noise": 1.0}, "'pretrain_noise' parameter"),
+        ({"prior_n_init": 0}, "'prior_n_init' parameter"),
+        ({"lr_schedule": "linear"}, "'lr_schedule' parameter"),
+        ({"pretrain_schedule": "step"}, "'pretrain_schedule' parameter"),
+        ({"pretrain_batch_size": 1}, "'pretrain_batch_size' parameter"),
     ],
 )
 def test_parameters_are_validated_at_fit(params, match):
@@ -167,3 +175,16 @@ def test_transform_checks_width_and_fitted(fitted):
         fitted.transform(np.zeros((3, 10)))
     with pytest.raises(NotFittedError):
         VaDEEncoder().transform(np.zeros((3, 10)))
+
+
+def test_recipe_options_anneal_and_denoise(digits3):
+    """Cosine schedules reach ~0 at the end, step decay keeps its old rates, denoising trains."""
+    enc = VaDEEncoder(**{**TINY, "epochs": 10, "pretrain_epochs": 4, "lr_schedule": "cosine",
+                         "pretrain_schedule": "cosine", "pretrain_noise": 0.2, "pretrain_batch_size": 16,
+                         "prior_n_init": 2})
+    assert enc._elbo_lr(0) == TINY["lr"] and enc._elbo_lr(9) < 0.03 * TINY["lr"]
+    assert enc._pretrain_lr(0) == enc.pretrain_lr and enc._pretrain_lr(3) < 0.2 * enc.pretrain_lr
+    step = VaDEEncoder(**{**TINY, "lr_decay": 0.5})
+    assert [step._elbo_lr(e) for e in (0, 9, 10, 25)] == [TINY["lr"], TINY["lr"], TINY["lr"] / 2, TINY["lr"] / 4]
+    enc.fit(digits3[0])
+    assert np.isfinite(enc.transform(digits3[0])).all() and len(enc.history_) == 14

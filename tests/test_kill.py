@@ -80,11 +80,29 @@ def results(base: Path) -> pd.DataFrame:
     return df[[c for c in df.columns if "seconds" not in c]]
 
 
+def final_checkpoint(base: Path) -> Path:
+    (path,) = [p for p in (base / "models" / "vade").glob("*.pt") if ".partial" not in p.name]
+    return path
+
+
 def final_weights(base: Path) -> dict:
     import torch
 
-    (path,) = [p for p in (base / "models" / "vade").glob("*.pt") if ".partial" not in p.name]
-    return torch.load(path, weights_only=True)["module"]
+    return torch.load(final_checkpoint(base), weights_only=True)["module"]
+
+
+def trees(base: Path) -> dict:
+    """The run's tree files (rules, dot, JSON without the timing), name -> content."""
+    newest = max((base / "logs" / "runs").glob("*/*/results.csv"), key=lambda p: p.stat().st_mtime).parent
+    out = {}
+    for path in sorted((newest / "trees").glob("*")):
+        if path.suffix == ".json":
+            doc = json.loads(path.read_text())
+            doc.pop("fit_seconds", None)
+            out[path.name] = doc
+        else:
+            out[path.name] = path.read_bytes()
+    return out
 
 
 @pytest.mark.slow
@@ -109,6 +127,9 @@ def test_killed_runs_resume_to_the_uninterrupted_result(tmp_path):
     pd.testing.assert_frame_equal(results(chain), results(reference))
     ours, theirs = final_weights(chain), final_weights(reference)
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    # the same bytes, not only the same tensors (issue 26): every cache key downstream matches
+    assert final_checkpoint(chain).read_bytes() == final_checkpoint(reference).read_bytes()
+    assert trees(chain) == trees(reference) != {}
 
     leftovers = [p for root in (chain / "cache", chain / "models") for p in root.rglob("*")
                  if p.name.startswith((".tmp-", ".old-")) or p.name.endswith(".tmp") or ".partial" in p.name]

@@ -9,6 +9,7 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
+from pipeline.app.checkpoint import state_bytes
 from pipeline.encoders import VaDEEncoder
 
 TINY = dict(n_clusters=3, latent_dim=4, hidden_dims=(16, 16), pretrain_epochs=2, epochs=5, lr=2e-3, batch_size=32,
@@ -54,3 +55,6 @@ def test_resumed_training_equals_uninterrupted(X, kill_after):
         assert torch.equal(tensor, resumed.module_.state_dict()[name]), name
     assert [h["loss"] for h in resumed.history_] == [h["loss"] for h in reference.history_]
     np.testing.assert_array_equal(resumed.transform(X), reference.transform(X))
+    # and the same checkpoint bytes (issue 26): the history read back from the file must not
+    # pickle differently from the one built in memory
+    assert state_bytes(resumed.checkpoint_state()) == state_bytes(reference.checkpoint_state())

@@ -142,6 +142,10 @@ def limit_threads(n_jobs, *, work: int | None = None):
         return
     token = _ACTIVE.set(n)
     numba = sys.modules.get("numba")  # only if a kernel module imported it already
+    torch = sys.modules.get("torch")  # only if already imported: importing torch costs seconds
+    # read before numba's first call: numba's OpenMP layer may share torch's runtime and raise its
+    # count to all cores, which left torch on 2 threads after every tree fit of a threads=1 run (issue 26)
+    torch_previous = torch.get_num_threads() if torch is not None else None
     if small:
         previous = _set_numba(numba, n)
         capped = _CAPPED.set(False)  # an enclosing cap on BLAS is for another number
@@ -151,10 +155,10 @@ def limit_threads(n_jobs, *, work: int | None = None):
             _CAPPED.reset(capped)
             _ACTIVE.reset(token)
             _set_numba(numba, previous)
+            if torch is not None and torch.get_num_threads() != torch_previous:
+                torch.set_num_threads(torch_previous)
         return
     previous = _set_numba(numba, n)
-    torch = sys.modules.get("torch")  # only if already imported: importing torch costs seconds
-    torch_previous = torch.get_num_threads() if torch is not None else None
     try:
         if torch is not None:
             torch.set_num_threads(n)
@@ -166,9 +170,9 @@ def limit_threads(n_jobs, *, work: int | None = None):
                 _CAPPED.reset(capped)
     finally:
         _ACTIVE.reset(token)
-        if torch is not None and torch_previous is not None:
-            torch.set_num_threads(torch_previous)
         _set_numba(numba, previous)
+        if torch is not None and torch_previous is not None:
+            torch.set_num_threads(torch_previous)  # last, for the same reason
 
 
 def openmp_environment(n_threads: int | None = None) -> dict[str, str]:

@@ -113,8 +113,9 @@ def checked_sha256(path: str | os.PathLike, recorded, sidecar_name: str) -> str:
     sha = file_digest(path, "sha256")
     if sha != recorded:
         raise InvalidInputError(
-            f"checkpoint {path} is corrupted or was replaced: its sha256 {sha[:12]}... does not match the sidecar's "
-            f"{str(recorded)[:12]}...; delete {path} and {sidecar_name} to retrain, or restore the original file."
+            f"checkpoint {path} is corrupted, truncated or was replaced: its sha256 {sha[:12]}... does not match the "
+            f"sidecar's {str(recorded)[:12]}...; rerun with +force=train to retrain it (or delete {path} and "
+            f"{sidecar_name}), or restore the original file."
         )
     return sha
 

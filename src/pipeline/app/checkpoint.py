@@ -8,9 +8,11 @@ caller metadata (data, ...) and the sha256 of the ``.pt`` file, which loading ve
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -143,6 +145,33 @@ def read_weights(path: str | os.PathLike, key: str) -> dict:
         raise InvalidInputError(f"{key}={path} is not a readable torch file ({type(exc).__name__}: {exc}).") from None
 
 
+def canonical(value):
+    """``value`` rebuilt so that its pickle depends on the values alone, not on which objects
+    happen to be shared: containers are rebuilt fresh and strings interned (pickle writes an
+    object seen before as a back-reference, so a history read back from a checkpoint, whose
+    equal strings are distinct objects, would otherwise pickle to other bytes than the same
+    history built in memory). Tensors are kept as they are (torch writes each storage once,
+    in order of appearance)."""
+    if isinstance(value, dict):
+        return {canonical(k): canonical(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [canonical(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(canonical(v) for v in value)
+    if type(value) is str:
+        return sys.intern(value)
+    return value
+
+
+def state_bytes(state: dict) -> bytes:
+    """The bytes :func:`save_state` writes for ``state``: ``torch.save`` of its :func:`canonical`
+    form, so that equal states give equal files (a resumed training's checkpoint has the
+    sha256 of an uninterrupted one's)."""
+    buffer = io.BytesIO()
+    torch.save(canonical(state), buffer)
+    return buffer.getvalue()
+
+
 def save_state(path: str | os.PathLike, state: dict, sidecar: dict) -> str:
     """Write a torch ``state`` to ``path`` and ``sidecar`` (+ the state file's sha256) beside it,
     as one atomic unit.
@@ -180,12 +209,13 @@ def _save_state(path: Path, state: dict, sidecar: dict) -> str:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
+    with open(tmp, "wb") as fh:
+        fh.write(state_bytes(state))
     fsync_path(tmp)
     sha = file_sha256(tmp)
     st = os.stat(tmp)  # kept through the rename: a warm run trusts the sha256 while size and mtime match
     full = {"format": state.get("format", 1), **sidecar, "sha256": sha, "size": st.st_size,
-            "mtime_ns": st.st_mtime_ns}
+            "mtime_ns": st.st_mtime_ns, "torch": torch.__version__}
     side = sidecar_path(path)
     tmp_json = side.with_name(side.name + ".tmp")
     with open(tmp_json, "w") as fh:
@@ -246,11 +276,18 @@ def read_checkpoint(path: str | os.PathLike, expected: dict | None = None) -> tu
     checked_sha256(path, sidecar.get("sha256"), side.name)
     if expected is not None:
         check_architecture(sidecar.get("architecture", {}), expected, path)
+    written_by = sidecar.get("torch")
+    other_torch = written_by is not None and written_by != torch.__version__
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unpickling failure means an unusable file
-        raise InvalidInputError(f"checkpoint {path} could not be read with torch.load(weights_only=True): {exc}; "
-                                "delete it to retrain.") from None
+        by = f" (written by torch {written_by}; this is torch {torch.__version__})" if other_torch else ""
+        raise InvalidInputError(f"checkpoint {path} could not be read with torch.load(weights_only=True){by}: {exc}; "
+                                "rerun with +force=train to retrain it, or delete it.") from None
+    if other_torch:
+        logger.warning("checkpoint %s was written by torch %s, this is torch %s: the weights load, but results "
+                       "computed from them may differ in the last bits from the original machine's; rerun with "
+                       "+force=train to retrain here", path, written_by, torch.__version__)
     return state, sidecar
 
 

@@ -95,6 +95,7 @@ class DatasetConfig:
     noise_label: Optional[Any] = None  # the label value meaning noise (none by default)
     image_size: Optional[int] = None  # resize images to this side (default: their own / most common size)
     array: Optional[str] = None  # the features array of an .npz (default: X / embeddings / features / the only 2-D one)
+    chunk_rows: Optional[int] = None  # read dataset.path in chunks of this many rows, never whole (docs/out-of-core.md)
 
 
 @dataclass
@@ -196,6 +197,24 @@ class ReportConfig:
 
 
 @dataclass
+class FitConfig:
+    sample_rows: Optional[int] = None  # chunked runs: fit trees on a stratified sample of this many rows (null: all)
+
+
+@dataclass
+class ComputeConfig:
+    """Where chunked stages run (docs/out-of-core.md): ``local`` (this process) or ``dask``."""
+
+    name: str = "local"
+    address: Optional[str] = None  # dask: a running scheduler (tcp://host:8786); null starts a LocalCluster
+    n_workers: Optional[int] = None  # LocalCluster worker processes
+    threads_per_worker: Optional[int] = None
+    timeout: Optional[float] = None  # seconds to wait for the scheduler
+    retries: Optional[int] = None  # re-runs of a failed task
+    memory_limit: Optional[str] = None  # per LocalCluster worker ("2GB"; default auto)
+
+
+@dataclass
 class CacheConfig:
     enabled: bool = True
 
@@ -213,6 +232,8 @@ class Config:
     counterfactuals: CounterfactualsConfig = field(default_factory=CounterfactualsConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
+    fit: FitConfig = field(default_factory=FitConfig)
+    compute: ComputeConfig = field(default_factory=ComputeConfig)
     seed: int = 0
     threads: Optional[int] = 1  # BLAS/OpenMP threads per run (threadpoolctl); null = library default
     offline: Optional[bool] = None  # true: no library tries the network (HF_HUB_OFFLINE...); null: as the environment says

@@ -113,8 +113,25 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
         print(f"report: {report.html}")
 
 
+def is_streamed(cfg: dict) -> bool:
+    """True when the run reads its data in chunks (``dataset.chunk_rows`` or ``compute=dask``)."""
+    return bool(cfg["dataset"].get("chunk_rows")) or (cfg.get("compute") or {}).get("name", "local") != "local"
+
+
 def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = False, summary: bool = True):
-    """One dataset: the stage loop, then the summary. Returns the results DataFrame."""
+    """One dataset: the stage loop, then the summary. Returns the results DataFrame.
+
+    ``dataset.chunk_rows`` or ``compute=dask``: the streamed run instead
+    (:func:`pipeline.app.streamed.run_streamed`; docs/out-of-core.md).
+    """
+    if is_streamed(cfg):
+        from pipeline.app.streamed import run_streamed
+
+        return run_streamed(cfg, Path(out_dir))
+    if (cfg.get("fit") or {}).get("sample_rows") is not None:
+        raise InvalidInputError("fit.sample_rows applies to chunked runs only (dataset=files with dataset.chunk_rows, "
+                                "or compute=dask): an in-memory run fits every tree on every row. Set "
+                                "dataset.chunk_rows too, or drop fit.sample_rows.")
     check_request(cfg)
     done = run_pipeline(cfg, RunContext(cache, Path(out_dir), keep_going), declared_stages(cfg))
     print_summary(cfg, done, show=summary)
@@ -172,7 +189,7 @@ def run(cfg):
     """Run the configured pipeline (a DictConfig or plain dict); returns the results table
     (a pandas DataFrame, also written to ``results.csv``)."""
     from pipeline.app.checks import check_values
-    from pipeline.app.status import mark_interrupted, remove_stale_temporaries, running_status
+    from pipeline.app.status import mark_interrupted, numerics, remove_stale_temporaries, running_status
 
     plain = to_plain(cfg)
     stages = [s.store or s.name for s in declared_stages(plain)] + ["counterfactuals"]
@@ -191,17 +208,21 @@ def run(cfg):
         for path in remove_stale_temporaries(plain["paths"]["log_dir"]):
             log.info("removed %s, a temporary file an earlier run left behind", path)
     write_status(out_dir, running_status(start))
+    env = {"threads": plain.get("threads")}
     try:
         with thread_limit(plain.get("threads")):
             if plain["study"]["runs"]:
                 df = run_study(plain, cache, out_dir)
             else:
                 df = run_single(plain, cache, out_dir)
+            env = numerics(plain.get("threads"))  # inside the limit: the thread counts the run used
         write_status(out_dir, {"status": "ok", "seconds": time.time() - start,
-                               "results": str(out_dir / "results.csv"), "cache": [vars(e) for e in cache.events]})
+                               "results": str(out_dir / "results.csv"), "cache": [vars(e) for e in cache.events],
+                               "numerics": env})
     except BaseException as exc:
         state = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
         write_final_status(out_dir, {"status": state, "error": f"{type(exc).__name__}: {exc}",
-                                     "traceback": traceback.format_exc(), "seconds": time.time() - start})
+                                     "traceback": traceback.format_exc(), "seconds": time.time() - start,
+                                     "numerics": env})
         raise
     return df

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import socket
+import sys
 import time
+from importlib import metadata
 from pathlib import Path
 
 #: where run directories live under ``paths.log_dir`` (hydra.run.dir / hydra.sweep.dir + job)
@@ -33,6 +36,34 @@ def running_status(started: float | None = None) -> dict:
     pid = os.getpid()
     return {"status": "running", "started": time.time() if started is None else started, "pid": pid,
             "host": socket.gethostname(), "pid_start": _start_ticks(pid)}
+
+
+#: the packages whose versions decide a run's numbers (floating-point paths, defaults)
+NUMERIC_PACKAGES = ("numpy", "scipy", "scikit-learn", "torch", "numba")
+
+
+def numerics(threads: int | None = None) -> dict:
+    """What decides a run's numbers beyond its config: package versions, the ``threads``
+    setting, torch's thread counts (when torch was used), and every BLAS / OpenMP library
+    loaded with its thread count (threadpoolctl). Same config, same record, same machine:
+    same bytes. Never imports torch."""
+    versions = {}
+    for name in NUMERIC_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    record = {"python": platform.python_version(), "platform": platform.platform(), "cpu_count": os.cpu_count(),
+              "threads": threads, "versions": versions}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        record["torch_threads"] = {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
+    from threadpoolctl import threadpool_info
+
+    record["thread_pools"] = [{k: lib.get(k) for k in ("user_api", "internal_api", "version", "num_threads",
+                                                       "threading_layer", "architecture", "prefix")}
+                              for lib in threadpool_info()]
+    return record
 
 
 def process_alive(status: dict) -> bool | None:

@@ -17,6 +17,7 @@ import copy
 import hashlib
 import json
 import logging
+import math
 from numbers import Integral, Real
 
 import numpy as np
@@ -138,7 +139,21 @@ class VaDEEncoder(TorchEncoder):
     pretrain_epochs, epochs : int
         Autoencoder pre-training epochs and ELBO training epochs.
     pretrain_lr, lr : float
-        Adam learning rates of the two phases; ``lr`` decays by ``lr_decay`` every 10 epochs.
+        Adam learning rates of the two phases; ``lr`` decays by ``lr_decay`` every 10 epochs
+        (``lr_schedule="step"``) or anneals to 0 along a cosine (``"cosine"``).
+    pretrain_schedule : {"constant", "cosine"}
+        Pre-training rate: constant, or annealed from ``pretrain_lr`` to 0 along a cosine.
+    pretrain_noise : float in [0, 1)
+        Denoising pre-training: each input pixel is zeroed with this probability (masking
+        noise, as in DEC's stacked denoising autoencoders); the target is the clean input.
+    pretrain_batch_size : int, optional
+        Batch size of pre-training (None: ``batch_size``); smaller means more updates per epoch.
+    prior_n_init : int
+        Restarts of the diagonal GMM fitted to the pre-trained latents that initialises the
+        prior; the one with the highest likelihood is kept (no labels).
+    lr_schedule : {"step", "cosine"}
+        ELBO-phase rate: ``lr * lr_decay ** (epoch // 10)``, or a cosine from ``lr`` to 0
+        over ``epochs`` (annealing at the end of training).
     reconstruction : {"bernoulli", "gaussian"}
         Likelihood; "bernoulli" needs inputs in [0, 1] (see ``input_scaling``).
     input_scaling : {"minmax", "none"}
@@ -172,6 +187,11 @@ class VaDEEncoder(TorchEncoder):
         "pretrain_lr": [Interval(Real, 0, None, closed="neither")],
         "lr": [Interval(Real, 0, None, closed="neither")],
         "lr_decay": [Interval(Real, 0, 1, closed="right")],
+        "pretrain_schedule": [StrOptions({"constant", "cosine"})],
+        "pretrain_noise": [Interval(Real, 0, 1, closed="left")],
+        "pretrain_batch_size": [Interval(Integral, 2, None, closed="left"), None],
+        "prior_n_init": [Interval(Integral, 1, None, closed="left")],
+        "lr_schedule": [StrOptions({"step", "cosine"})],
         "weight_decay": [Interval(Real, 0, None, closed="left")],
         "reconstruction": [StrOptions({"bernoulli", "gaussian"})],
         "input_scaling": [StrOptions({"minmax", "none"})],
@@ -184,7 +204,9 @@ class VaDEEncoder(TorchEncoder):
                  input_scaling: str = "minmax", pretrain_cache=None, batch_size: int = 128,
                  n_init: int = 1, random_state: int = 0, device: str = "auto", amp: bool = False,
                  num_workers: int = 0, progress: bool = True, collapse_threshold: float = 0.8,
-                 resume_from: dict | None = None):
+                 resume_from: dict | None = None, pretrain_schedule: str = "constant",
+                 pretrain_noise: float = 0.0, pretrain_batch_size: int | None = None, prior_n_init: int = 3,
+                 lr_schedule: str = "step"):
         self.n_clusters = n_clusters
         self.latent_dim = latent_dim
         self.hidden_dims = hidden_dims
@@ -206,6 +228,11 @@ class VaDEEncoder(TorchEncoder):
         self.progress = progress
         self.collapse_threshold = collapse_threshold
         self.resume_from = resume_from
+        self.pretrain_schedule = pretrain_schedule
+        self.pretrain_noise = pretrain_noise
+        self.pretrain_batch_size = pretrain_batch_size
+        self.prior_n_init = prior_n_init
+        self.lr_schedule = lr_schedule
 
     def _check_common_params(self) -> None:
         super()._check_common_params()
@@ -269,9 +296,9 @@ class VaDEEncoder(TorchEncoder):
         if "scale" in extra:
             self.scale_ = tuple(extra["scale"])
 
-    def _loader(self, data: torch.Tensor, generator: torch.Generator, shuffle: bool = True):
+    def _loader(self, data: torch.Tensor, generator: torch.Generator, shuffle: bool = True, batch_size=None):
         return torch.utils.data.DataLoader(
-            torch.utils.data.TensorDataset(data), batch_size=int(self.batch_size), shuffle=shuffle,
+            torch.utils.data.TensorDataset(data), batch_size=int(batch_size or self.batch_size), shuffle=shuffle,
             generator=generator, num_workers=int(self.num_workers), worker_init_fn=worker_init)
 
     # ---- training ---------------------------------------------------------------------
@@ -288,8 +315,8 @@ class VaDEEncoder(TorchEncoder):
         opt = self._make_optimizer(net.parameters(), float(self.lr))
 
         def run_epoch(epoch):
-            for group in opt.param_groups:  # step decay: x lr_decay every 10 epochs
-                group["lr"] = float(self.lr) * float(self.lr_decay) ** (epoch // 10)
+            for group in opt.param_groups:  # a function of the epoch index only: resuming keeps it
+                group["lr"] = self._elbo_lr(epoch)
             net.train()
             total, labels = 0.0, []
             for (xb,) in self._loader(data, generator):
@@ -301,10 +328,25 @@ class VaDEEncoder(TorchEncoder):
 
         self._run_epochs(self.main_phase, int(self.epochs), run_epoch)
 
+    def _elbo_lr(self, epoch: int) -> float:
+        """The ELBO phase's rate in (0-based) ``epoch``: step decay or cosine annealing."""
+        if self.lr_schedule == "cosine":
+            return float(self.lr) * 0.5 * (1.0 + math.cos(math.pi * epoch / int(self.epochs)))
+        return float(self.lr) * float(self.lr_decay) ** (epoch // 10)
+
+    def _pretrain_lr(self, epoch: int) -> float:
+        if self.pretrain_schedule == "cosine":
+            return float(self.pretrain_lr) * 0.5 * (1.0 + math.cos(math.pi * epoch / int(self.pretrain_epochs)))
+        return float(self.pretrain_lr)
+
     def _pretrain_key(self, data: torch.Tensor) -> str:
         spec = {"arch": self._architecture(), "epochs": self.pretrain_epochs, "lr": self.pretrain_lr,
                 "batch_size": self.batch_size, "reconstruction": self.reconstruction, "seed": self.seed_,
                 "scaling": self.input_scaling}
+        recipe = {"schedule": self.pretrain_schedule, "noise": float(self.pretrain_noise),
+                  "pretrain_batch_size": self.pretrain_batch_size}
+        if recipe != {"schedule": "constant", "noise": 0.0, "pretrain_batch_size": None}:
+            spec["recipe"] = recipe  # keys of caches written before these options stay valid
         digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode())
         digest.update(data.numpy().tobytes())
         return digest.hexdigest()[:20]
@@ -323,13 +365,18 @@ class VaDEEncoder(TorchEncoder):
             return
         opt = adam(ae_params, lr=float(self.pretrain_lr))
 
+        noise = float(self.pretrain_noise)
+
         def run_epoch(epoch):
+            for group in opt.param_groups:
+                group["lr"] = self._pretrain_lr(epoch)
             net.train()
             total = 0.0
-            for (xb,) in self._loader(data, generator):
+            for (xb,) in self._loader(data, generator, batch_size=self.pretrain_batch_size):
                 xb = xb.to(self.device_)
+                xin = xb * (torch.rand(xb.shape, generator=generator).to(self.device_) >= noise) if noise else xb
                 loss, _ = self._optimise(opt, lambda: (
-                    reconstruction_loss(net.decoder(net.encode(xb)[0]), xb, self.reconstruction).mean(), None))
+                    reconstruction_loss(net.decoder(net.encode(xin)[0]), xb, self.reconstruction).mean(), None))
                 total += loss * len(xb)
             return total / len(data), None
 
@@ -374,7 +421,7 @@ class VaDEEncoder(TorchEncoder):
         """Fit a diagonal GMM to the pre-trained latent means and copy it into the prior."""
         z = self._embed(data).astype(np.float64)
         gmm = GaussianMixture(int(self.n_clusters), covariance_type="diag", random_state=self.seed_,
-                              reg_covar=1e-4, n_init=3).fit(z)
+                              reg_covar=1e-4, n_init=int(self.prior_n_init)).fit(z)
         net = self.module_
         net.pi_logits.copy_(torch.as_tensor(np.log(gmm.weights_), dtype=torch.float32))
         net.mu_c.copy_(torch.as_tensor(gmm.means_, dtype=torch.float32))

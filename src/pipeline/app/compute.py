@@ -1,0 +1,124 @@
+"""Where chunked stages run: in this process (``compute=local``, the default) or as Dask tasks
+(``compute=dask``; docs/out-of-core.md).
+
+A backend maps a picklable function over chunk ranges and returns the results **in chunk
+order**, so reductions (mixture moments, contingency tables) are merged in the same order
+wherever the chunks ran, and the local and the Dask run give bit-identical results.
+
+``compute=dask`` connects to ``compute.address`` (an existing scheduler, e.g. one started by
+dask-jobqueue on SLURM) or starts a ``LocalCluster`` of ``compute.n_workers`` processes. A
+scheduler that does not answer is a clear error after ``compute.timeout`` seconds; a worker that
+dies mid-stage has its tasks re-run on another worker (Dask retries ``compute.retries`` times),
+and a stage that still fails raises before anything of it is written.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from pipeline.validation import InvalidInputError
+
+log = logging.getLogger(__name__)
+
+
+def _progress(total: int, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="chunk", leave=False, mininterval=1.0)
+
+
+@dataclass
+class LocalCompute:
+    """Chunks one after another in this process."""
+
+    name: str = "local"
+
+    def map(self, fn, items: list, desc: str = "chunks") -> list:
+        out = []
+        with _progress(len(items), desc) as bar:
+            for item in items:
+                out.append(fn(item))
+                bar.update()
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+class DaskCompute:
+    """Chunks as Dask tasks on a ``distributed`` cluster.
+
+    Parameters
+    ----------
+    address : str, optional
+        A running scheduler (``tcp://host:8786``); None starts a LocalCluster.
+    n_workers, threads_per_worker : int
+        The LocalCluster's size (worker processes x threads).
+    timeout : float
+        Seconds to wait for the scheduler before giving up.
+    retries : int
+        Times a task is re-run after an error in it (a worker that dies is handled by the
+        scheduler: its tasks move to another worker).
+    memory_limit : str
+        Per-worker memory limit of the LocalCluster ("auto" or e.g. "2GB").
+    """
+
+    name = "dask"
+
+    def __init__(self, address: str | None = None, n_workers: int = 2, threads_per_worker: int = 1,
+                 timeout: float = 10.0, retries: int = 1, memory_limit: str = "auto"):
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise InvalidInputError("compute=dask needs dask and distributed: pip install "
+                                    "'concept-trees-pipeline[dask]' (or use compute=local).") from None
+        self.retries = retries
+        self.cluster = None
+        if address:
+            try:
+                self.client = Client(address, timeout=f"{timeout}s")
+            except Exception as exc:  # noqa: BLE001 - OSError, TimeoutError, ValueError (bad address), garbage replies
+                raise InvalidInputError(
+                    f"compute.address={address}: no Dask scheduler answered within {timeout:g} s ({type(exc).__name__}: "
+                    f"{exc}). Start one (dask scheduler, or a dask-jobqueue cluster; docs/out-of-core.md) and give its "
+                    "address, or leave compute.address unset to start a LocalCluster.") from None
+        else:
+            self.cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
+                                        memory_limit=memory_limit, dashboard_address=None,
+                                        silence_logs=logging.WARNING)
+            self.client = Client(self.cluster, timeout=f"{timeout}s")
+        log.info("dask: %s (%d workers)", self.client.scheduler.address, len(self.client.scheduler_info()["workers"]))
+
+    def map(self, fn, items: list, desc: str = "chunks") -> list:
+        from distributed import as_completed
+
+        futures = self.client.map(fn, items, pure=False, retries=self.retries)
+        try:
+            with _progress(len(items), desc) as bar:
+                for _ in as_completed(futures):
+                    bar.update()
+            return self.client.gather(futures)
+        except Exception as exc:
+            for f in futures:
+                f.cancel()
+            if type(exc).__name__ == "KilledWorker":
+                raise RuntimeError(f"{desc}: Dask workers died running a chunk ({exc}); nothing of this stage was "
+                                   "written. Check the workers' memory limit (compute.memory_limit) and logs.") from exc
+            raise
+
+    def close(self) -> None:
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def make_compute(spec: dict | None):
+    """The backend a ``compute`` config node names (None or ``name: local``: in-process)."""
+    spec = dict(spec or {})
+    name = spec.pop("name", "local")
+    if name == "local":
+        return LocalCompute()
+    if name == "dask":
+        return DaskCompute(**{k: v for k, v in spec.items() if v is not None})
+    raise InvalidInputError(f"compute={name}: unknown; choose compute=local or compute=dask.")

@@ -1,0 +1,265 @@
+"""Arrays read in row chunks, never whole (``dataset=files`` with ``dataset.chunk_rows``; docs/out-of-core.md).
+
+:func:`open_chunked` opens
+
+- a ``.npy`` file: its header is parsed and rows are read with ``pread`` at their offsets
+  (no memory map: the pages read do not stay resident in the process, so its RSS stays at a
+  chunk's size however large the file);
+- a folder of ``.npy`` or ``.parquet`` shards (read in sorted name order, one after another);
+- a zarr array (a ``.zarr`` folder, or a folder holding ``.zarray``/``zarr.json``).
+
+Every reader is a small picklable object (paths and shapes only) so Dask workers open the
+file themselves. A 1-D array (labels, ids) is read the same way. Failures are one paragraph
+naming the file: a shard of another width or dtype, a file shorter than its header says.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.validation import InvalidInputError
+
+KINDS = ("a .npy file, a folder of .npy or .parquet shards, or a zarr array (a .zarr folder)")
+
+
+@dataclass(frozen=True)
+class _NpyPart:
+    path: str
+    offset: int  # byte offset of the first row
+    rows: int
+    dtype: str
+    width: tuple  # shape of one row: () for labels, (d,) for embeddings
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        dtype = np.dtype(self.dtype)
+        row_bytes = dtype.itemsize * int(np.prod(self.width, dtype=np.int64))
+        out = np.empty((stop - start, *self.width), dtype=dtype)
+        buf = memoryview(out.reshape(-1).view(np.uint8))
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            pos, done = self.offset + start * row_bytes, 0
+            while done < len(buf):
+                got = os.preadv(fd, [buf[done:]], pos + done)
+                if got == 0:
+                    raise InvalidInputError(f"{self.path} ended after {(pos + done - self.offset) // row_bytes} "
+                                            f"rows although its header announces {self.rows}: the file is "
+                                            "truncated (an interrupted copy?). Copy or write it again.")
+                done += got
+        finally:
+            os.close(fd)
+        return out
+
+
+@dataclass(frozen=True)
+class _ParquetPart:
+    path: str
+    rows: int
+    dtype: str
+    width: tuple
+    columns: tuple
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        import pyarrow.parquet as pq
+
+        f = pq.ParquetFile(self.path)
+        out, first = [], 0
+        for g in range(f.num_row_groups):  # only the row groups overlapping [start, stop)
+            n = f.metadata.row_group(g).num_rows
+            if first + n > start and first < stop:
+                table = f.read_row_group(g, columns=list(self.columns))
+                block = np.column_stack([table.column(c).to_numpy() for c in self.columns])
+                out.append(block[max(start - first, 0):stop - first])
+            first += n
+        block = np.concatenate(out) if out else np.empty((0, len(self.columns)))
+        block = block.astype(self.dtype, copy=False)
+        return block[:, 0] if self.width == () else block
+
+
+@dataclass(frozen=True)
+class _ZarrPart:
+    path: str
+    rows: int
+    dtype: str
+    width: tuple
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        import zarr
+
+        return np.asarray(zarr.open_array(self.path, mode="r")[start:stop])
+
+
+@dataclass(frozen=True)
+class ChunkedArray:
+    """An array of ``shape = (n_rows, *width)`` stored in one or more parts, read by row range.
+
+    Attributes
+    ----------
+    source : str
+        The path the user gave (named in errors).
+    parts : tuple
+        The files (shards) in order; each reads its own rows.
+    """
+
+    source: str
+    parts: tuple
+
+    @property
+    def n_rows(self) -> int:
+        return int(sum(p.rows for p in self.parts))
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.parts[0].dtype)
+
+    @property
+    def shape(self) -> tuple:
+        return (self.n_rows, *self.parts[0].width)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` as an in-memory array."""
+        stop = min(stop, self.n_rows)
+        blocks, first = [], 0
+        for part in self.parts:
+            if first + part.rows > start and first < stop:
+                blocks.append(part.read(max(start - first, 0), min(stop, first + part.rows) - first))
+            first += part.rows
+        if len(blocks) == 1:
+            return blocks[0]
+        return np.concatenate(blocks) if blocks else np.empty((0, *self.shape[1:]), self.dtype)
+
+    def ranges(self, chunk_rows: int) -> list[tuple[int, int]]:
+        """``(start, stop)`` of consecutive chunks of ``chunk_rows`` rows covering every row."""
+        return [(s, min(s + chunk_rows, self.n_rows)) for s in range(0, self.n_rows, chunk_rows)]
+
+    def chunks(self, chunk_rows: int):
+        """Iterate over the rows in chunks of ``chunk_rows`` (the last may be shorter)."""
+        for start, stop in self.ranges(chunk_rows):
+            yield self.read(start, stop)
+
+    def take(self, indices, chunk_rows: int) -> np.ndarray:
+        """The rows at sorted ``indices``, read chunk by chunk (one pass)."""
+        indices = np.asarray(indices, dtype=np.int64)
+        out = np.empty((indices.size, *self.shape[1:]), self.dtype)
+        for start, stop in self.ranges(chunk_rows):
+            lo, hi = np.searchsorted(indices, [start, stop])
+            if hi > lo:
+                out[lo:hi] = self.read(start, stop)[indices[lo:hi] - start]
+        return out
+
+
+def _npy_part(path: Path, key: str) -> _NpyPart:
+    try:
+        with open(path, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(fh)
+            offset = fh.tell()
+    except (ValueError, OSError) as exc:
+        raise InvalidInputError(f"{key}: {path} is not a readable .npy file ({exc}). Save it with numpy.save.") from None
+    if fortran and len(shape) > 1:
+        raise InvalidInputError(f"{key}: {path} is stored in Fortran (column) order, which cannot be read by rows; "
+                                "save it with numpy.save(path, numpy.ascontiguousarray(X)).")
+    if dtype.hasobject or len(shape) not in (1, 2):
+        raise InvalidInputError(f"{key}: {path} holds a {len(shape)}-D {dtype} array; chunked reading takes a 2-D "
+                                "numeric matrix (rows x features) or a 1-D vector (labels, ids).")
+    rows, width = int(shape[0]), tuple(int(s) for s in shape[1:])
+    need = offset + rows * dtype.itemsize * int(np.prod(width, dtype=np.int64))
+    size = path.stat().st_size
+    if size < need:
+        row_bytes = dtype.itemsize * int(np.prod(width, dtype=np.int64))
+        raise InvalidInputError(
+            f"{key}: {path} is truncated: its header announces {rows} rows of shape {width} {dtype} ({need} bytes) "
+            f"but the file has {size} bytes (only {(size - offset) // max(row_bytes, 1)} whole rows). An interrupted "
+            "copy or write? Copy or write it again.")
+    return _NpyPart(str(path), offset, rows, dtype.str, width)
+
+
+def _parquet_part(path: Path, key: str, vector: bool) -> _ParquetPart:
+    import pyarrow.parquet as pq
+
+    try:
+        f = pq.ParquetFile(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for unreadable files
+        raise InvalidInputError(f"{key}: {path} is not a readable parquet file ({type(exc).__name__}: {exc}).") from None
+    schema = f.schema_arrow
+    columns = tuple(n for n in schema.names if n != "__index_level_0__")
+    types = {str(schema.field(c).type) for c in columns}
+    if len(types) != 1:
+        raise InvalidInputError(f"{key}: {path} has columns of several types {sorted(types)}; shards must hold one "
+                                "numeric type (all float32, say).")
+    dtype = np.dtype(schema.field(columns[0]).type.to_pandas_dtype())
+    width = () if vector and len(columns) == 1 else (len(columns),)
+    return _ParquetPart(str(path), int(f.metadata.num_rows), dtype.str, width, columns)
+
+
+def _zarr_part(path: Path, key: str) -> _ZarrPart:
+    try:
+        import zarr
+    except ImportError:
+        raise InvalidInputError(f"{key}={path}: reading zarr needs the zarr package; pip install "
+                                "'concept-trees-pipeline[dask]'.") from None
+    try:
+        arr = zarr.open_array(str(path), mode="r")
+    except Exception as exc:  # noqa: BLE001 - zarr raises several types for unreadable stores
+        raise InvalidInputError(f"{key}: {path} is not a readable zarr array ({type(exc).__name__}: {exc}).") from None
+    return _ZarrPart(str(path), int(arr.shape[0]), np.dtype(arr.dtype).str, tuple(int(s) for s in arr.shape[1:]))
+
+
+def _is_zarr(p: Path) -> bool:
+    return p.suffix == ".zarr" or (p / ".zarray").exists() or (p / "zarr.json").exists()
+
+
+def open_chunked(path, key: str = "dataset.path", vector: bool = False) -> ChunkedArray:
+    """The array at ``path`` as a :class:`ChunkedArray` (nothing but headers is read).
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``.npy`` file, a folder of ``.npy`` or ``.parquet`` shards, or a zarr array.
+    key : str
+        The config key named in errors.
+    vector : bool
+        A 1-D array is expected (labels, ids); a one-column parquet shard is read as a vector.
+    """
+    from pipeline.app.data.readers import existing_path
+
+    p = existing_path(path, key, KINDS)
+    if p.is_dir() and _is_zarr(p):
+        parts = (_zarr_part(p, key),)
+    elif p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.suffix.lower() in (".npy", ".parquet", ".pq"))
+        if not files:
+            raise InvalidInputError(f"{key}={p}: the folder holds no .npy or .parquet shards; it takes {KINDS}.")
+        kinds = {f.suffix.lower() for f in files} - {".pq"} | ({".parquet"} if any(f.suffix == ".pq" for f in files) else set())
+        if len(kinds) > 1:
+            raise InvalidInputError(f"{key}={p}: the folder mixes .npy and .parquet shards; keep one kind.")
+        parts = tuple(_npy_part(f, key) if f.suffix.lower() == ".npy" else _parquet_part(f, key, vector) for f in files)
+    elif p.suffix.lower() == ".npy":
+        parts = (_npy_part(p, key),)
+    else:
+        raise InvalidInputError(f"{key}={p}: chunked reading takes {KINDS}, not a {p.suffix or 'suffix-less'} file "
+                                "(other files are read whole without dataset.chunk_rows).")
+    first = parts[0]
+    for part in parts[1:]:
+        if part.width != first.width or part.dtype != first.dtype:
+            raise InvalidInputError(
+                f"{key}={p}: shard {Path(part.path).name} holds rows of shape {part.width} {np.dtype(part.dtype)} but "
+                f"{Path(first.path).name} holds {first.width} {np.dtype(first.dtype)}; every shard must have the same "
+                "width and dtype. Rewrite that shard (or move it out of the folder).")
+    want = 1 if vector else 2
+    if len(first.width) + 1 != want:
+        what = "a 1-D vector (one value per row)" if vector else "a 2-D matrix (rows x features)"
+        raise InvalidInputError(f"{key}={p} holds arrays of {len(first.width) + 1} dimensions; it must be {what}.")
+    if not vector and not np.issubdtype(np.dtype(first.dtype), np.number):
+        raise InvalidInputError(f"{key}={p} holds {np.dtype(first.dtype)} values; embeddings must be numeric.")
+    if sum(pt.rows for pt in parts) == 0:
+        raise InvalidInputError(f"{key}={p} has no rows.")
+    return ChunkedArray(str(p), parts)
