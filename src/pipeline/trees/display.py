@@ -144,12 +144,13 @@ class RuleDisplay:
         return ("raw", f, shortest_decimal(lo, hi, near=t), False)
 
     def _oblique(self, X: np.ndarray, weights: dict[int, float], t: float) -> tuple:
-        cols = np.fromiter(weights.keys(), dtype=np.int64)
-        w = np.fromiter(weights.values(), dtype=np.float64)
+        ordered = sorted(weights.items(), key=lambda kv: -abs(kv[1]))  # the printed order: sums read the same
+        cols = np.array([j for j, _ in ordered], dtype=np.int64)
+        w = np.array([v for _, v in ordered], dtype=np.float64)
         left = X[:, cols] @ w <= t
         for digits in range(MIN_WEIGHT_DIGITS, 18):
             shown = [_sig(x, digits) for x in w]
-            v = X[:, cols] @ np.array([float(s) for s in shown])
+            v = sum(X[:, c] * float(x) for c, x in zip(cols, shown))  # term by term, in the printed order
             lo = v[left].max() if left.any() else None
             hi = v[~left].min() if (~left).any() else None
             if lo is None or hi is None or lo < hi:
