@@ -147,7 +147,7 @@ class RuleDisplay:
         ordered = sorted(weights.items(), key=lambda kv: -abs(kv[1]))  # the printed order: sums read the same
         cols = np.array([j for j, _ in ordered], dtype=np.int64)
         w = np.array([v for _, v in ordered], dtype=np.float64)
-        left = X[:, cols] @ w <= t
+        left = X[:, list(weights)] @ np.fromiter(weights.values(), dtype=np.float64) <= t  # as the tree routes
         for digits in range(MIN_WEIGHT_DIGITS, 18):
             shown = [_sig(x, digits) for x in w]
             v = sum(X[:, c] * float(x) for c, x in zip(cols, shown))  # term by term, in the printed order
