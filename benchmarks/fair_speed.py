@@ -32,7 +32,6 @@ Results: a table on stdout and benchmarks/results/fair_speed.json (load average 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import shutil
@@ -47,7 +46,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
-from reference_speed import SHARED, _exkmc_leaves, _Reference, build_exkmc  # noqa: E402
+from reference_speed import _exkmc_leaves, _Reference, build_exkmc, make_case_data  # noqa: E402
 
 OUT = HERE.parent / "results" / "fair_speed.json"
 OURS_SRC = HERE.parents[1] / "src"
@@ -67,42 +66,7 @@ LARGE = ("blobs_50k", "blobs_10k_knn")
 
 def make_data(name: str, workdir: Path) -> Path:
     """X (float64), KMeans(k, n_init=3, random_state=0) labels, their means, a 20-NN graph for *_knn."""
-    from sklearn.cluster import KMeans
-
-    path = workdir / f"fair_{name}.npz"
-    if path.exists():
-        return path
-    if name.startswith("blobs"):
-        from sklearn.datasets import make_blobs
-
-        n = 50_000 if name == "blobs_50k" else 10_000
-        X, _ = make_blobs(n, 512, centers=10, cluster_std=6, random_state=0)
-        k = 10
-    elif name == "iris":
-        from sklearn.datasets import load_iris
-
-        X, k = load_iris().data, 3
-    elif name == "digits":
-        from sklearn.datasets import load_digits
-
-        X, k = load_digits().data, 10
-    elif name == "d31":
-        with gzip.open(SHARED / "data" / "clustering-benchmarks" / "sipu" / "d31.data.gz", "rt") as fh:
-            X = np.loadtxt(fh)
-        k = 31
-    else:
-        raise ValueError(name)
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    y = KMeans(k, n_init=3, random_state=0).fit_predict(X).astype(np.int32)
-    centers = np.stack([X[y == c].mean(axis=0) for c in range(k)])
-    extra = {}
-    if name.endswith("_knn"):
-        from pipeline.trees.graphs import knn_graph
-
-        G = knn_graph(X, 20, method="exact").tocsr()
-        extra = {"g_data": G.data, "g_indices": G.indices, "g_indptr": G.indptr}
-    np.savez(path, X=X, y=y, centers=centers, **extra)
-    return path
+    return make_case_data(name, workdir, n_init=3, prefix="fair")
 
 
 # ----------------------------------------------------------------------------- worker side

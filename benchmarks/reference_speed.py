@@ -58,11 +58,12 @@ SMALL = {  # the ExKMC Cython is the reference of both centre-based trees
 
 
 # ----------------------------------------------------------------------------- data
-def make_case_data(name: str, workdir: Path) -> Path:
-    """Save X, reference labels, their means and (for graph cases) a 20-NN graph under workdir."""
+def make_case_data(name: str, workdir: Path, n_init: int = 1, prefix: str = "data") -> Path:
+    """Save X, reference labels (``KMeans(k, n_init=n_init, random_state=0)``), their means and (for
+    graph cases) a 20-NN graph as ``workdir/<prefix>_<name>.npz``."""
     from sklearn.cluster import KMeans
 
-    path = workdir / f"data_{name}.npz"
+    path = workdir / f"{prefix}_{name}.npz"
     if path.exists():
         return path
     base = name.removesuffix("_knn")
@@ -88,7 +89,7 @@ def make_case_data(name: str, workdir: Path) -> Path:
     else:
         raise ValueError(name)
     X = np.ascontiguousarray(X, dtype=np.float64)
-    y = KMeans(k, random_state=0, n_init=1).fit_predict(X).astype(np.int32)
+    y = KMeans(k, random_state=0, n_init=n_init).fit_predict(X).astype(np.int32)
     centers = np.stack([X[y == c].mean(axis=0) for c in range(k)])
     extra = {}
     if "knn" in name:
