@@ -296,3 +296,22 @@ def test_cav_on_columns_far_apart_in_magnitude_is_finite_and_weights_the_tiny_co
     Zs = Z * np.array([2.0**-1000, 1.0, 2.0**1000])
     cav = CAVFitter(n_repeats=2, random_state=0).fit(Zs, labels, ["c"]).cavs_[0]
     assert np.all(np.isfinite(cav)) and abs(cav[0]) == pytest.approx(1.0)  # the weight of the informative column
+
+
+def test_cav_leaves_near_zero_columns_that_float32_holds_alone():
+    """SBERT (all-MiniLM-L6-v2) has dimensions of ~1e-33 in every embedding: rounding noise that
+    float32 holds. Rescaling them per column once gave them the CAV's whole weight (CAVs ~1e-33 on
+    the data, and Concept-MMDT refused the run as 'duplicate means'). The e-mail concepts'
+    fitter, the mean difference, does not standardise."""
+    from pipeline.concepts import CAVFitter
+    from pipeline.concepts.fitters import MeanDifferenceFitter
+
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(200, 4))
+    labels = (Z[:, 0] > 0).astype(float)[:, None]
+    Z[:, 3] = 0.0
+    base = CAVFitter(fitter=MeanDifferenceFitter, n_repeats=2, random_state=0).fit(Z, labels, ["c"]).cavs_[0]
+    Z[:, 3] = rng.normal(size=200) * 1e-33
+    cav = CAVFitter(fitter=MeanDifferenceFitter, n_repeats=2, random_state=0).fit(Z, labels, ["c"]).cavs_[0]
+    assert abs(cav[0]) > 0.9 and abs(cav[3]) < 1e-6
+    assert np.abs(cav[:3] - base[:3]).max() < 1e-6

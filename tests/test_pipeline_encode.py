@@ -157,7 +157,7 @@ def test_checkpoint_sha_trusts_the_sidecar_only_while_size_and_mtime_match(tmp_p
     path.with_suffix(".json").write_text(json.dumps(side))
     path.write_bytes(b"WEIGHTS")  # replaced: same size, new mtime
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    with pytest.raises(InvalidInputError, match="corrupted or was replaced"):
+    with pytest.raises(InvalidInputError, match="corrupted, truncated or was replaced"):
         _checkpoint_sha(path)
     path.write_bytes(b"weights")
     path.with_suffix(".json").write_text(json.dumps({"sha256": sha}))  # an older sidecar: hashed, checked

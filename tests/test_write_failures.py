@@ -170,11 +170,25 @@ def test_checkpoint_write_failure_names_the_models_dir_and_keeps_nothing_half_wr
     checkpoint.save_state(path, {"w": torch.zeros(10)}, {"encoder": "vade"})  # an earlier, complete checkpoint
     before = sorted(p.name for p in path.parent.iterdir())
 
-    def full(obj, f, *args, **kwargs):
-        Path(f).write_bytes(b"partial")
-        raise OSError(errno.ENOSPC, "No space left on device")
+    real_open = open
 
-    monkeypatch.setattr(torch, "save", full)
+    class FullDisk:
+        """A state file whose write stores a few bytes and then finds the disk full."""
+
+        def __init__(self, file, mode="r", *args, **kwargs):
+            self.fh = real_open(file, mode, *args, **kwargs)
+
+        def write(self, data):
+            self.fh.write(data[:7] if isinstance(data, bytes) else data)
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+    monkeypatch.setattr(checkpoint, "open", FullDisk, raising=False)
     with pytest.raises(WriteFailedError, match=r"cannot write the checkpoint k.pt in .*vade: No space left on device "
                                                r"\(it needs about 8,096 bytes.*paths.models_dir"):
         checkpoint.save_state(path, {"w": torch.zeros(1000)}, {"encoder": "vade"})

@@ -44,8 +44,9 @@ def _float32_columns(Z: np.ndarray):
     (max |z| above 2**60 or below 2**-60, e.g. near 1e300 or 1e-300) are divided by a power of
     two first (exact), so they neither overflow to inf nor flush to zero: one for all columns
     when their magnitudes lie within 2**100 of each other (any fitter's direction is then
-    unchanged), else one per column, and a direction ``w`` fitted on those is the classifier
-    weight vector ``w / scale`` on the original columns."""
+    unchanged), else one per column that float32 cannot hold (above 2**60 or below 2**-120),
+    and a direction ``w`` fitted on those is the classifier weight vector ``w / scale`` on the
+    original columns."""
     top = np.abs(Z).max(axis=0)
     extreme = (top > 2.0**60) | ((top < 2.0**-60) & (top > 0))
     if not extreme.any():
@@ -54,8 +55,14 @@ def _float32_columns(Z: np.ndarray):
     used = top > 0
     if exps[used].max() - exps[used].min() < 100:  # one power of two fits all: every fitter's direction
         exps = np.full_like(exps, exps[used].max())  # is then the same up to a positive factor
-    else:  # columns 2**100 apart: each its own (a direction is read as a classifier's weights)
-        exps = np.where(extreme, exps, 0)
+    else:  # columns 2**100 apart: each its own (a direction is read as a classifier's weights), but
+        # only the columns float32 cannot hold (above 2**60, or below 2**-120 where it flushes to zero):
+        # a near-zero column that float32 holds (e.g. SBERT's dead dimensions at ~1e-33) stays as it is;
+        # scaling it up would hand a column of rounding noise the largest weight.
+        rescue = (top > 2.0**60) | ((top < 2.0**-120) & (top > 0))
+        if not rescue.any():
+            return Z.astype(np.float32), None
+        exps = np.where(rescue, exps, 0)
     scale = np.ldexp(1.0, exps)
     return (Z / scale).astype(np.float32), scale
 
