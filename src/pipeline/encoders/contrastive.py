@@ -63,15 +63,28 @@ def cluster_loss(c_i: torch.Tensor, c_j: torch.Tensor, temperature: float = 1.0)
     return nt_xent(columns, temperature) + neg_entropy(c_i) + neg_entropy(c_j)
 
 
+def projectors(rep_dim: int, n_clusters: int, feature_dim: int = 128) -> tuple[nn.Sequential, nn.Sequential]:
+    """The instance projector (rep -> rep -> feature_dim) and the cluster projector
+    (rep -> rep -> K, softmax) of contrastive clustering, as in the authors' code."""
+    instance = nn.Sequential(nn.Linear(rep_dim, rep_dim), nn.ReLU(), nn.Linear(rep_dim, feature_dim))
+    cluster = nn.Sequential(nn.Linear(rep_dim, rep_dim), nn.ReLU(), nn.Linear(rep_dim, n_clusters), nn.Softmax(dim=1))
+    return instance, cluster
+
+
+def paired_loss(z: torch.Tensor, c: torch.Tensor, n: int, instance_temperature: float,
+                cluster_temperature: float) -> torch.Tensor:
+    """Instance + cluster loss of two views stacked as rows ``[:n]`` and ``[n:]`` of ``z`` and ``c``."""
+    return (instance_loss(z[:n], z[n:], float(instance_temperature))
+            + cluster_loss(c[:n], c[n:], float(cluster_temperature)))
+
+
 class ContrastiveClusteringNet(nn.Module):
     """Backbone + instance projector + cluster projector; parameter names match the authors' code."""
 
     def __init__(self, backbone: str, n_clusters: int, feature_dim: int = 128):
         super().__init__()
         self.resnet, rep_dim = build_backbone(backbone)
-        self.instance_projector = nn.Sequential(nn.Linear(rep_dim, rep_dim), nn.ReLU(), nn.Linear(rep_dim, feature_dim))
-        self.cluster_projector = nn.Sequential(nn.Linear(rep_dim, rep_dim), nn.ReLU(), nn.Linear(rep_dim, n_clusters),
-                                               nn.Softmax(dim=1))
+        self.instance_projector, self.cluster_projector = projectors(rep_dim, n_clusters, feature_dim)
 
     def heads(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(normalised instance features (B, feature_dim), cluster probabilities (B, K))."""
@@ -272,8 +285,7 @@ class ContrastiveClusteringEncoder(TorchEncoder):
                 def compute_loss():
                     z, c = net.heads(net.resnet(torch.cat([x_i, x_j])).float())
                     z, c = z.float(), c.float()
-                    return (instance_loss(z[:n], z[n:], float(self.instance_temperature))
-                            + cluster_loss(c[:n], c[n:], float(self.cluster_temperature))), c[:n]
+                    return paired_loss(z, c, n, self.instance_temperature, self.cluster_temperature), c[:n]
 
                 loss, c_i = self._optimise(opt, compute_loss)
                 total += loss * n

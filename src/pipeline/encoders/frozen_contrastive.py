@@ -23,11 +23,10 @@ import logging
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torchvision.transforms import v2
 
-from pipeline.encoders.contrastive import REPRESENTATIONS, cluster_loss, instance_loss
+from pipeline.encoders.contrastive import REPRESENTATIONS, ContrastiveClusteringNet, paired_loss, projectors
 from pipeline.encoders.efficientnet import (DEFAULT_LAYER, EfficientNetEncoder, check_channels, check_variant,
                                             efficientnet_lite, input_transform)
 from pipeline.encoders.training import COMMON_CONSTRAINTS, TorchEncoder, check_fitted
@@ -38,18 +37,15 @@ logger = logging.getLogger(__name__)
 
 class Heads(nn.Module):
     """The instance projector (rep -> rep -> feature_dim, L2-normalised) and the cluster projector
-    (rep -> rep -> K, softmax) of contrastive clustering; ``backbone`` holds the frozen network
-    so that a checkpoint carries it."""
+    (rep -> rep -> K, softmax) of contrastive clustering (:func:`projectors`); ``backbone`` holds
+    the frozen network so that a checkpoint carries it."""
 
     def __init__(self, backbone: nn.Module, rep_dim: int, n_clusters: int, feature_dim: int = 128):
         super().__init__()
         self.backbone = backbone.requires_grad_(False)
-        self.instance_projector = nn.Sequential(nn.Linear(rep_dim, rep_dim), nn.ReLU(), nn.Linear(rep_dim, feature_dim))
-        self.cluster_projector = nn.Sequential(nn.Linear(rep_dim, rep_dim), nn.ReLU(), nn.Linear(rep_dim, n_clusters),
-                                               nn.Softmax(dim=1))
+        self.instance_projector, self.cluster_projector = projectors(rep_dim, n_clusters, feature_dim)
 
-    def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return F.normalize(self.instance_projector(h), dim=1), self.cluster_projector(h)
+    forward = ContrastiveClusteringNet.heads
 
 
 def view_transform(size: int, channels: int = 3, color_strength: float = 0.5) -> v2.Compose:
@@ -252,8 +248,7 @@ class FrozenBackboneContrastive(TorchEncoder):
                 def compute_loss():
                     z, c = net(torch.cat([h_i, h_j]))
                     k = len(idx)
-                    return (instance_loss(z[:k], z[k:], float(self.instance_temperature))
-                            + cluster_loss(c[:k], c[k:], float(self.cluster_temperature))), c[:k]
+                    return paired_loss(z, c, k, self.instance_temperature, self.cluster_temperature), c[:k]
 
                 loss, c_i = self._optimise(opt, compute_loss)
                 total += loss * len(idx)
