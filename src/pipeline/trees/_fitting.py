@@ -250,6 +250,7 @@ def rescale_tree(tree: ExplanationTree, scale, center=None) -> ExplanationTree:
 #: outlier for the methods whose geometry it would swamp (see :func:`check_magnitude_outliers`).
 OUTLIER_RATIO = 1e10
 _OUTLIER_SAMPLE = 8192  # rows whose quartiles stand for the column's (a strided sample: deterministic)
+_SMALL_SAMPLE = 1024  # up to this many rows the spread's lower bound sorts the sample
 
 
 def check_magnitude_outliers(X: np.ndarray, method: str, why: str, ratio: float = OUTLIER_RATIO,
@@ -297,13 +298,18 @@ def check_magnitude_outliers(X: np.ndarray, method: str, why: str, ratio: float 
 
 def _spread_floor(sample: np.ndarray) -> np.ndarray:
     """A lower bound per column of ``q3 - q1`` (``np.percentile``'s quartiles of ``sample``),
-    0 where none is found: values a <= b (the 40th and 60th percentiles of every 16th row)
-    with at least ``ceil(h1) + 1`` values <= a and at most ``floor(h3)`` values < b
-    (``h = q (n - 1)``, the interpolation positions) put q1 <= a and q3 >= b."""
+    0 where none is found. With ``h = q (n - 1)`` the interpolation positions and v the
+    sorted column, q1 <= v[ceil(h1)] and q3 >= v[floor(h3)]: on a small sample those two
+    values themselves; on a large one values a <= b (the 40th and 60th percentiles of every
+    16th row) with at least ``ceil(h1) + 1`` values <= a and at most ``floor(h3)`` values < b."""
     n = sample.shape[0]
+    i1, i3 = int(np.ceil(0.25 * (n - 1))), int(np.floor(0.75 * (n - 1)))
+    if n <= _SMALL_SAMPLE:
+        v = np.sort(sample, axis=0)
+        return np.maximum(v[i3] - v[i1], 0.0)
     a, b = np.percentile(np.ascontiguousarray(sample[::16].T), [40, 60], axis=1)
-    ok = (sample <= a).sum(axis=0) >= np.ceil(0.25 * (n - 1)) + 1
-    ok &= (sample < b).sum(axis=0) <= np.floor(0.75 * (n - 1))
+    ok = (sample <= a).sum(axis=0) >= i1 + 1
+    ok &= (sample < b).sum(axis=0) <= i3
     return np.where(ok & (b >= a), b - a, 0.0)
 
 

@@ -465,7 +465,12 @@ def _leaf_order(X, perm, rows) -> ColumnOrder:
     """Sorted orders of a leaf's points ``rows`` (renumbered ids, ascending; ``perm[id]`` is
     the row of X), as the root's orders filtered to the leaf would give them."""
     local = ColumnOrder.from_matrix(X[perm[rows]])
-    ids = rows[local.order].astype(np.uint16 if perm.size <= 1 << 16 else np.int32)
+    dtype = np.uint16 if perm.size <= 1 << 16 else np.int32
+    if rows.size and rows[-1] - rows[0] == rows.size - 1:  # a block of ids: shift in place
+        ids = local.order.astype(dtype, copy=False)
+        ids += dtype(rows[0])
+    else:
+        ids = rows[local.order].astype(dtype)
     return ColumnOrder(ids, local.tie_ids)
 
 
