@@ -181,12 +181,13 @@ def build_imm_tree_binned(X, codes, centers, ratio: bool, priority, feature_name
 
 
 def grow_imm_tree(X, codes, centers, ratio: bool, priority, feature_names=None, verbose=False, extremes=None):
-    """The IMM / EMN tree of the general path: on binned columns (:func:`build_imm_tree_binned`),
-    or, where the columns do not suit equal-width bins, on sorted columns (:func:`build_imm_tree`)."""
-    grown = build_imm_tree_binned(X, codes, centers, ratio, priority, feature_names, verbose, extremes)
-    if grown is None:
-        grown = build_imm_tree(X, codes, centers, ratio, priority, feature_names, verbose)
-    return grown
+    """The IMM / EMN tree of the general path: (tree, leaf_center, bins) on binned columns (see
+    :func:`build_imm_tree_binned`; ``bins`` the columns' bin indices), or, where the columns do
+    not suit equal-width bins, on sorted columns (:func:`build_imm_tree`; ``bins`` None)."""
+    sweep = _imm_bins.BinnedMistakes(X, codes, centers, ratio, extremes)
+    if not sweep.suited:
+        return build_imm_tree(X, codes, centers, ratio, priority, feature_names, verbose) + (None,)
+    return grow_centre_tree(X, codes, centers, ratio, priority, sweep, feature_names, verbose) + (sweep.bins,)
 
 
 def _warn_stopped(reached: int, n_leaves: int, stacklevel: int) -> None:
@@ -265,8 +266,8 @@ class _CentreTree(ReferenceTree):
                 tree, leaf_center, _ = _imm_small.build_imm_tree_small(X, codes, centers, self._ratio, priority,
                                                                        feature_names)
             else:
-                tree, leaf_center = grow_imm_tree(X, codes, centers, self._ratio, priority, feature_names,
-                                                  self.verbose, extremes)
+                tree, leaf_center, _ = grow_imm_tree(X, codes, centers, self._ratio, priority, feature_names,
+                                                     self.verbose, extremes)
         return self._label(tree, leaf_center, scale)
 
     def _is_small(self, X) -> bool:
@@ -346,16 +347,16 @@ class ExKMC(_CentreTree):
                                                                 n_leaves, priority):
                     _warn_stopped(tree.n_leaves, n_leaves, stacklevel=3)
             else:
-                tree, leaf_center = grow_imm_tree(X, codes, centers, False, priority, feature_names, self.verbose,
-                                                  extremes)
+                tree, leaf_center, bins = grow_imm_tree(X, codes, centers, False, priority, feature_names,
+                                                        self.verbose, extremes)
                 if n_leaves > k:
-                    self._expand(X, codes, centers, tree, leaf_center, n_leaves, priority)
+                    self._expand(X, codes, centers, tree, leaf_center, n_leaves, priority, bins)
         self._label(tree, leaf_center, scale, shift)
         if shift is not None:
             self.centers_ = self.centers_ + shift
         return self
 
-    def _expand(self, X, codes, centers, tree, leaf_center, n_leaves, priority):
+    def _expand(self, X, codes, centers, tree, leaf_center, n_leaves, priority, bins=None):
         n, d = X.shape
         xc = X @ centers.T  # the products (and |c|^2 below) as ExKMC 0.0.3 computes them: see surrogate_sweep
         c_norm2 = np.linalg.norm(centers, axis=1) ** 2
@@ -367,7 +368,8 @@ class ExKMC(_CentreTree):
         # Renumber the points leaf by leaf (ids ascending within a leaf, so every sum keeps its
         # order): the rows of a leaf, and later of its children, are one block of the sweep's
         # table, a cache-sized one. ``perm[new id]`` is the row of X. A leaf's columns are
-        # sorted only when its split is needed (see _leaf_order).
+        # sorted only when its split is needed, and with ``bins`` (the columns' bin indices)
+        # only the columns whose bound can reach its best cut (see _best_surrogate_split).
         perm = np.argsort(group, kind="stable")
         xc, codes = xc[perm], codes[perm]
         table = kern.sweep_table(xc, c_norm2)
@@ -394,21 +396,17 @@ class ExKMC(_CentreTree):
                 if best_leaf is None or "split" in leaves[best_leaf]:
                     break
                 info = leaves[best_leaf]
-                if info["sums"] is not None and "order" not in info:
-                    info["order"] = _leaf_order(X, perm, info["rows"])
-                info["split"] = self._best_surrogate_split(X, perm, info.get("order"), info["sums"], table,
-                                                           c_norm2, priority)
+                info["split"] = self._best_surrogate_split(X, perm, bins, info["sums"], table, c_norm2, priority)
             if best_leaf is None:
                 _warn_stopped(tree.n_leaves, n_leaves, stacklevel=4)
                 break
-            _, j, p, c_left, c_right = leaves[best_leaf]["split"]
-            order = leaves.pop(best_leaf)["order"]
-            left, right = tree.split(best_leaf, j, X[perm[order.order[j, p]], j])
-            lo, ro = order.split(j, p, n)
+            _, j, t, c_left, c_right = leaves[best_leaf]["split"]
+            rows = leaves.pop(best_leaf)["rows"]
+            left, right = tree.split(best_leaf, j, t)
+            go_left = X[perm[rows], j] <= t
             del leaf_center[best_leaf]
             leaf_center[left], leaf_center[right] = c_left, c_right
-            leaves[left] = {"rows": np.sort(lo.order[0]).astype(np.int64), "order": lo}
-            leaves[right] = {"rows": np.sort(ro.order[0]).astype(np.int64), "order": ro}
+            leaves[left], leaves[right] = {"rows": rows[go_left]}, {"rows": rows[~go_left]}
 
     @staticmethod
     def _leaf_sums(codes, rows, center, xc, c_norm2):
@@ -432,57 +430,56 @@ class ExKMC(_CentreTree):
         return least - margin - before
 
     @staticmethod
-    def _best_surrogate_split(X, perm, order, sums, table, c_norm2, priority):
-        """(gain, feature, position, centre_left, centre_right) of a leaf's best cut, or None.
+    def _best_surrogate_split(X, perm, bins, sums, table, c_norm2, priority):
+        """(gain, feature, threshold, centre_left, centre_right) of a leaf's best cut, or None.
 
-        ``order`` holds renumbered points (``table`` follows that numbering; ``perm[new id]`` is
-        the row of X); ``sums`` from :meth:`_leaf_sums` (None: the leaf cannot be split).
+        ``table`` follows the renumbered points (``perm[new id]`` is the row of X); ``sums``
+        from :meth:`_leaf_sums` (None: the leaf cannot be split). With ``bins`` (the columns'
+        bin indices, (d, n) by row of X) only the columns whose lower bound from per-bin sums
+        (:func:`~pipeline.trees._imm_kernels.surrogate_bin_bounds`) can reach the best cut
+        between bins, plus a margin far above rounding, are sorted and swept; every cut of
+        the others costs more than that real cut, so they can neither win nor tie.
 
         The costs are summed in the order ExKMC 0.0.3 sums them (rows in index order for the
-        leaf total; along numpy's default ``argsort`` of each column when values repeat), so a
-        near-tie between cuts (several cuts of zero gain, common on data with repeated values
-        such as iris) resolves as it does there.
+        leaf total; along numpy's default ``argsort`` of each column, which only differs from
+        any other sort where values repeat), so a near-tie between cuts (several cuts of zero
+        gain, common on data with repeated values such as iris) resolves as it does there.
         """
         if sums is None:
             return None
         rows, total, before = sums
-        d = order.n_features
-        cost, pos = np.empty(d), np.empty(d, dtype=np.int64)
-        c_left, c_right = np.empty(d, dtype=np.int64), np.empty(d, dtype=np.int64)
-        sweep_order, (ties, has) = order.order, _ties(order)
-        if has:
-            srt, ties = _reference_order(X, perm[rows])
-            sweep_order = rows[srt].astype(order.order.dtype, copy=False)
-        kern.surrogate_sweep(sweep_order, ties, has, table, c_norm2, total, cost, pos, c_left, c_right)
+        xrow = perm[rows]
+        d = X.shape[1]
+        cols = np.arange(d)
+        if bins is not None:
+            lower, upper = np.empty(d), np.empty(d)
+            kern.surrogate_bin_bounds(bins, xrow, rows, table, c_norm2, lower, upper)
+            margin = 4e-9 * (rows.size * c_norm2.max() + 2.0 * np.abs(table[rows, :c_norm2.size]).sum() + 1.0)
+            cols = np.flatnonzero(lower <= upper.min() + margin)
+        srt, ties = _reference_order(X, xrow, cols)
+        order = rows[srt]
+        m = cols.size
+        cost, pos = np.full(d, np.inf), np.zeros(d, dtype=np.int64)
+        c_cost, c_pos = np.empty(m), np.empty(m, dtype=np.int64)
+        c_left, c_right = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
+        kern.surrogate_sweep(order, ties, True, table, c_norm2, total, c_cost, c_pos, c_left, c_right)
+        cost[cols], pos[cols] = c_cost, c_pos
         j, p, best = pick_best(cost, pos, priority)
         if j < 0:
             return None
-        # p ends a run of equal values, so it is the same position in ``order`` (sorted by value too)
-        return best - before, j, p, int(c_left[j]), int(c_right[j])
+        i = int(np.searchsorted(cols, j))
+        return best - before, j, X[perm[order[i, p]], j], int(c_left[i]), int(c_right[i])
 
 
-def _leaf_order(X, perm, rows) -> ColumnOrder:
-    """Sorted orders of a leaf's points ``rows`` (renumbered ids, ascending; ``perm[id]`` is
-    the row of X), as the root's orders filtered to the leaf would give them."""
-    local = ColumnOrder.from_matrix(X[perm[rows]])
-    dtype = np.uint16 if perm.size <= 1 << 16 else np.int32
-    if rows.size and rows[-1] - rows[0] == rows.size - 1:  # a block of ids: shift in place
-        ids = local.order.astype(dtype, copy=False)
-        ids += dtype(rows[0])
-    else:
-        ids = rows[local.order].astype(dtype)
-    return ColumnOrder(ids, local.tie_ids)
-
-
-def _reference_order(X, rows):
-    """Per-feature orders (indices into ``rows``) of the points ``rows`` (ascending ids) as
+def _reference_order(X, rows, cols):
+    """Orders (indices into ``rows``) of the points ``rows`` along the columns ``cols`` as
     ExKMC 0.0.3 sorts them: numpy's default (not stable) ``argsort`` of each column, and their
     tie ids.
 
     Only the order within runs of equal values differs from the stable order; it decides how
     the running sums of tied points round, hence which of several equal-cost cuts wins.
     """
-    XT = np.ascontiguousarray(X[rows].T)
+    XT = np.ascontiguousarray(X[np.ix_(rows, cols)].T)
     srt = np.argsort(XT, axis=1)
     values = np.take_along_axis(XT, srt, axis=1)
     tie_ids = np.zeros(XT.shape, dtype=np.int32)
