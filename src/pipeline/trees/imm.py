@@ -13,11 +13,16 @@
   split the leaf whose best cut most lowers the surrogate k-means cost
   ``sum_leaves min_c sum_{x in leaf} ||x - c||^2`` over the reference centres.
 
-The per-node sweeps are compiled (:mod:`pipeline.trees._imm_kernels`) over per-feature orders
-sorted once at the root (:class:`~pipeline.trees._column_order.ColumnOrder`). Small inputs
-(see :mod:`pipeline.trees._imm_small`) grow the same trees with one compiled call per tree.
-ExKMC's surrogate costs round as ExKMC 0.0.3's do, so cuts of equal cost (common on data with
-repeated values) resolve as in the published code.
+The per-node sweeps are compiled. No column is sorted in full: the mistakes of every cut
+between two value bins follow from per-bin cluster counts, and only the bins whose lower
+bound can reach the node's best cut are sorted and scanned (:mod:`pipeline.trees._imm_bins`;
+columns that crowd into few bins take the sweep over orders sorted once at the root,
+:class:`~pipeline.trees._column_order.ColumnOrder`, :mod:`pipeline.trees._imm_kernels`).
+ExKMC's expansion bounds each leaf's columns from per-bin sums and sorts and sweeps only the
+columns that can hold its best cut. Small inputs (see :mod:`pipeline.trees._imm_small`) grow
+the same trees with one compiled call per tree. ExKMC's surrogate costs round as ExKMC
+0.0.3's do, so cuts of equal cost (common on data with repeated values) resolve as in the
+published code.
 """
 
 from __future__ import annotations
