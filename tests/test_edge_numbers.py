@@ -351,3 +351,19 @@ def test_outlier_check_shortcut_decides_as_the_quartiles_do(n, spike, tied, seed
             check_magnitude_outliers(X, "ExKMC", "why")
     else:
         check_magnitude_outliers(X, "ExKMC", "why")
+
+
+@settings(max_examples=100, deadline=None)
+@given(labels=st.lists(st.integers(-2**63, 2**64 - 1) | st.integers(-3, 5) | st.integers(2**64 - 4, 2**64 - 1),
+                      min_size=1, max_size=40),
+       dtype=st.sampled_from([np.int64, np.int8, np.uint8, np.uint64, np.int32]))
+def test_classes_and_codes_is_numpys_unique(labels, dtype):
+    """The counting path for short-range integer labels gives np.unique's classes and codes."""
+    from pipeline.trees._fitting import classes_and_codes
+
+    info = np.iinfo(dtype)
+    y = np.array([v for v in labels if info.min <= v <= info.max] or [0], dtype=dtype)
+    classes, codes = classes_and_codes(y)
+    ref_classes, ref_codes = np.unique(y, return_inverse=True)
+    assert classes.dtype == ref_classes.dtype and np.array_equal(classes, ref_classes)
+    assert codes.dtype == ref_codes.dtype and np.array_equal(codes, ref_codes)

@@ -147,6 +147,20 @@ def noise_mask(y: np.ndarray, noise_label) -> np.ndarray:
     return np.asarray(y == noise_label, dtype=bool)
 
 
+def classes_and_codes(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(y, return_inverse=True)`` for a 1-D ``y``; integer labels spanning a short
+    range take a counting path (a few us instead of a sort: on iris the sort cost a tenth of
+    fitting a tree)."""
+    if y.dtype.kind in "iu" and 0 < y.size:
+        low = y.min()
+        if int(y.max()) - int(low) <= 4 * y.size:
+            shifted = (y - low).astype(np.intp)  # in y's own type: no overflow over a short range
+            present = np.bincount(shifted) > 0
+            classes = np.flatnonzero(present).astype(y.dtype) + low
+            return classes, (np.cumsum(present) - 1)[shifted]
+    return np.unique(y, return_inverse=True)
+
+
 def reset_features(est, n_features: int) -> None:
     """For fits from parameters (no X): set ``n_features_in_``, forget a previous fit's column names."""
     est.n_features_in_ = n_features
@@ -378,7 +392,7 @@ class ReferenceTree(ClassifierMixin, BaseEstimator):
                                      accept_sparse="csr" if self._accepts_sparse else False)
             check_classification_targets(y)
         keep = ~noise_mask(y, self.noise_label)
-        classes, codes = np.unique(y[keep], return_inverse=True)
+        classes, codes = classes_and_codes(y if keep.all() else y[keep])
         if classes.size < min_clusters:
             raise InvalidInputError(
                 f"{type(self).__name__} needs at least {min_clusters} classes (reference clusters) besides noise "
