@@ -245,6 +245,23 @@ def test_binned_sweep_declines_crowded_columns():
                        build_imm_tree(X, codes, centres, False, np.arange(4))[0])
 
 
+def test_binned_sweep_declines_large_node_counts(monkeypatch):
+    """Many features and centres (one node's counts above NODE_COUNTS_MAX bytes): nothing is
+    binned, the sorted sweep grows the same tree, and ExKMC expands it over all columns."""
+    from pipeline.trees import _imm_bins
+
+    X, y = make_blobs(n_samples=3000, n_features=5, centers=4, random_state=2)
+    codes = y.astype(np.int8)
+    centres = np.array([X[y == c].mean(axis=0) for c in range(4)])
+    with serial_below(0):
+        binned_exkmc = ExKMC(n_leaves=7).fit(X, y, centers=centres).tree_
+        monkeypatch.setattr(_imm_bins, "NODE_COUNTS_MAX", 0)
+        assert build_imm_tree_binned(X, codes, centres, False, np.arange(5)) is None
+        same_structure(IMM().fit(X, y, centers=centres).tree_, build_imm_tree(X, codes, centres, False,
+                                                                              np.arange(5))[0])
+        same_structure(ExKMC(n_leaves=7).fit(X, y, centers=centres).tree_, binned_exkmc)
+
+
 # ------------------------------------------------------------------ behaviour
 def test_imm_on_figure2_example_is_error_free_with_smallest_threshold():
     """SpEx §3.1 / Figure 2 (right): the horizontal cut makes no mistakes; IMM (like the

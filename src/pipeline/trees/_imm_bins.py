@@ -34,6 +34,7 @@ N_BINS = 256  # value bins per column (uint8 bin indices)
 CROWDED_BIN = 16  # a column whose fullest bin holds this many times the mean share is crowded
 CROWDED_MIN = 1024  # a bin of at most this many points is never crowded (resolving it is cheap)
 CROWDED_COLUMNS = 0.05  # more crowded columns than this share: the sorted sweep instead
+NODE_COUNTS_MAX = 1 << 26  # bytes of one node's bin counts above which the sorted sweep runs
 
 if AVAILABLE:
     import numba
@@ -249,15 +250,19 @@ class BinnedMistakes:
     ``extremes``: the columns' (min, max) if known; ``n_bins``: 2 to 256 bins per column.
     ``suited`` is False when the columns do not suit equal-width bins (many columns crowd a
     large share of the points into one bin: far outliers, heavy tails), where resolving bins
-    would sort most of every node again.
+    would sort most of every node again, and, with nothing binned, when one node's counts
+    would take more than ``NODE_COUNTS_MAX`` bytes (many features and centres).
     """
 
     def __init__(self, X, codes, centers, ratio: bool, extremes=None, n_bins: int = N_BINS):
         if not 2 <= n_bins <= 256:
             raise ValueError(f"n_bins must be between 2 and 256 (uint8 bins), got {n_bins}")
-        n = X.shape[0]
+        n, d = X.shape
         self.X, self.centers, self.ratio, self.n_bins = X, centers, ratio, n_bins
         self.k = centers.shape[0]
+        if d * (n_bins + 1) * self.k * 4 > NODE_COUNTS_MAX:  # many features and centres: the sorted sweep
+            self.suited = False
+            return
         lo, hi = _bin_kernels.column_range(X) if extremes is None else extremes
         scale = _bin_kernels.range_scales(lo, hi, n_bins)
         self.bins = _bin_kernels.bin_columns(X, lo, scale, n_bins)
