@@ -16,7 +16,7 @@ This module is the one home of the concept maths: ``Z Cᵀ`` (:func:`project`), 
 concept coordinates ``(w, μ Cᵀ, C Σ Cᵀ)`` (:func:`project_mixture`), σ from covariances
 (:func:`mixture_sigma`) and the pairwise ratios behind q (Eq. 6's q itself is
 :func:`pipeline.metrics.concept_explainability_to_noise_ratio`: this module imports nothing
-above ``pipeline.validation``); the trees, the metrics and the pipeline's stages call these instead of writing the formulas again.
+above ``pipeline.threads`` and ``pipeline.validation``); the trees, the metrics and the pipeline's stages call these instead of writing the formulas again.
 """
 
 from __future__ import annotations

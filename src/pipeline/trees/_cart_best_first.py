@@ -2,7 +2,7 @@
 
 ``DecisionTreeClassifier(max_leaf_nodes=L, criterion="gini", splitter="best")`` sorts every
 feature of every node it splits (n d log n per level). This builder sorts each column once
-(:func:`pipeline.trees._cart_kernels.argsort_columns`), keeps every node's rows sorted by
+(:func:`pipeline.trees._cart_kernels.presort_columns`), keeps every node's rows sorted by
 every feature by stable partitions, and scores all boundaries of a feature in one sweep.
 Everything that decides the tree is reproduced from scikit-learn's source (1.3 and later,
 ``_splitter.pyx`` / ``_tree.pyx`` / ``_criterion.pyx``), so the fitted tree is the same node

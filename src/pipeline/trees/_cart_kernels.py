@@ -2,17 +2,19 @@
 
 The builder keeps, for every feature, the rows of each node sorted by that feature: three
 (n_features, n) arrays (row ids, float32 values, classes) in which every node owns the same
-segment ``[start, end)`` of every row, so that sweeps read memory in order. Three passes do all the work on the data:
+segment ``[start, end)`` of every row, so that sweeps read memory in order. These passes do
+all the work on the data:
 
 * :func:`scaled_columns` — ``float32((X - center) / scale)`` per column, transposed to
   (n_features, n): the values scikit-learn's splitter sees (it casts to float32);
 * :func:`presort_columns` — every column's rows in increasing order, with their values and
-  classes in that order (the float32 bit patterns and row ids packed into
-  64-bit keys for numpy's SIMD integer sort; ties keep row order);
-* :func:`sweep_features` — per feature, one sequential pass over the node's sorted values that moves each
-  row's class from right to left and scores every boundary with scikit-learn's Gini proxy
-  ``-n_R (1 - sq_R / n_R²) - n_L (1 - sq_L / n_L²)``, the squared counts kept exactly as
-  integers (so the score is bit for bit the one scikit-learn computes);
+  classes in that order (float32 bit patterns and row ids packed into 64-bit keys for
+  numpy's SIMD integer sort; ties keep row order);
+* :func:`sweep_features` — per feature, one sequential pass over the node's sorted values
+  that moves each row's class from right to left and scores every boundary with
+  scikit-learn's Gini proxy ``-n_R (1 - sq_R / n_R²) - n_L (1 - sq_L / n_L²)``, the squared
+  counts kept exactly as integers (so the score is bit for bit the one scikit-learn
+  computes); positions that provably cannot win skip the two divisions;
 * :func:`partition_segments` — after a split, every feature's segment is split stably into
   the rows going left and those going right, so both children stay sorted.
 
