@@ -21,7 +21,7 @@ FIELDS = ("left_child", "right_child", "feature", "threshold", "impurity", "n_no
 
 def assert_same_tree(X, y, **settings):
     """scikit-learn's DecisionTreeClassifier on the scaled X and the presorted builder agree exactly."""
-    center, scale = _center_scale(X)
+    center, scale = _center_scale(X.min(axis=0), X.max(axis=0))
     ref = DecisionTreeClassifier(**copy.deepcopy(settings)).fit((X - center) / scale, y)
     ours = presorted.fit(X, y, center=center, scale=scale, **copy.deepcopy(settings))  # RandomState: same draws
     a, b = ref.tree_.__getstate__(), ours.tree_.__getstate__()

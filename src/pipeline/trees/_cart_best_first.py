@@ -240,7 +240,11 @@ def fit(X, codes, *, center, scale, max_leaf_nodes: int, max_depth=None, min_sam
     ``X`` is the unscaled float64 (n, d) array; the scaled float32 columns are made in one pass.
     """
     codes = np.asarray(codes)
-    classes, y = np.unique(codes, return_inverse=True)
+    counts = np.bincount(codes) if codes.dtype.kind in "iu" and codes.size and codes.min() >= 0 else None
+    if counts is not None and counts.all():  # already 0..k-1, every class present (CART's codes)
+        classes, y = np.arange(counts.size, dtype=codes.dtype), codes
+    else:
+        classes, y = np.unique(codes, return_inverse=True)
     n, d = X.shape
     msl = int(min_samples_leaf) if isinstance(min_samples_leaf, Integral) else int(ceil(min_samples_leaf * n))
     est = DecisionTreeClassifier(max_leaf_nodes=max_leaf_nodes, max_depth=max_depth,

@@ -129,9 +129,9 @@ def pull_back_threshold(t: float, center: float, scale: float) -> float:
     return _from_ordered(lo)
 
 
-def _center_scale(X):
-    """Per-column center and scale mapping dense X into [-1, 1] (zero-width columns: scale 1)."""
-    lo, hi = X.min(axis=0), X.max(axis=0)
+def _center_scale(lo, hi):
+    """Per-column center and scale mapping dense X with column minima ``lo`` and maxima ``hi``
+    into [-1, 1] (zero-width columns: scale 1)."""
     center = lo / 2 + hi / 2
     scale = hi / 2 - lo / 2
     scale[scale == 0] = 1.0
@@ -147,7 +147,7 @@ def _scale_columns(X):
         Xs = X.copy()
         Xs.data /= scale[Xs.indices]  # the same division the pulled-back thresholds assume
         return Xs, center, scale
-    center, scale = _center_scale(X)
+    center, scale = _center_scale(X.min(axis=0), X.max(axis=0))
     with np.errstate(over="ignore"):
         return (X - center) / scale, center, scale
 
@@ -247,14 +247,14 @@ class CART(ReferenceTree):
         self
         """
         X, codes, _, names = self._validate_reference(X, y, feature_names)
-        check_not_constant(X)
+        lo, hi = check_not_constant(X)
         k = self.classes_.size
         n_leaves = check_n_leaves(self.n_leaves, k, X.shape[0], at_least=k, why=" (the number of clusters)")
         presorted = _presorted_builder(X, self.builder)
         settings = dict(max_leaf_nodes=n_leaves, max_depth=self.max_depth, min_samples_leaf=self.min_samples_leaf,
                         random_state=self.random_state)
         if presorted is not None:  # the same tree as scikit-learn's, grown on presorted columns
-            center, scale = _center_scale(X)
+            center, scale = _center_scale(lo, hi)
             with limit_threads(self.n_jobs):
                 self.estimator_ = presorted.fit(X, codes, center=center, scale=scale, **settings)
         else:
