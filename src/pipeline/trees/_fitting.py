@@ -168,8 +168,9 @@ def reset_features(est, n_features: int) -> None:
         del est.feature_names_in_
 
 
-def check_not_constant(X: np.ndarray, what: str = "X") -> None:
-    """Raise if every row of ``X`` is identical: no cut could separate anything."""
+def check_not_constant(X: np.ndarray, what: str = "X") -> tuple[np.ndarray, np.ndarray]:
+    """Raise if every row of ``X`` is identical: no cut could separate anything. Returns the
+    column minima and maxima it computed (dense arrays)."""
     lo, hi = X.min(axis=0), X.max(axis=0)
     if sp.issparse(lo):
         lo, hi = lo.toarray(), hi.toarray()
@@ -178,6 +179,7 @@ def check_not_constant(X: np.ndarray, what: str = "X") -> None:
             f"every column of {what} is constant (all {X.shape[0]} rows are identical), so no cut can "
             "separate the clusters; pass data that varies across rows."
         )
+    return lo, hi
 
 
 def _labels_are_codes(classes: np.ndarray) -> bool:
