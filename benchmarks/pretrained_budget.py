@@ -96,7 +96,7 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, default=1, help="the run's threads= (torch's intra-op threads)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--images", type=int, default=256, help="images per throughput pass")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--throughput-sizes", type=int, nargs="*", default=[224, 112])
     p.add_argument("--skip-run", action="store_true", help="throughput only, no cold / warm run")
     p.add_argument("--work", type=Path, default=None, help="cache and outputs (default: a temporary folder)")

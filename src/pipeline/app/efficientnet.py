@@ -78,7 +78,7 @@ def pretrained_module(variant: str = "lite0"):
 
 
 def build_efficientnet_lite(variant: str = "lite0", layer: str | None = None, image_size: int | None = None,
-                            pool: str = "mean", batch_size: int = 64, device: str = "cpu", progress: bool = True):
+                            pool: str = "mean", batch_size: int = 16, device: str = "cpu", progress: bool = True):
     """The ``encoder=efficientnet_lite0`` factory: a :class:`TorchModuleEncoder` reading the pooled
     activations at ``layer`` (default the last block) after the network's own input transform."""
     from pipeline.encoders.efficientnet import (DEFAULT_LAYER, EfficientNetEncoder, check_variant, input_transform,
