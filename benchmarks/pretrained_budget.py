@@ -54,12 +54,13 @@ size, n, batch, repeats, threads = (int(a) for a in sys.argv[1:6])
 torch.set_num_threads(threads)
 X = read_split(default_root({}, {"data_dir": "data"}), "test")[0][:n, :, :, None]
 enc = build_efficientnet_lite("lite0", image_size=size, batch_size=batch, progress=False)
-paths = {"trunk (folded BN, channels-last)": enc,
-         "eager network + hook (before)": TorchModuleEncoder(enc.module, layer=enc.layer, transform=enc.transform_,
-                                                             batch_size=batch, progress=False)}
+paths = {f"trunk (folded BN, channels-last), batch {batch}": enc,
+         "eager network + hook, batch 64 (before)": TorchModuleEncoder(enc.module, layer=enc.layer,
+                                                                       transform=enc.transform_, batch_size=64,
+                                                                       progress=False)}
 times = {k: [] for k in paths}
 for name, e in paths.items():
-    e.transform(X[:batch])  # warm-up (oneDNN primitive cache)
+    e.transform(X[:64])  # warm-up (oneDNN primitive cache)
 for _ in range(repeats):
     for name, e in paths.items():
         c, w = time.process_time(), time.perf_counter()
@@ -109,6 +110,11 @@ def main(argv=None) -> None:
            "OMP_WAIT_POLICY": "PASSIVE", "PIPELINE_THREADS": str(args.threads)}
     res: dict = {"machine": f"{os.cpu_count()} cpus", "threads": args.threads, "image_size": side,
                  "command": None, "throughput": {}}
+    if out.exists():  # each invocation rewrites only the parts it measures
+        previous = json.loads(out.read_text())
+        keep = (["throughput"] if not args.throughput_sizes else []) + (["command", "cold", "warm"] if args.skip_run
+                                                                       else [])
+        res.update({k: previous[k] for k in keep if k in previous})
 
     def save():
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -125,7 +131,7 @@ def main(argv=None) -> None:
                                           "load_avg_after": m["load_avg_after"]}
         for name, r in res["throughput"][f"{size}px"].items():
             if isinstance(r, dict) and "images_per_s" in r:
-                print(f"{size} px  {name:<34} {r['images_per_s']:6.1f} images/s  {r['images_per_cpu_s']:6.1f} "
+                print(f"{size} px  {name:<42} {r['images_per_s']:6.1f} images/s  {r['images_per_cpu_s']:6.1f} "
                       f"images/CPU-s  (load {m['load_avg_before'][0]:.1f})", flush=True)
         save()
     if args.skip_run:

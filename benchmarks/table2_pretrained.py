@@ -93,6 +93,8 @@ def main() -> None:
     ap.add_argument("--root", default=None, help="dataset.root (default: Debian's /usr/share/datasets/fashion-mnist)")
     ap.add_argument("--deadline-s", type=float, default=None, help="start no new row after this many seconds")
     ap.add_argument("--work", default="/tmp/table2_pretrained", help="run folders and the stage cache")
+    ap.add_argument("--resume", action="store_true", help="keep the rows already in --out (same setting) and run "
+                    "only the missing ones")
     ap.add_argument("--out", default=str(RESULTS / "table2_pretrained.json"))
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     args = ap.parse_args()
@@ -102,6 +104,9 @@ def main() -> None:
     tp = throughput(args.image_size, args.device, args.root)
     print("throughput", json.dumps(tp), flush=True)
     rows = []
+    if args.resume and Path(args.out).exists():
+        rows = json.loads(Path(args.out).read_text())["rows"]
+    done = {(",".join(map(str, r["classes"])), r["model"], r["seed"]) for r in rows}
     for subset in args.subsets:
         classes = [int(c) for c in subset.split(",")]
         k = len(classes)
@@ -120,6 +125,8 @@ def main() -> None:
                       "encoder.params.lr=0.003", f"encoder.params.backbone_batch_size={args.backbone_batch}"]
                      if model == "contrastive" else [f"encoder.batch_size={args.backbone_batch}"])
             for seed in args.seeds:
+                if (subset, f"efficientnet_lite0+{model}", seed) in done:
+                    continue
                 if args.deadline_s is not None and time.perf_counter() - start > args.deadline_s:
                     print(f"deadline: skipping {subset} {model} seed {seed}", flush=True)
                     continue
@@ -138,9 +145,9 @@ def main() -> None:
 def write_results(args, rows: list[dict], tp: dict, final: bool) -> list[str]:
     """Summary, printed table and every row so far, written (atomically) to ``args.out``."""
     summary = []
-    for subset in args.subsets:
-        for model in args.models:
-            block = [r for r in rows if ",".join(map(str, r["classes"])) == subset and r["model"].endswith(model)]
+    for subset in dict.fromkeys(",".join(map(str, r["classes"])) for r in rows):
+        for model in sorted({r["model"] for r in rows}, reverse=True):
+            block = [r for r in rows if ",".join(map(str, r["classes"])) == subset and r["model"] == model]
             if block:
                 summary.append({"classes": block[0]["classes"], "model": block[0]["model"],
                                 "seeds": [r["seed"] for r in block], **summarise(block)})
