@@ -114,6 +114,7 @@ class EncoderConfig:
     layer: Optional[str] = None  # the submodule whose activations are the latents (null: the output)
     transform: Optional[Dict[str, Any]] = None  # input transform: {size, mean, std, channels} or a _target_
     pool: str = "mean"  # mean | max | flatten: activations (C, H, W) -> one vector per input
+    image_size: Optional[int] = None  # pretrained image networks: input side (null: the network's own)
 
 
 @dataclass
