@@ -508,9 +508,9 @@ def test_killed_worker_retried_or_clean_failure(data, tmp_path, dask_compute, mo
     def dying(*args):
         return _DieOnce(original(*args), marker)
 
+    _, model, ref, ref_fits, _ = _streamed(data, tmp_path / "ref", LocalCompute())
     monkeypatch.setattr(streamed, "AssignTask", dying)
     # a worker dies once mid-stage: Dask moves its task to another worker; results as without the death
-    _, model, ref, ref_fits, _ = _streamed(data, tmp_path / "ref", LocalCompute())
     _, _, assigned, fits, rows = _streamed(data, tmp_path / "once", dask_compute, model=model)
     assert marker.read_text() == "died"
     assert np.array_equal(assigned.scatter, ref.scatter)
@@ -538,6 +538,8 @@ def doc_dir(data, tmp_path, monkeypatch):
     shutil_copy = __import__("shutil").copytree
     shutil_copy(d / "shards", tmp_path / "emb")
     np.save(tmp_path / "labels.npy", y)
+    np.save(tmp_path / "ids.npy", np.array([f"row{i}" for i in range(N)]))
+    np.savez(tmp_path / "concept_examples.npz", near_0=X[y == 0][:200], near_1=X[y == 1][:200], random=X[:400])
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -547,12 +549,13 @@ def test_docs_commands_run(doc_dir):
     import shlex
 
     lines = [ln for block in _doc_blocks("bash") for ln in block.splitlines() if ln.startswith("python -m pipeline")]
-    assert len(lines) == 3
+    assert len(lines) == 4
     for i, line in enumerate(lines):
         args = shlex.split(line)[3:]
         df = run(compose_config(args + [f"paths.output_dir={doc_dir / f'out{i}'}", f"paths.cache_dir={doc_dir / 'c'}"]))
         assert df["explainer"].iloc[0] == "reference" and (df["ref_ari"] > 0.5).all()
         assert (doc_dir / f"out{i}" / "streamed" / "seconds.json").exists()
+    assert pd.read_parquet(doc_dir / "out3" / "assignments")["id"].iloc[-1] == f"row{N - 1}"
 
 
 @pytest.mark.slow

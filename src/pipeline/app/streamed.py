@@ -1,23 +1,22 @@
-"""The streamed run: embeddings read from disk in row chunks, never whole (docs/out-of-core.md).
+"""The streamed run's work: embeddings read from disk in row chunks, never whole (docs/out-of-core.md).
 
-``python -m pipeline dataset=files dataset.path=big.npy dataset.chunk_rows=100000`` (or any
-``compute=dask``) runs these steps instead of the in-memory stages:
+:class:`StreamedRun` holds the steps the chunked run's stages
+(:mod:`pipeline.app.stages.streamed`) call; the benchmark and the tests call them too:
 
-1. **open** -- :func:`pipeline.app.data.chunked.open_chunked` on ``dataset.path`` and
-   ``dataset.labels`` (lengths checked);
-2. **cluster** -- ``clustering=kmeans``: MiniBatchKMeans ``partial_fit`` over every chunk
-   (``clustering.params.passes`` passes, default 1); ``clustering=gmm``: a GaussianMixture fitted on a
-   uniform sample of ``clustering.params.sample_rows`` rows (default 200,000);
-3. **assign** -- per chunk (local or as Dask tasks): reference labels, concept coordinates
-   ``Z Cᵀ`` when CAVs are given, per-cluster moments (one exact pass, merged in chunk order) and
-   the contingency table against the ground truth; labels and coordinates stored as ``.npy``
-   shards with a sha256 manifest;
-4. **fit** -- every explainer: mixture-fed trees (MMDT) on the streamed means and covariances,
-   the others on all rows' coordinates or on a stratified sample of ``fit.sample_rows`` rows;
-5. **evaluate** -- per chunk: each tree's predictions (stored as shards) and their contingency
-   tables against the reference and the ground truth -> ARI/AMI, agreement, mis-assignment on
-   every row;
-6. **report** -- results.csv/.md and trees/<row>.json + .rules.txt.
+- **cluster** -- ``clustering=kmeans``: MiniBatchKMeans ``partial_fit`` over every chunk
+  (``clustering.params.passes`` passes, default 1), or on a Dask backend dask-ml's k-means||;
+  ``clustering=gmm``: a GaussianMixture fitted on a uniform sample of
+  ``clustering.params.sample_rows`` rows (default 200,000). The result is a
+  :class:`StreamClusterArtifact` (centres or mixture parameters) whose ``predict`` labels chunks;
+- **assign** -- per chunk (local or as Dask tasks): reference labels, concept coordinates
+  ``Z Cᵀ`` when there are CAVs, per-cluster moments (one exact pass, merged in chunk order) and
+  the contingency table against the ground truth; labels and coordinates stored as ``.npy``
+  shards with a sha256 manifest (:class:`Shards`);
+- **fit** -- every explainer: mixture-fed trees (MMDT) on the streamed means and covariances,
+  the others on all rows' coordinates or on a stratified sample of ``fit.sample_rows`` rows;
+- **evaluate** -- per chunk: each tree's predictions (stored as shards) and their contingency
+  tables against the reference and the ground truth -> ARI/AMI, agreement, mis-assignment on
+  every row.
 """
 
 from __future__ import annotations
