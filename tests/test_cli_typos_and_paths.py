@@ -229,3 +229,24 @@ def test_help_and_docs_tell_the_truth():
     docs = (ROOT / "docs" / "pipeline.md").read_text()
     assert "digits (default)" not in docs and "mnist (default" in docs
     assert "`./outputs`" in docs
+
+
+def test_a_load_entry_cached_before_the_n_samples_check_no_longer_hits(tmp_path):
+    """Before issue 29, dataset.n_samples above the size loaded the whole dataset and cached it
+    under that key; the load stage's version moved, so such an entry is never read again."""
+    import dataclasses
+
+    from pipeline.app.cache import StageCache
+    from pipeline.app.stages.framework import execute
+    from pipeline.app.stages.load import LOAD
+
+    paths = [f"paths.output_dir={tmp_path / 'out'}", f"paths.cache_dir={tmp_path / 'cache'}"]
+    cfg = to_plain(compose_config(["dataset=iris", "dataset.n_samples=10000000000", *paths]))
+    cache = StageCache(tmp_path / "cache")
+    ok = to_plain(compose_config(["dataset=iris", *paths]))
+    whole = execute(LOAD, ok, cache, {}).artifact  # what the old code stored for the too-large request
+    old = dataclasses.replace(LOAD, version=1)
+    cache.get_or_compute("load", old.key(cfg, {}), lambda: whole.to_record())
+    assert LOAD.key(cfg, {}) != old.key(cfg, {})
+    with pytest.raises(InvalidInputError, match="dataset.n_samples=10000000000, but iris has only 150"):
+        execute(LOAD, cfg, cache, {})

@@ -36,3 +36,20 @@ def test_inspect_concept_tree_notebook_executes(tmp_path, monkeypatch):
     assert len(images) >= 4  # tree, thumbnails, CAV accuracy, scatter
     text = "".join(o.get("text", "") for o in outputs)
     assert str(run_dir) in text and "→ cluster" in text and "% pure" in text
+    assert "P(" in text  # the rules read in the run's units, as the report prints them (issue 25)
+
+
+def test_a_loaded_run_prints_the_rules_in_the_units_the_report_used(tmp_path):
+    from pipeline.app.report.concept_run import load_concept_run
+
+    run_dir = tmp_path / "run"
+    run(compose_config([f"paths.output_dir={run_dir}", f"paths.cache_dir={tmp_path / 'cache'}",
+                        f"paths.models_dir={tmp_path / 'models'}", "encoder=identity", "clustering=gmm",
+                        "concepts=mnist_geometric", "explainer=[concept_mmdt]", "dataset.n_samples=300",
+                        "cav.params.n_repeats=2", "cav.params.cv=2", "report.figures=false"]))
+    loaded = load_concept_run(run_dir)
+    tree = loaded["trees"]["concept_mmdt"]
+    printed = [str(r).split(" → ")[0] for r in tree.rules(loaded["X"], units=loaded["units"])]
+    report = (run_dir / "trees" / "concept_mmdt.rules.txt").read_text()
+    assert printed and all(rule in report for rule in printed)
+    assert any("P(" in rule for rule in printed)

@@ -23,3 +23,31 @@ def test_readme_names_the_two_commands_and_ci_runs_the_test_command():
     assert "make run" in text and "make test" in text
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make test" in ci
+
+
+def documented_make_targets() -> list[str]:
+    text = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
+    return sorted(set(re.findall(r"`make ([a-z][a-z-]*)", text)))
+
+
+#: what each documented target must end by running (its last recipe line)
+MAKE_RUNS = {"run": "-m pipeline", "test": "-m pytest", "test-all": "-m pytest -m \"slow or not slow\"",
+             "browser": "scripts/install_browser.sh", "real-data": "scripts/install_real_data.sh"}
+
+
+@pytest.mark.parametrize("target", documented_make_targets())
+def test_every_documented_make_target_runs_what_the_docs_say(target, tmp_path):
+    """`make -n` (nothing executed) on every `make <target>` of README.md and docs/*.md: the target
+    exists and its last command is the documented one (the set-up step before it is install's)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    assert target in MAKE_RUNS, f"`make {target}` is documented: add what it runs to MAKE_RUNS"
+    stamp = tmp_path / "installed"
+    stamp.touch()  # an installed venv: the dry run shows only the target's own recipe
+    proc = subprocess.run(["make", "-n", target, f"STAMP={stamp}"], cwd=ROOT, capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert MAKE_RUNS[target] in proc.stdout.strip().splitlines()[-1], proc.stdout

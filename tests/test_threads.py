@@ -129,3 +129,25 @@ def test_pipeline_threads_reach_every_estimator(monkeypatch):
         assert (seen and seen[0] == 1) or before == 1
     assert numba.get_num_threads() == before
     assert current_threads() == idle_cores()
+
+
+def test_the_cached_controller_is_rebuilt_only_when_a_shared_library_is_loaded():
+    """threadpoolctl reads /proc/self/maps to build its controller; a pure-Python import inside a
+    fit must not rebuild it (the library-I/O guard caught that), a newly loaded library must."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, types
+from pipeline import threads
+first = threads._controller()
+sys.modules['pipeline_probe_pure'] = types.ModuleType('pipeline_probe_pure')  # a pure-Python import
+assert threads._controller() is first, 'rebuilt after a pure-Python import'
+import _ctypes_test  # a compiled extension: a new shared object in the process
+second = threads._controller()
+assert second is not first, 'not rebuilt after a shared library was loaded'
+assert threads._controller() is second
+print('ok')
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -31,17 +31,63 @@ import sys
 
 _ACTIVE: contextvars.ContextVar[int | None] = contextvars.ContextVar("pipeline_threads", default=None)
 _CAPPED: contextvars.ContextVar[bool] = contextvars.ContextVar("pipeline_threads_capped", default=False)  # BLAS too
-_CONTROLLER: list = [None, -1]  # threadpoolctl controller, number of modules when it was built
+_CONTROLLER: list = [None, None]  # threadpoolctl controller, the shared objects loaded when it was built
+
+
+def _loaded_objects():
+    """A key that changes whenever a shared library is loaded or unloaded: glibc's counters of
+    ``dlopen``/``dlclose`` calls (``dlpi_adds``/``dlpi_subs``, read from the first entry of
+    ``dl_iterate_phdr``; under 1 us, no file read). Elsewhere the number of Python modules, an
+    over-eager proxy (a pure-Python import rebuilds the controller too)."""
+    reader = _PHDR_READER[0]
+    if reader is None:
+        reader = _PHDR_READER[0] = _phdr_reader()
+    return reader() if reader else ("modules", len(sys.modules))
+
+
+def _phdr_reader():
+    import ctypes
+
+    class Info(ctypes.Structure):  # the leading fields of glibc's struct dl_phdr_info
+        _fields_ = [("addr", ctypes.c_void_p), ("name", ctypes.c_char_p), ("phdr", ctypes.c_void_p),
+                    ("phnum", ctypes.c_uint16), ("adds", ctypes.c_ulonglong), ("subs", ctypes.c_ulonglong)]
+
+    try:
+        iterate = ctypes.CDLL(None).dl_iterate_phdr
+    except (OSError, AttributeError):  # not glibc/ELF (macOS, Windows)
+        return False
+    seen: list = [None]
+
+    def first(info, size, _data):
+        # older C libraries pass a shorter struct without the counters
+        seen[0] = (info.contents.adds, info.contents.subs) if size >= ctypes.sizeof(Info) else None
+        return 1  # stop after the first object: the counters are global
+
+    callback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Info), ctypes.c_size_t, ctypes.c_void_p)(first)
+    iterate(callback, None)
+    if seen[0] is None:
+        return False
+
+    def read():
+        iterate(callback, None)
+        return seen[0]
+    return read
+
+
+_PHDR_READER: list = [None]  # the counter reader, built on first use; False where there is none
 
 
 def _controller():
     """A cached ``ThreadpoolController``: building one scans the process's shared libraries
-    (~3 ms, more than a whole small tree fit); rebuilt when new modules were imported since."""
+    (``/proc/self/maps``, ~3 ms, more than a whole small tree fit); rebuilt only when a shared
+    library was loaded or unloaded since (:func:`_loaded_objects`), so a fit that imports a
+    pure-Python module reads no file."""
     from threadpoolctl import ThreadpoolController
 
-    if _CONTROLLER[0] is None or _CONTROLLER[1] != len(sys.modules):
+    key = _loaded_objects()
+    if _CONTROLLER[0] is None or _CONTROLLER[1] != key:
         _CONTROLLER[0] = ThreadpoolController()
-        _CONTROLLER[1] = len(sys.modules)
+        _CONTROLLER[1] = key
     return _CONTROLLER[0]
 
 

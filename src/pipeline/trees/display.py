@@ -144,21 +144,22 @@ class RuleDisplay:
         return ("raw", f, shortest_decimal(lo, hi, near=t), False)
 
     def _oblique(self, X: np.ndarray, weights: dict[int, float], t: float) -> tuple:
-        ordered = sorted(weights.items(), key=lambda kv: -abs(kv[1]))  # the printed order: sums read the same
-        cols = np.array([j for j, _ in ordered], dtype=np.int64)
-        w = np.array([v for _, v in ordered], dtype=np.float64)
-        left = X[:, list(weights)] @ np.fromiter(weights.values(), dtype=np.float64) <= t  # as the tree routes
+        from pipeline.trees.rules import oblique_terms, weighted_sum
+
+        cols, w = oblique_terms(weights)  # the printed order, in which the tree adds the terms too
+        left = weighted_sum(X, cols, w) <= t  # as the tree routes
+        # At 17 significant digits every printed weight reads back as the tree's own float, so the
+        # printed sum gives the tree's values and the loop always ends there at the latest.
         for digits in range(MIN_WEIGHT_DIGITS, 18):
             shown = [_sig(x, digits) for x in w]
-            v = sum(X[:, c] * float(x) for c, x in zip(cols, shown))  # term by term, in the printed order
+            v = weighted_sum(X, cols, np.array([float(x) for x in shown]))  # read left to right
             lo = v[left].max() if left.any() else None
             hi = v[~left].min() if (~left).any() else None
             if lo is None or hi is None or lo < hi:
                 lo, hi = self._neighbours(v, left, t)
                 thr = f"{t:.4g}" if lo is None else shortest_decimal(lo, hi, near=t)
                 return ("oblique", list(zip(cols.tolist(), shown, w.tolist())), thr, False)
-        shown = [repr(float(x)) for x in w]
-        return ("oblique", list(zip(cols.tolist(), shown, w.tolist())), repr(t), False)
+        raise AssertionError("unreachable: 17 significant digits give back the weights")  # pragma: no cover
 
     # ------------------------------------------------------------------ text
     def lhs(self, node: int, max_terms: int | None = None) -> str:

@@ -31,7 +31,7 @@ def lhs_text(feature: int | None, weights: dict[int, float] | None, names: Seque
     """The left-hand side of a test: a feature name, or the largest terms of a weighted sum."""
     if weights is None:
         return _name(names, feature)
-    ordered = sorted(weights.items(), key=lambda kv: -abs(kv[1]))
+    ordered = list(zip(*oblique_terms(weights)))
     shown = ordered if max_terms is None else ordered[:max_terms]
     terms = [f"{'-' if w < 0 else '+'} {abs(w):.4g}·{_name(names, j)}" for j, w in shown]
     if len(ordered) > len(shown):
@@ -40,11 +40,29 @@ def lhs_text(feature: int | None, weights: dict[int, float] | None, names: Seque
     return text[2:] if text.startswith("+ ") else "-" + text[2:]
 
 
+def oblique_terms(weights: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
+    """An oblique test's columns and weights in the order its sum is evaluated and printed:
+    the largest ``|w|`` first (equal ones as stored)."""
+    ordered = sorted(weights.items(), key=lambda kv: -abs(kv[1]))
+    return (np.array([j for j, _ in ordered], dtype=np.int64).reshape(-1),
+            np.array([w for _, w in ordered], dtype=np.float64).reshape(-1))
+
+
+def weighted_sum(X: np.ndarray, cols: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``Σ_k w_k · X[:, cols_k]`` added term by term, left to right: the one evaluation of an
+    oblique test. The tree routes with it, its rules select with it, and a printed rule read
+    left to right gives the very same floats, so ties closer than an ulp route alike everywhere
+    (a BLAS product sums in an order that depends on the number of rows)."""
+    v = X[:, cols[0]] * w[0]
+    for c, x in zip(cols[1:], w[1:]):
+        v += X[:, c] * x
+    return v
+
+
 def _values(X: np.ndarray, feature: int | None, weights: dict[int, float] | None) -> np.ndarray:
     if weights is None:
         return X[:, feature]
-    cols = np.fromiter(weights.keys(), dtype=np.int64)
-    return X[:, cols] @ np.fromiter(weights.values(), dtype=np.float64)
+    return weighted_sum(X, *oblique_terms(weights))
 
 
 @dataclass

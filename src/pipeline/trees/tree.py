@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from pipeline.trees import _tree_format
-from pipeline.trees.rules import Condition, LeafStats, Rule, leaf_stats
+from pipeline.trees.rules import Condition, LeafStats, Rule, leaf_stats, oblique_terms, weighted_sum
 from pipeline.validation import InvalidInputError, check_matrix, check_n_features
 
 __all__ = ["ExplanationTree", "Condition", "Rule", "LeafStats"]
@@ -272,9 +272,9 @@ class ExplanationTree:
             if rows is not None and rows.size == 0:
                 continue
             if f == OBLIQUE:
-                cols = np.fromiter(self._weights[n].keys(), dtype=np.int64)
-                w = np.fromiter(self._weights[n].values(), dtype=np.float64)
-                values = (X[:, cols] if rows is None else X[np.ix_(rows, cols)]) @ w
+                cols, w = oblique_terms(self._weights[n])  # term by term, as the rules print it
+                values = weighted_sum(X if rows is None else X[np.ix_(rows, cols)],
+                                      cols if rows is None else np.arange(cols.size), w)
             else:
                 values = X[:, f] if rows is None else X[rows, f]
             go_left = values <= self._threshold[n]

@@ -170,16 +170,37 @@ def write_concept_run(out_dir: Path, load: LoadArtifact, cluster: ClusterArtifac
             "table2": table2.to_dict(orient="records")[0],
             "texts": list(load.texts) if load.kind == "text" else None,
             "discovery": concepts.discovery, "discovery_method": concepts.discovery_method,
-            "units": project.units_kind}
+            "units": project.units_kind, "display_units": units_record(project.units)}
     if concepts.top_examples is not None:
         meta["top_examples"] = np.asarray(concepts.top_examples).tolist()
     atomic_write(out / "run.json", json.dumps(meta, indent=1, default=float))
     return out
 
 
+def units_record(units: list | None) -> list | None:
+    """The run's display maps as JSON: per concept ``{"kind": "probability", "slope", "intercept"}``
+    or ``{"kind": "percentile"}`` (its reference values are the column of ``run.npz``'s X)."""
+    if units is None:
+        return None
+    return [{"kind": "probability", "slope": u.slope, "intercept": u.intercept} if u.kind == "probability"
+            else {"kind": u.kind} for u in units]
+
+
+def units_from_record(record: list | None, X: np.ndarray) -> list | None:
+    """The display maps :func:`units_record` wrote, rebuilt over the run's coordinates ``X``."""
+    from pipeline.concepts.units import ProbabilityUnits, percentile_units
+
+    if record is None:
+        return None
+    return [ProbabilityUnits(float(r["slope"]), float(r["intercept"])) if r["kind"] == "probability"
+            else percentile_units(X[:, m]) for m, r in enumerate(record)]
+
+
 def load_concept_run(run_dir) -> dict:
     """A finished concept run: ``results`` (DataFrame), ``trees`` (row -> ExplanationTree),
-    the arrays of ``concepts/run.npz`` and the entries of ``concepts/run.json``."""
+    the arrays of ``concepts/run.npz``, the entries of ``concepts/run.json`` and ``units``, the
+    display maps the run's rules are printed in (``tree.rules(X, ..., units=run["units"])``
+    prints them as the report does: ``P(concept) > 0.8``, percentiles, or raw when None)."""
     run_dir = Path(run_dir)
     if not (run_dir / "concepts" / "run.json").exists():
         raise FileNotFoundError(f"{run_dir} is not a finished concept run (no concepts/run.json); run "
@@ -187,6 +208,7 @@ def load_concept_run(run_dir) -> dict:
     out = json.loads((run_dir / "concepts" / "run.json").read_text())
     with np.load(run_dir / "concepts" / "run.npz", allow_pickle=False) as data:
         out.update({k: data[k] for k in data.files})
+    out["units"] = units_from_record(out.get("display_units"), out["X"])
     out["results"] = pd.read_csv(run_dir / "results.csv")
     out["trees"] = {p.stem: ExplanationTree.from_dict(json.loads(p.read_text())["tree"])
                     for p in sorted((run_dir / "trees").glob("*.json"))}

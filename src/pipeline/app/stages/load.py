@@ -37,4 +37,6 @@ def _compute(cfg: dict) -> LoadArtifact:
     return dataset_to_artifact(load_dataset(cfg["dataset"], cfg["paths"], cfg["seed"]))
 
 
-LOAD = Stage("load", (), _config, _compute, artifact=LoadArtifact)
+# version 2: entries written before dataset.n_samples above the dataset's size became an error
+# (issue 29) held the whole dataset under that key; they must not hit any more.
+LOAD = Stage("load", (), _config, _compute, version=2, artifact=LoadArtifact)
