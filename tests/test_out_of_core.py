@@ -29,6 +29,7 @@ from pipeline.concepts.projection import mixture_sigma
 from pipeline.app.streamed import StreamedRun, moments_of, open_part
 from pipeline.streaming import Contingency, chunk_moments, merge_moments, stratified_sample, stream_kmeans
 from pipeline.trees.mmdt import MMDT
+from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError
 
 N, D, K = 40_000, 32, 4
@@ -232,8 +233,6 @@ def test_streamed_equals_in_memory(data, tmp_path):
 
 
 def _same_cuts(doc: dict, tree) -> None:
-    from pipeline.trees.tree import ExplanationTree
-
     a = ExplanationTree.from_dict(doc)
     assert np.array_equal(a.feature, tree.feature)
     assert np.allclose(a.threshold, tree.threshold, rtol=1e-12, atol=1e-12, equal_nan=True)
@@ -277,6 +276,7 @@ def concept_files(data):
     table.iloc[:500] = np.nan
     table.loc[1000:1999, "c1"] = np.nan
     table.to_csv(d / "concepts.csv", index=False)
+    (d / "mapping.yaml").write_text("low: [0, 1]\nthird: [2]\n")
     ids = np.array([f"img{i:05d}" for i in range(N)])
     np.save(d / "ids.npy", ids)
     keyed = table.assign(id=ids).sample(frac=1.0, random_state=0)
@@ -310,7 +310,8 @@ def _streamed_stages(tmp_path, d, *extra, cache="cache"):
 
 
 @pytest.mark.parametrize("concepts", [["concepts=examples", "concepts.path=cex.npz"],
-                                      ["concepts=examples", "concepts.path=concepts.csv"]], ids=["npz", "table"])
+                                      ["concepts=examples", "concepts.path=concepts.csv"],
+                                      ["concepts=classes", "concepts.path=mapping.yaml"]], ids=["npz", "table", "classes"])
 def test_streamed_concepts_equal_in_memory(concept_files, tmp_path, concepts):
     """CAVs as in the in-memory run, Z Cᵀ streamed into shards, MMDT on its exact moments, trees on
     all rows equal to the in-memory run's project + fit stages on the same reference labels."""
@@ -334,7 +335,6 @@ def test_streamed_concepts_equal_in_memory(concept_files, tmp_path, concepts):
     assert np.array_equal(open_part(assign.shards, "labels").read(0, N), labels)
     # MMDT on the exact streamed moments of the concept coordinates = on the in-memory array's exact moments
     exact = chunk_moments(P, labels, K).mixture()
-    names = list(C.shape[0] * [""])
     names = done["concepts"].artifact.concept_names
     ref = MMDT(random_state=0).fit_mixture(exact[1], mixture_sigma(exact[2]), names)
     assert fits["mmdt"].tree == ref.tree_.to_dict()
@@ -345,8 +345,7 @@ def test_streamed_concepts_equal_in_memory(concept_files, tmp_path, concepts):
                                 concepts=mem["concepts"].artifact)
     assert np.array_equal(projected.X, P)
     assert fits["cart"].tree == fit_row(mem_cfg, "cart", projected, mem_cluster).tree
-    _same_cuts(fits["mmdt"].tree, __import__("pipeline.trees.tree", fromlist=["x"]).ExplanationTree.from_dict(
-        fit_row(mem_cfg, "mmdt", projected, mem_cluster).tree))
+    _same_cuts(fits["mmdt"].tree, ExplanationTree.from_dict(fit_row(mem_cfg, "mmdt", projected, mem_cluster).tree))
 
 
 def test_ids_streamed_to_assignments_and_concept_join(concept_files, tmp_path):

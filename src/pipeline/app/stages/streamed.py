@@ -199,7 +199,7 @@ def _concepts(cfg: dict, open: StreamArtifact) -> ConceptsArtifact:
 
     if not enabled(cfg):
         return ConceptsArtifact()
-    return _compute(cfg, _StreamLoad.of(open), _StreamEncode(open), _example_latents)
+    return _compute(cfg, _stream_load(open), _StreamEncode(open), _example_latents)
 
 
 def _example_latents(cfg: dict, dataset, encode, examples):
@@ -257,24 +257,22 @@ class _StreamEncode:
         return _LazyRows(self.open.Z, self.open.chunk_rows)
 
 
-class _StreamLoad:
-    """Stands in for the load artifact (the concept sources' ``dataset``): rows, labels, ids."""
+def _stream_load(open: StreamArtifact):
+    """Stands in for the load artifact (the concept sources' ``dataset``): the rows (read on
+    demand), the ground truth coded 0..C-1 with its values as class names (-1 unknown), the ids."""
+    from pipeline.app.artifacts import LoadArtifact
 
-    @staticmethod
-    def of(open: StreamArtifact):
-        from pipeline.app.artifacts import LoadArtifact
-
-        meta = {"source": open.Z.source, "n_rows": open.Z.n_rows}
-        y = class_names = None
-        if open.truth is not None:
-            values = open.truth.read(0, open.truth.n_rows).astype(np.int64)
-            classes = np.unique(values[values >= 0])
-            y = np.where(values >= 0, np.searchsorted(classes, values), -1).astype(np.int64)
-            class_names = [str(c) for c in classes]
-        if open.ids is not None:
-            meta["ids"] = [str(v) for v in open.ids.read(0, open.ids.n_rows).tolist()]
-        return LoadArtifact(name=open.name, kind="tabular", feature_names=open.feature_names, class_names=class_names,
-                            meta=meta, X=_LazyRows(open.Z, open.chunk_rows), y=y)
+    meta = {"source": open.Z.source, "n_rows": open.Z.n_rows}
+    y = class_names = None
+    if open.truth is not None:
+        values = open.truth.read(0, open.truth.n_rows).astype(np.int64)
+        classes = np.unique(values[values >= 0])
+        y = np.where(values >= 0, np.searchsorted(classes, values), -1).astype(np.int64)
+        class_names = [str(c) for c in classes]
+    if open.ids is not None:
+        meta["ids"] = [str(v) for v in open.ids.read(0, open.ids.n_rows).tolist()]
+    return LoadArtifact(name=open.name, kind="tabular", feature_names=open.feature_names, class_names=class_names,
+                        meta=meta, X=_LazyRows(open.Z, open.chunk_rows), y=y)
 
 
 CONCEPTS = Stage("concepts", ("open",), _concepts_config, _concepts, store="stream_concepts", version=1,
