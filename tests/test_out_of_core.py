@@ -579,3 +579,63 @@ def test_docs_slurm_snippet_runs_with_a_local_cluster(doc_dir, monkeypatch):
     (code,) = _doc_blocks("python")
     exec(compile(code, "docs/out-of-core.md[python]", "exec"), {})
     assert (doc_dir / "out_slurm" / "results.csv").exists()
+
+
+# ------------------------------------------------------------------ SIGKILL mid-stage (a real process)
+KILL_LAUNCHER = r'''
+import os, runpy, signal, sys
+
+import pipeline.app.streamed as streamed
+
+original = streamed.write_shard
+def write_shard(folder, index, arrays):
+    out = original(folder, index, arrays)
+    if "/assign/" in folder and index == int(os.environ["KILL_AT_CHUNK"]):
+        os.kill(os.getpid(), signal.SIGKILL)  # mid-stage: some shards written, the stage unfinished
+    return out
+streamed.write_shard = write_shard
+sys.argv = ["pipeline", *sys.argv[1:]]
+runpy.run_module("pipeline", run_name="__main__", alter_sys=True)
+'''
+
+
+def test_sigkill_mid_assign_resumes(tmp_path):
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    X, y = blobs(8_000, 16)
+    (tmp_path / "emb").mkdir()
+    for i in range(2):
+        np.save(tmp_path / "emb" / f"{i}.npy", X[i * 4_000:(i + 1) * 4_000])
+    np.save(tmp_path / "y.npy", y)
+    np.savez(tmp_path / "cex.npz", a=X[y == 0][:100], b=X[y == 1][:100], random=X[:200])
+    (tmp_path / "launch.py").write_text(KILL_LAUNCHER)
+
+    def cli(out, cache, kill=None):
+        args = [f"paths.output_dir={tmp_path / out}", f"paths.cache_dir={tmp_path / cache}", "dataset=files",
+                f"dataset.path={tmp_path / 'emb'}", f"dataset.labels={tmp_path / 'y.npy'}", "dataset.chunk_rows=1000",
+                "clustering=kmeans", f"clustering.n_clusters={K}", "concepts=examples",
+                f"concepts.path={tmp_path / 'cex.npz'}", "explainer=[mmdt,cart]"]
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "KILL_AT_CHUNK": str(kill)}
+        cmd = [sys.executable, str(tmp_path / "launch.py")] if kill is not None else [sys.executable, "-m", "pipeline"]
+        return subprocess.run(cmd + args, env=env, capture_output=True, text=True, timeout=600)
+
+    killed = cli("killed", "cache", kill=3)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assign = tmp_path / "cache" / "assign"
+    assert [p.name for p in assign.iterdir() if p.name.endswith(".tmp")]  # the unfinished shards, not in place
+    assert not [p for p in assign.iterdir() if p.is_dir() and not p.name.startswith(".")]  # no entry, no shards
+    resumed = cli("resumed", "cache")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    events = json.loads((tmp_path / "resumed" / "status.json").read_text())["cache"]
+    hits = {e["stage"]: e["hit"] for e in events}
+    assert hits["stream_cluster"] and hits["stream_concepts"] and not hits["assign"]
+    assert not [p for p in assign.iterdir() if p.name.endswith(".tmp")]  # the leftover was removed
+    assert cli("whole", "fresh").returncode == 0
+    a, b = (pd.read_csv(tmp_path / d / "results.csv").drop(columns=["fit_seconds"]) for d in ("resumed", "whole"))
+    pd.testing.assert_frame_equal(a, b)
+    for row in ("mmdt", "cart"):
+        assert (tmp_path / "resumed" / "trees" / f"{row}.json").read_text() == \
+            (tmp_path / "whole" / "trees" / f"{row}.json").read_text()
