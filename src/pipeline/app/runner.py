@@ -152,7 +152,7 @@ def run_streamed(cfg: dict, ctx: RunContext, summary: bool = True):
         close(ctx)
     atomic_write(ctx.out_dir / "streamed" / "seconds.json", json.dumps(stage_seconds(ctx), indent=1))
     report = done["report"].artifact
-    if summary:
+    if summary and (cfg.get("report") or {}).get("summary", True):
         print(report.df.to_string(index=False, na_rep="", float_format=lambda v: f"{v:.3f}"))
     print(f"results written to {report.csv}")
     return report.df
