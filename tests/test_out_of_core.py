@@ -411,7 +411,8 @@ def test_chunked_run_cached_resumed_and_verified(concept_files, tmp_path, monkey
     pd.testing.assert_frame_equal(drop(resumed), drop(fresh))
 
     # a damaged shard: the cached entry is quarantined and recomputed, same results
-    shard = next((tmp_path / "cache" / "assign").glob("*.shards/X/000001.npy"))
+    (key,) = [k for (stage, k) in _events(tmp_path / "again") if stage == "assign"]  # the first command's entry
+    shard = tmp_path / "cache" / "assign" / f"{key}.shards" / "X" / "000001.npy"
     shard.write_bytes(shard.read_bytes()[:-8] + b"\0" * 8)
     repaired = run(compose_config(_cli(tmp_path, d, *args, out="repaired")))
     events = _events(tmp_path / "repaired")
