@@ -27,6 +27,17 @@ Both run the same builds of the references: ExKMC 0.0.3 (github.com/navefr/ExKMC
     python benchmarks/fair_speed.py --exkmc /tmp/refs/ExKMC --spex /tmp/refs/SpEx --workdir /tmp/fair_work
 
 Results: a table on stdout and benchmarks/results/fair_speed.json (load average beside every row).
+
+The quiet measurement (the issue's check: load average <= 1.2, noted in every row), in two
+runs so that each finishes in a few minutes (the data and the ExKMC build are cached in the
+work directory after the first run; the large cases take about four minutes on an idle
+machine, most of it the references' own time, and the small cases about one):
+
+    python benchmarks/fair_speed.py --exkmc /tmp/refs/ExKMC --spex /tmp/refs/SpEx --workdir /tmp/fair_work \
+        --cases spex_clique_50k imm_50k exkmc20_50k spex_knn_10k --out benchmarks/results/fair_speed_quiet.json
+    python benchmarks/fair_speed.py --exkmc /tmp/refs/ExKMC --spex /tmp/refs/SpEx --workdir /tmp/fair_work \
+        --cases imm_iris exkmc_iris imm_digits exkmc_digits imm_d31 exkmc_d31 \
+        --out benchmarks/results/fair_speed_quiet_small.json
 """
 
 from __future__ import annotations

@@ -2,20 +2,24 @@
 
 Data: ``n`` x 512 float32 Gaussian blobs (10 clusters, std 6 around centres in [-10, 10]^512)
 written as one ``.npy`` under ``--dir`` (default /tmp, never the repository) in 200k-row
-chunks, with its int32 labels; 20 concepts are random unit directions (CAVs). The file is
-deleted afterwards unless ``--keep``.
+chunks, with its int32 labels, and 20 concepts given as example embeddings
+(``<stem>_concepts.npz``: 300 positives per concept, 600 negatives). The files are deleted
+afterwards unless ``--keep``.
 
-Sections, each in its own process (peak RSS = the process's VmHWM, plus a 5 ms sampler):
+Every run goes through the command line's runner (``pipeline.app.runner.run`` on the
+``python -m pipeline`` arguments of :func:`cli_args`): ``dataset.chunk_rows=100000``,
+``clustering=kmeans``, ``concepts=examples`` (CAVs fitted from the examples), ``explainer=[mmdt,
+imm,cart]``, its stages cached under the section's work folder. Sections, each in its own
+process (peak RSS = the process's VmHWM, plus a 5 ms sampler):
 
 - ``read``: a plain sequential read of the file (8 MB ``readinto``), the physical limit;
-- ``streamed``: :class:`pipeline.app.streamed.StreamedRun` on all rows, chunks of 100k:
-  cluster (MiniBatchKMeans partial_fit, one pass), assign (labels + Z Cᵀ + moments, stored
-  as shards), fit (MMDT on the streamed moments; IMM and CART on a stratified sample of
-  ``--sample-rows``), evaluate (every row's predictions, ARI/AMI/agreement);
-- ``memory_vs_streamed`` on the first ``--small`` rows: the same steps on an in-memory array
-  (trees fitted on every row, library calls as in benchmarks/million_points.py) against the
-  streamed run with no sample; same trees? time ratio;
-- ``dask_vs_local`` on the same rows: the streamed run in one process vs a 2-worker LocalCluster.
+- ``streamed``: all rows, trees on a stratified sample of ``--sample-rows``; then the same
+  command again (every stage a cache hit, shards verified);
+- ``memory_vs_streamed`` on the first ``--small`` rows: the streamed run (trees on every row)
+  against the in-memory run's stages (load, encode, concepts, project, fit) on the same rows
+  with the streamed reference clustering; same trees? time ratio;
+- ``dask_vs_local`` on the same rows: ``compute=local`` vs ``compute=dask`` (a 2-worker
+  LocalCluster, k-means by dask-ml's k-means||): time, ARI between the two reference clusterings.
 
 Before every pass the file's pages are dropped from the page cache (posix_fadvise DONTNEED on
 this file only), so each pass reads the disk.
@@ -105,34 +109,56 @@ class Sampler:
         self._t.join()
 
 
-def cavs(d: int = DIM, m: int = CONCEPTS, seed: int = 1) -> np.ndarray:
-    C = np.random.default_rng(seed).standard_normal((m, d))
-    return C / np.linalg.norm(C, axis=1, keepdims=True)
+def make_concepts(path: Path, d: int = DIM, k: int = CLUSTERS, m: int = CONCEPTS, per: int = 300,
+                  seed: int = 0) -> Path:
+    """Concept examples as embeddings (``concepts=examples`` with an ``.npz``): concept j's
+    positives lie around cluster j mod k's centre shifted along a random direction, the
+    negatives (``random``) around random centres."""
+    centres = np.random.default_rng(seed).uniform(-10, 10, size=(k, d)).astype(np.float32)  # make_data's
+    rng = np.random.default_rng(seed + 1)
+    arrays = {}
+    for j in range(m):
+        u = rng.standard_normal(d)
+        u /= np.linalg.norm(u)
+        arrays[f"c{j:02d}"] = (centres[j % k] + 6 * rng.standard_normal((per, d)) + 8 * u).astype(np.float32)
+    arrays["random"] = (centres[rng.integers(0, k, 2 * per)] + 6 * rng.standard_normal((2 * per, d))).astype(np.float32)
+    out = path.with_name(path.stem + "_concepts.npz")
+    np.savez(out, **arrays)
+    return out
 
 
-EXPLAINERS = {
-    "mmdt": {"_target_": "pipeline.trees.mmdt.MMDT", "name": "mmdt", "fit": "mixture", "n_leaves": None, "params": {}},
-    "imm": {"_target_": "pipeline.trees.imm.IMM", "name": "imm", "fit": "centers", "n_leaves": None, "params": {}},
-    "cart": {"_target_": "pipeline.trees.cart.CART", "name": "cart", "fit": "labels", "n_leaves": None, "params": {}},
-}
+EXPLAINERS = ["mmdt", "imm", "cart"]
 
 
-def _streamed(path: Path, rows: int | None, work: Path, compute, sample_rows: int | None):
-    from pipeline.app.data.chunked import ChunkedArray, open_chunked
-    from pipeline.app.streamed import StreamedRun
+def cli_args(path: Path, work: Path, compute: str = "local", sample_rows: int | None = None) -> list:
+    """The command line of the streamed run: ``python -m pipeline <these>``."""
+    args = [f"paths.output_dir={work / 'out'}", f"paths.cache_dir={work / 'cache'}", "dataset=files",
+            f"dataset.path={path}", f"dataset.labels={labels_path(path)}", f"dataset.chunk_rows={CHUNK}",
+            "clustering=kmeans", f"clustering.n_clusters={CLUSTERS}", f"explainer=[{','.join(EXPLAINERS)}]",
+            "concepts=examples", f"concepts.path={path.with_name(path.stem + '_concepts.npz')}",
+            "report.summary=false"]
+    if compute == "dask":
+        args += ["compute=dask", "compute.n_workers=2", "compute.threads_per_worker=1"]
+    if sample_rows:
+        args.append(f"fit.sample_rows={sample_rows}")
+    return args
 
-    Z, y = open_chunked(path), open_chunked(labels_path(path), vector=True)
-    if rows is not None and rows < Z.n_rows:  # the first `rows` rows: a view on the same file
-        Z = ChunkedArray(Z.source, (Z.parts[0].__class__(**{**vars(Z.parts[0]), "rows": rows}),))
-        y = ChunkedArray(y.source, (y.parts[0].__class__(**{**vars(y.parts[0]), "rows": rows}),))
-    names = [f"c{j}" for j in range(CONCEPTS)]
-    run = StreamedRun(Z, y, CLUSTERS, CHUNK, work, compute, cavs=cavs(), feature_names=names)
-    model = run.cluster("kmeans")
-    assigned = run.assign(model)
-    C = cavs()
-    fits = run.fit(assigned, EXPLAINERS, sample_rows, model.cluster_centers_ @ C.T)
-    results = run.evaluate(assigned, fits)
-    return run, model, fits, results
+
+def _cli_run(path: Path, work: Path, compute: str = "local", sample_rows: int | None = None) -> dict:
+    """One streamed run through the command line's runner; wall, CPU, every stage's seconds."""
+    from pipeline.app.config import compose_config
+    from pipeline.app.runner import run
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    df = run(compose_config(cli_args(path, work, compute, sample_rows)))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    status = json.loads((work / "out" / "status.json").read_text())
+    stages = {}
+    for e in status["cache"]:
+        stages[e["stage"]] = stages.get(e["stage"], 0.0) + e["seconds"]
+    return {"wall_s": wall, "cpu_s_driver": cpu, "stage_wall_s": stages,
+            "cache_hits": sum(e["hit"] for e in status["cache"]), "cached_stages": len(status["cache"]),
+            "results": df.to_dict(orient="records")}
 
 
 def section_read(path: Path) -> dict:
@@ -151,74 +177,92 @@ def section_read(path: Path) -> dict:
 
 
 def section_streamed(path: Path, work: Path, sample_rows: int) -> dict:
-    from pipeline.app.compute import LocalCompute
-
     drop_cache(path)
-    t0, c0 = time.perf_counter(), time.process_time()
     with Sampler() as mem:
-        run, _, fits, results = _streamed(path, None, work, LocalCompute(), sample_rows)
-    wall = time.perf_counter() - t0
-    n = run.Z.n_rows
-    return {"rows": n, "bytes": run.Z.nbytes, "stage_wall_s": run.seconds, "wall_s": wall,
-            "cpu_s": time.process_time() - c0, "rows_per_s": n / wall, "GB_per_s": run.Z.nbytes / wall / 1e9,
-            "peak_rss_GB": max(mem.peak, hwm_bytes()) / 1e9, "sample_rows": sample_rows, "results": results}
+        res = _cli_run(path, work, "local", sample_rows)
+    n = int(np.load(labels_path(path), mmap_mode="r").shape[0])
+    nbytes = path.stat().st_size
+    res.update(rows=n, bytes=nbytes, rows_per_s=n / res["wall_s"], GB_per_s=nbytes / res["wall_s"] / 1e9,
+               peak_rss_GB=max(mem.peak, hwm_bytes()) / 1e9, sample_rows=sample_rows)
+    t0 = time.perf_counter()
+    again = _cli_run(path, work, "local", sample_rows)  # every cached stage read back (shards verified)
+    res["rerun"] = {"wall_s": time.perf_counter() - t0, "cache_hits": again["cache_hits"],
+                    "cached_stages": again["cached_stages"]}
+    return res
 
 
-def _in_memory(path: Path, rows: int) -> tuple[dict, dict]:
-    """The same steps on an in-memory array: every tree on every row."""
-    from pipeline.app.explainers import FitInputs, fit_explainer
-    from pipeline.concepts.projection import project
-    from pipeline.streaming import stream_kmeans
+def _in_memory(path: Path, work: Path, centres) -> tuple[dict, dict]:
+    """The in-memory run's stages (load, encode, concepts, project, fit) on the same file, with the
+    streamed run's reference clustering (its k-means centres) assigning the rows."""
     from pipeline import metrics
+    from pipeline.app.artifacts import ClusterArtifact
+    from pipeline.app.cache import StageCache
+    from pipeline.app.config import compose_config
+    from pipeline.app.runner import to_plain
+    from pipeline.app.stages.concepts import CONCEPTS
+    from pipeline.app.stages.encode import ENCODE, TRAIN
+    from pipeline.app.stages.fit import fit_row
+    from pipeline.app.stages.framework import RunContext, execute
+    from pipeline.app.stages.load import LOAD
+    from pipeline.app.stages.project import PROJECT
+    from pipeline.streaming import assign_nearest
 
-    seconds = {}
+    cfg = to_plain(compose_config([a for a in cli_args(path, work) if not a.startswith("dataset.chunk_rows")]))
+    ctx, done, seconds = RunContext(StageCache(work / "cache", enabled=False), work / "out"), {}, {}
+    for stage in (LOAD, TRAIN, ENCODE, CONCEPTS):
+        t = time.perf_counter()
+        done[stage.name] = execute(stage, cfg, ctx, done)
+        seconds[stage.name] = time.perf_counter() - t
     t = time.perf_counter()
-    Z = np.load(path, mmap_mode="r")[:rows].copy()
-    y = np.load(labels_path(path))[:rows]
-    seconds["load"] = time.perf_counter() - t
-    t = time.perf_counter()
-    model = stream_kmeans([[Z[s:s + CHUNK] for s in range(0, rows, CHUNK)]], CLUSTERS, random_state=0, n_init=3)
-    seconds["cluster"] = time.perf_counter() - t
-    t = time.perf_counter()
-    labels = model.predict(Z).astype(np.int64)
-    C = cavs()
-    X = project(Z, C)
+    Z = done["encode"].artifact.Z
+    cluster = ClusterArtifact(labels=assign_nearest(Z, centres).astype(np.int64), method="kmeans", centers=centres)
     seconds["assign"] = time.perf_counter() - t
     t = time.perf_counter()
-    inputs = FitInputs(X=X, labels=labels, feature_names=[f"c{j}" for j in range(CONCEPTS)], n_clusters=CLUSTERS,
-                       centers=model.cluster_centers_ @ C.T)
-    trees = {}
-    for row, spec in EXPLAINERS.items():  # MMDT: fit(X, labels) estimates the means and σ itself
-        est, pred = fit_explainer(row, spec, inputs, 0)
-        trees[row] = (est.tree_, metrics.ari(y, pred))
-    seconds["fit"] = time.perf_counter() - t
-    return seconds, trees
+    project = PROJECT.compute(cfg, encode=done["encode"].artifact, cluster=cluster, concepts=done["concepts"].artifact)
+    seconds["project"] = time.perf_counter() - t
+    trees, y = {}, done["load"].artifact.y
+    for row in EXPLAINERS:
+        t = time.perf_counter()
+        fit = fit_row(cfg, row, project, cluster)
+        seconds[f"fit.{row}"] = time.perf_counter() - t
+        trees[row] = (fit.tree, metrics.ari(y, fit.predictions))
+    return seconds, trees, done["concepts"].artifact.cavs
 
 
 def section_memory_vs_streamed(path: Path, rows: int, work: Path) -> dict:
-    from pipeline.app.compute import LocalCompute
+    import shutil
 
-    _in_memory(path, 20_000)  # warm-up: the trees' compiled kernels, imports
-    _streamed(path, 20_000, work / "warm", LocalCompute(), None)
-    with Sampler() as m1:
-        t0 = time.perf_counter()
-        mem_seconds, mem_trees = _in_memory(path, rows)
-        mem_wall = time.perf_counter() - t0
+    from pipeline.trees.tree import ExplanationTree
+
+    work.mkdir(parents=True, exist_ok=True)
+    small = work / "warm.npy"  # warm-up on 20k rows: the trees' compiled kernels, imports
+    np.save(small, np.load(path, mmap_mode="r")[:20_000])
+    np.save(labels_path(small), np.load(labels_path(path))[:20_000])
+    shutil.copy(path.with_name(path.stem + "_concepts.npz"), small.with_name(small.stem + "_concepts.npz"))
+    _cli_run(small, work / "warm")
     drop_cache(path)
     with Sampler() as m2:
+        streamed = _cli_run(path, work / "streamed")
+    from pipeline.app.artifacts import StreamClusterArtifact
+    from pipeline.app.cache import load_artifact
+
+    entry = next((work / "streamed" / "cache" / "stream_cluster").glob("*/manifest.json")).parent
+    centres = StreamClusterArtifact.from_record(load_artifact(entry)).centers
+    drop_cache(path)
+    with Sampler() as m1:
         t0 = time.perf_counter()
-        run, _, fits, results = _streamed(path, rows, work, LocalCompute(), None)
-        st_wall = time.perf_counter() - t0
+        mem_seconds, mem_trees, mem_cavs = _in_memory(path, work / "memory", centres)
+        mem_wall = time.perf_counter() - t0
     same = {}
-    for row, (tree, _) in mem_trees.items():
-        a, b = tree.to_dict(), fits[row]["tree"].to_dict()
-        same[row] = {"structure": _structure(a) == _structure(b),
-                     "max_threshold_diff": _threshold_diff(tree, fits[row]["tree"])}
+    for row, (doc, _) in mem_trees.items():
+        st = json.loads((work / "streamed" / "out" / "trees" / f"{row}.json").read_text())
+        same[row] = {"identical": st == doc, "structure": _structure(doc) == _structure(st),
+                     "max_threshold_diff": _threshold_diff(ExplanationTree.from_dict(doc), ExplanationTree.from_dict(st))}
     return {"rows": rows, "in_memory": {"wall_s": mem_wall, "stage_wall_s": mem_seconds, "peak_rss_GB": m1.peak / 1e9,
                                         "ari": {r: t[1] for r, t in mem_trees.items()}},
-            "streamed": {"wall_s": st_wall, "stage_wall_s": run.seconds, "peak_rss_GB": m2.peak / 1e9,
-                         "ari": {r["explainer"]: r.get("ari") for r in results}},
-            "streamed_over_in_memory": st_wall / mem_wall, "same_trees": same}
+            "streamed": {**streamed, "peak_rss_GB": m2.peak / 1e9,
+                         "ari": {r["explainer"]: r.get("ari") for r in streamed["results"]}},
+            "streamed_over_in_memory": streamed["wall_s"] / mem_wall, "same_trees": same}
 
 
 def _structure(d: dict):
@@ -236,27 +280,40 @@ def _threshold_diff(a, b) -> float:
 
 
 def section_dask_vs_local(path: Path, rows: int, work: Path) -> dict:
-    from pipeline.app.compute import DaskCompute, LocalCompute
+    """The command line's streamed run with compute=local and compute=dask (a 2-worker LocalCluster;
+    k-means by dask-ml's k-means||): time, and the ARI between the two reference clusterings."""
+    import pandas as pd
+
+    from pipeline import metrics
 
     out = {}
-    for name in ("local", "dask_2_workers"):
-        compute = LocalCompute() if name == "local" else DaskCompute(n_workers=2, threads_per_worker=1)
-        try:
-            drop_cache(path)
-            t0 = time.perf_counter()
-            run, model, fits, results = _streamed(path, rows, work / name, compute, None)
-            out[name] = {"wall_s": time.perf_counter() - t0, "stage_wall_s": run.seconds,
-                         "trees": {r: f["tree"].to_json() for r, f in fits.items()},
-                         "results": results}
-        finally:
-            compute.close()
-    out["same_trees"] = out["local"]["trees"] == out["dask_2_workers"]["trees"]
-    out["same_results"] = all({k: v for k, v in a.items() if k != "fit_seconds"}
-                              == {k: v for k, v in b.items() if k != "fit_seconds"}
-                              for a, b in zip(out["local"]["results"], out["dask_2_workers"]["results"]))
-    out["dask_over_local"] = out["dask_2_workers"]["wall_s"] / out["local"]["wall_s"]
-    for name in ("local", "dask_2_workers"):
-        out[name].pop("trees")
+    for name in ("local", "dask"):
+        drop_cache(path)
+        out[name] = _cli_run(path, work / name, name)
+    ref = {n: pd.read_parquet(work / n / "out" / "assignments")["reference"].to_numpy() for n in ("local", "dask")}
+    out["reference_ari_dask_vs_local"] = metrics.ari(ref["local"], ref["dask"])
+    out["same_trees"] = {r: (work / "local" / "out" / "trees" / f"{r}.json").read_text()
+                         == (work / "dask" / "out" / "trees" / f"{r}.json").read_text() for r in EXPLAINERS}
+    out["dask_over_local"] = out["dask"]["wall_s"] / out["local"]["wall_s"]
+    return out
+
+
+def _first_rows(path: Path, rows: int, work: Path) -> Path:
+    """The file itself when it has ``rows`` rows, else a copy of its first ``rows`` rows (chunk by chunk)."""
+    import shutil
+
+    if np.load(path, mmap_mode="r").shape[0] == rows:
+        return path
+    work.mkdir(parents=True, exist_ok=True)
+    out = work / f"first_{rows}.npy"
+    src = np.load(path, mmap_mode="r")
+    dst = np.lib.format.open_memmap(out, mode="w+", dtype=src.dtype, shape=(rows, src.shape[1]))
+    for s in range(0, rows, 200_000):
+        dst[s:s + 200_000] = src[s:min(s + 200_000, rows)]
+    dst.flush()
+    del dst
+    np.save(labels_path(out), np.load(labels_path(path))[:rows])
+    shutil.copy(path.with_name(path.stem + "_concepts.npz"), out.with_name(out.stem + "_concepts.npz"))
     return out
 
 
@@ -267,9 +324,9 @@ def child(args) -> None:
     elif args.section == "streamed":
         res = section_streamed(path, work / "streamed", args.sample_rows)
     elif args.section == "memory_vs_streamed":
-        res = section_memory_vs_streamed(path, args.small, work / "small")
+        res = section_memory_vs_streamed(_first_rows(path, args.small, work), args.small, work / "small")
     else:
-        res = section_dask_vs_local(path, args.small, work / "dask")
+        res = section_dask_vs_local(_first_rows(path, args.small, work), args.small, work / "dask")
     print("RESULT " + json.dumps(res, default=float), flush=True)
 
 
@@ -296,6 +353,7 @@ def main(argv=None) -> None:
         t0 = time.perf_counter()
         print(f"writing {args.rows} x {DIM} float32 ({args.rows * DIM * 4 / 1e9:.1f} GB) to {path}", flush=True)
         make_data(path, args.rows)
+        make_concepts(path)
         print(f"  written in {time.perf_counter() - t0:.0f} s", flush=True)
     report = {"rows": args.rows, "dim": DIM, "clusters": CLUSTERS, "concepts": CONCEPTS, "chunk_rows": CHUNK,
               "file_GB": path.stat().st_size / 1e9, "cpus": os.cpu_count(), "sections": {}}

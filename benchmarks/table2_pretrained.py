@@ -93,6 +93,8 @@ def main() -> None:
     ap.add_argument("--root", default=None, help="dataset.root (default: Debian's /usr/share/datasets/fashion-mnist)")
     ap.add_argument("--deadline-s", type=float, default=None, help="start no new row after this many seconds")
     ap.add_argument("--work", default="/tmp/table2_pretrained", help="run folders and the stage cache")
+    ap.add_argument("--resume", action="store_true", help="keep the rows already in --out (same setting) and run "
+                    "only the missing ones")
     ap.add_argument("--out", default=str(RESULTS / "table2_pretrained.json"))
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     args = ap.parse_args()
@@ -102,6 +104,9 @@ def main() -> None:
     tp = throughput(args.image_size, args.device, args.root)
     print("throughput", json.dumps(tp), flush=True)
     rows = []
+    if args.resume and Path(args.out).exists():
+        rows = json.loads(Path(args.out).read_text())["rows"]
+    done = {(",".join(map(str, r["classes"])), r["model"], r["seed"]) for r in rows}
     for subset in args.subsets:
         classes = [int(c) for c in subset.split(",")]
         k = len(classes)
@@ -120,6 +125,8 @@ def main() -> None:
                       "encoder.params.lr=0.003", f"encoder.params.backbone_batch_size={args.backbone_batch}"]
                      if model == "contrastive" else [f"encoder.batch_size={args.backbone_batch}"])
             for seed in args.seeds:
+                if (subset, f"efficientnet_lite0+{model}", seed) in done:
+                    continue
                 if args.deadline_s is not None and time.perf_counter() - start > args.deadline_s:
                     print(f"deadline: skipping {subset} {model} seed {seed}", flush=True)
                     continue
@@ -131,17 +138,22 @@ def main() -> None:
                        "load_avg_before": [round(v, 2) for v in load]}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-                Path(args.out + ".partial").write_text(json.dumps(rows, indent=1, default=float))
+                write_results(args, rows, tp, final=False)  # incremental: a cut-off run leaves its rows
+    print("\n".join(write_results(args, rows, tp, final=True)))
+
+
+def write_results(args, rows: list[dict], tp: dict, final: bool) -> list[str]:
+    """Summary, printed table and every row so far, written (atomically) to ``args.out``."""
     summary = []
-    for subset in args.subsets:
-        for model in args.models:
-            block = [r for r in rows if ",".join(map(str, r["classes"])) == subset and r["model"].endswith(model)]
+    for subset in dict.fromkeys(",".join(map(str, r["classes"])) for r in rows):
+        for model in sorted({r["model"] for r in rows}, reverse=True):
+            block = [r for r in rows if ",".join(map(str, r["classes"])) == subset and r["model"] == model]
             if block:
                 summary.append({"classes": block[0]["classes"], "model": block[0]["model"],
                                 "seeds": [r["seed"] for r in block], **summarise(block)})
-    lines = ["", f"Table 2 (MMDT paper) on Fashion-MNIST class subsets, EfficientNet-Lite0 (ImageNet), "
-             f"{args.split} split, {args.per_class or 'all'} images per class; median [min, max] over seeds {args.seeds}",
+    size = (f"{args.per_class} images per class" if args.per_class else "all images") + f" of the {args.split} split"
+    lines = ["", f"Table 2 (MMDT paper) on Fashion-MNIST class subsets, EfficientNet-Lite0 (ImageNet, "
+             f"{args.image_size or 224} px), {size}; median [min, max] over seeds {args.seeds}",
              "| classes | samples | CAVs | K | model | base ARI | Concept-MMDT | Concept-CART | MMDT/base | CART/base "
              "| MMDT s | CART s | paper CIFAR base / MMDT / CART (ratios) |", "|" + "---|" * 13]
     for s in summary:
@@ -159,8 +171,8 @@ def main() -> None:
     lines.append(f"embedding throughput: {tp['images_per_s']:.1f} images/s ({tp['device']}, {tp['image_size']} px, "
                  f"{tp['threads']} thread(s)); peak memory {peak_mib:.0f} MiB; load average now "
                  f"{os.getloadavg()[0]:.2f}")
-    print("\n".join(lines))
-    result = {"rows": rows, "summary": summary, "paper": PAPER, "throughput": tp, "peak_memory_mib": peak_mib,
+    result = {"complete": final, "rows": rows, "summary": summary, "paper": PAPER, "throughput": tp,
+              "peak_memory_mib": peak_mib,
               "setting": {"split": args.split, "per_class": args.per_class, "image_size": args.image_size or 224,
                           "views": args.views, "epochs": args.epochs, "concept_images_per_class": args.concept_images,
                           "device": args.device, "seeds": args.seeds, "overrides": args.overrides,
@@ -168,9 +180,12 @@ def main() -> None:
                               "data sample, CAVs and the contrastive view bank are seed 0's in every row; seeds vary "
                               "the model only (GMM init; heads' init and batches)")},
               "table": lines}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1, default=float))
-
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=1, default=float))
+    tmp.replace(out)
+    return lines
 
 
 if __name__ == "__main__":

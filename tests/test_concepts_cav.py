@@ -189,3 +189,21 @@ def test_unstandardised_cav_is_plain_logistic_regressions_direction(standardize)
         assert cos > 0.999
     else:  # the default maps a standardised fit back: same sign, another direction
         assert 0 < cos < 0.99
+
+
+def test_concepts_fitted_in_threads_give_the_same_cavs():
+    """Concepts are shared among threads with their random draws made first (issue 27): the same
+    CAVs, scores and drops for 1 or 2 threads."""
+    from pipeline.threads import limit_threads
+
+    rng = np.random.default_rng(4)
+    Z = rng.normal(size=(600, 12)).astype(np.float32)
+    L = (Z @ rng.normal(size=(12, 5)) > 0).astype(float)
+    L[rng.random(L.shape) < 0.2] = -1
+    fits = []
+    for n in (1, 2):
+        with limit_threads(n):
+            fits.append(CAVFitter(n_repeats=3, cv=2, random_state=0).fit(Z, L))
+    a, b = fits
+    assert np.array_equal(a.cavs_, b.cavs_) and np.array_equal(a.scores_, b.scores_, equal_nan=True)
+    assert np.array_equal(a.random_scores_, b.random_scores_, equal_nan=True) and a.dropped_ == b.dropped_

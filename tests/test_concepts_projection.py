@@ -180,3 +180,19 @@ def test_cross_check_with_metrics_q_and_concept_mmdt():
     tree = ConceptMMDT(C, random_state=0).fit_mixture(means, covs)
     np.testing.assert_allclose(tree.concept_means_, mu_c)
     np.testing.assert_allclose(tree.concept_sigma_, sig_c)
+
+
+def test_project_float32_in_blocks_same_for_any_thread_count():
+    """float32 latents are widened a block at a time (issue 27): float64 products, the same bits
+    for 1 or 2 threads, and NaN/inf still refused without a float64 copy."""
+    from pipeline.concepts.projection import PROJECT_BLOCK_ROWS, project
+
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(5 * PROJECT_BLOCK_ROWS + 7, 33)).astype(np.float32)
+    C = rng.normal(size=(4, 33))
+    one, two = project(Z, C, n_jobs=1), project(Z, C, n_jobs=2)
+    assert one.dtype == np.float64 and np.array_equal(one, two)
+    np.testing.assert_allclose(one, Z.astype(np.float64) @ C.T, rtol=1e-12, atol=1e-12)
+    Z[3, 5] = np.nan
+    with pytest.raises(InvalidInputError, match="NaN or infinite"):
+        project(Z, C)

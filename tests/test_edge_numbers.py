@@ -315,3 +315,55 @@ def test_cav_leaves_near_zero_columns_that_float32_holds_alone():
     cav = CAVFitter(fitter=MeanDifferenceFitter, n_repeats=2, random_state=0).fit(Z, labels, ["c"]).cavs_[0]
     assert abs(cav[0]) > 0.9 and abs(cav[3]) < 1e-6
     assert np.abs(cav[:3] - base[:3]).max() < 1e-6
+
+
+def _outliers_by_quartiles(X, ratio=1e10):
+    """check_magnitude_outliers' rule computed in full (the quartiles of the strided sample)."""
+    sample = X[::max(1, X.shape[0] // 8192)]
+    q1, med, q3 = np.percentile(sample, [25, 50, 75], axis=0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        spread = q3 - q1
+        if np.any(spread == 0):
+            lo, hi = np.percentile(sample, [1, 99], axis=0)
+            spread = np.where(spread == 0, hi - lo, spread)
+        far = np.maximum(X.max(axis=0) - med, med - X.min(axis=0))
+        return bool(np.any((spread > 0) & ~(far <= ratio * spread)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.sampled_from([4, 9, 150, 1500, 9000, 20000]), spike=st.sampled_from([0.0, 1e3, 1e9, 1e11, 1e300]),
+       tied=st.booleans(), seed=st.integers(0, 10**6))
+def test_outlier_check_shortcut_decides_as_the_quartiles_do(n, spike, tied, seed):
+    """The outlier check skips the quartiles when a lower bound of every column's spread
+    already clears it; it must raise exactly when the quartiles' rule says so (small samples
+    sorted, large ones counted; ties, constant columns, one far value)."""
+    from pipeline.trees._fitting import check_magnitude_outliers
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    if tied:
+        X = np.round(X * 2) / 2
+        X[:, 2] = 1.0
+    X[rng.integers(n), rng.integers(3)] += spike
+    expected = _outliers_by_quartiles(X)
+    if expected:
+        with pytest.raises(InvalidInputError, match="interquartile"):
+            check_magnitude_outliers(X, "ExKMC", "why")
+    else:
+        check_magnitude_outliers(X, "ExKMC", "why")
+
+
+@settings(max_examples=100, deadline=None)
+@given(labels=st.lists(st.integers(-2**63, 2**64 - 1) | st.integers(-3, 5) | st.integers(2**64 - 4, 2**64 - 1),
+                      min_size=1, max_size=40),
+       dtype=st.sampled_from([np.int64, np.int8, np.uint8, np.uint64, np.int32]))
+def test_classes_and_codes_is_numpys_unique(labels, dtype):
+    """The counting path for short-range integer labels gives np.unique's classes and codes."""
+    from pipeline.trees._fitting import classes_and_codes
+
+    info = np.iinfo(dtype)
+    y = np.array([v for v in labels if info.min <= v <= info.max] or [0], dtype=dtype)
+    classes, codes = classes_and_codes(y)
+    ref_classes, ref_codes = np.unique(y, return_inverse=True)
+    assert classes.dtype == ref_classes.dtype and np.array_equal(classes, ref_classes)
+    assert codes.dtype == ref_codes.dtype and np.array_equal(codes, ref_codes)

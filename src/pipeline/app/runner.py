@@ -113,21 +113,19 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
         print(f"report: {report.html}")
 
 
-def is_streamed(cfg: dict) -> bool:
-    """True when the run reads its data in chunks (``dataset.chunk_rows`` or ``compute=dask``)."""
-    return bool(cfg["dataset"].get("chunk_rows")) or (cfg.get("compute") or {}).get("name", "local") != "local"
-
-
 def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = False, summary: bool = True):
     """One dataset: the stage loop, then the summary. Returns the results DataFrame.
 
-    ``dataset.chunk_rows`` or ``compute=dask``: the streamed run instead
-    (:func:`pipeline.app.streamed.run_streamed`; docs/out-of-core.md).
+    ``dataset.chunk_rows`` or ``compute=dask``: the chunked run's stages
+    (:func:`pipeline.app.stages.streamed.run_streamed`; docs/out-of-core.md).
     """
-    if is_streamed(cfg):
-        from pipeline.app.streamed import run_streamed
+    from pipeline.app.stages.streamed import is_streamed
 
-        return run_streamed(cfg, Path(out_dir))
+    if is_streamed(cfg):
+        return run_streamed(cfg, RunContext(cache, Path(out_dir), keep_going), summary)
+    if cfg["dataset"].get("ids"):
+        raise InvalidInputError("dataset.ids (a file of row ids read in chunks) applies to chunked runs (dataset.chunk_rows); "
+                                "an in-memory table names its id column with dataset.id_column.")
     if (cfg.get("fit") or {}).get("sample_rows") is not None:
         raise InvalidInputError("fit.sample_rows applies to chunked runs only (dataset=files with dataset.chunk_rows, "
                                 "or compute=dask): an in-memory run fits every tree on every row. Set "
@@ -136,6 +134,28 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
     done = run_pipeline(cfg, RunContext(cache, Path(out_dir), keep_going), declared_stages(cfg))
     print_summary(cfg, done, show=summary)
     return done["report"].artifact.df
+
+
+def run_streamed(cfg: dict, ctx: RunContext, summary: bool = True):
+    """A chunked run: its stages (:func:`pipeline.app.stages.streamed.streamed_stages`; the compute
+    backend closed after them), the seconds of every cached stage in ``streamed/seconds.json``,
+    the summary. Returns the results DataFrame."""
+    import json
+
+    from pipeline.app.report.writer import atomic_write
+    from pipeline.app.stages.streamed import check_config, close, stage_seconds
+
+    check_config(cfg)
+    try:
+        done = run_pipeline(cfg, ctx, declared_stages(cfg))
+    finally:
+        close(ctx)
+    atomic_write(ctx.out_dir / "streamed" / "seconds.json", json.dumps(stage_seconds(ctx), indent=1))
+    report = done["report"].artifact
+    if summary and (cfg.get("report") or {}).get("summary", True):
+        print(report.df.to_string(index=False, na_rep="", float_format=lambda v: f"{v:.3f}"))
+    print(f"results written to {report.csv}")
+    return report.df
 
 
 def run_study(cfg: dict, cache: StageCache, out_dir: Path):

@@ -1,23 +1,22 @@
-"""The streamed run: embeddings read from disk in row chunks, never whole (docs/out-of-core.md).
+"""The streamed run's work: embeddings read from disk in row chunks, never whole (docs/out-of-core.md).
 
-``python -m pipeline dataset=files dataset.path=big.npy dataset.chunk_rows=100000`` (or any
-``compute=dask``) runs these steps instead of the in-memory stages:
+:class:`StreamedRun` holds the steps the chunked run's stages
+(:mod:`pipeline.app.stages.streamed`) call; the benchmark and the tests call them too:
 
-1. **open** -- :func:`pipeline.app.data.chunked.open_chunked` on ``dataset.path`` and
-   ``dataset.labels`` (lengths checked);
-2. **cluster** -- ``clustering=kmeans``: MiniBatchKMeans ``partial_fit`` over every chunk
-   (``clustering.params.passes`` passes, default 1); ``clustering=gmm``: a GaussianMixture fitted on a
-   uniform sample of ``clustering.params.sample_rows`` rows (default 200,000);
-3. **assign** -- per chunk (local or as Dask tasks): reference labels, concept coordinates
-   ``Z Cᵀ`` when CAVs are given, per-cluster moments (one exact pass, merged in chunk order) and
-   the contingency table against the ground truth; labels and coordinates stored as ``.npy``
-   shards with a sha256 manifest;
-4. **fit** -- every explainer: mixture-fed trees (MMDT) on the streamed means and covariances,
-   the others on all rows' coordinates or on a stratified sample of ``fit.sample_rows`` rows;
-5. **evaluate** -- per chunk: each tree's predictions (stored as shards) and their contingency
-   tables against the reference and the ground truth -> ARI/AMI, agreement, mis-assignment on
-   every row;
-6. **report** -- results.csv/.md and trees/<row>.json + .rules.txt.
+- **cluster** -- ``clustering=kmeans``: MiniBatchKMeans ``partial_fit`` over every chunk
+  (``clustering.params.passes`` passes, default 1), or on a Dask backend dask-ml's k-means||;
+  ``clustering=gmm``: a GaussianMixture fitted on a uniform sample of
+  ``clustering.params.sample_rows`` rows (default 200,000). The result is a
+  :class:`StreamClusterArtifact` (centres or mixture parameters) whose ``predict`` labels chunks;
+- **assign** -- per chunk (local or as Dask tasks): reference labels, concept coordinates
+  ``Z Cᵀ`` when there are CAVs, per-cluster moments (one exact pass, merged in chunk order) and
+  the contingency table against the ground truth; labels and coordinates stored as ``.npy``
+  shards with a sha256 manifest (:class:`Shards`);
+- **fit** -- every explainer: mixture-fed trees (MMDT) on the streamed means and covariances,
+  the others on all rows' coordinates or on a stratified sample of ``fit.sample_rows`` rows;
+- **evaluate** -- per chunk: each tree's predictions (stored as shards) and their contingency
+  tables against the reference and the ground truth -> ARI/AMI, agreement, mis-assignment on
+  every row.
 """
 
 from __future__ import annotations
@@ -34,9 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.app.artifacts import AssignArtifact, FitArtifact, StreamClusterArtifact, StreamEvaluateArtifact
 from pipeline.app.data.chunked import ChunkedArray, open_chunked
-from pipeline.concepts.projection import mixture_sigma, project
-from pipeline.streaming import Contingency, chunk_moments, merge_moments, stratified_sample, stream_kmeans
+from pipeline.concepts.projection import project
+from pipeline.streaming import (Contingency, ExactSums, Moments, chunk_moments, merge_moments, stratified_sample,
+                                stream_kmeans)
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -70,45 +71,69 @@ def write_shard(folder: str, index: int, arrays: dict) -> dict:
     return out
 
 
-@dataclass
-class ShardedArtifact:
-    """Chunked artifacts of one stage: ``<root>/<name>/<index>.npy`` + ``manifest.json``.
+class Shards:
+    """The chunked outputs of one stage: ``<root>/<part>/<chunk>.npy`` + ``manifest.json``.
 
-    Shards are written into a temporary folder; :meth:`commit` writes the manifest (each
-    shard's rows and sha256) and renames the folder into place, so a stage that fails leaves
-    no half-written artifact. :meth:`open` verifies every shard against the manifest.
+    Shards are written into a temporary sibling folder; :meth:`commit` writes the manifest (each
+    shard's rows and sha256) and renames the folder into place, so a stage that fails or is
+    killed leaves no half-written artifact (only a ``.<name>.*.tmp`` folder, removed by the next
+    run of the stage). :func:`verify_shards` checks every shard against the manifest.
     """
 
-    root: Path
-    tmp: Path = field(init=False)
-
-    def __post_init__(self):
-        self.root = Path(self.root)
+    def __init__(self, root):
+        self.root = Path(root)
+        self.root.parent.mkdir(parents=True, exist_ok=True)
+        for stale in self.root.parent.glob(f".{self.root.name}.*.tmp"):  # left by a killed run of this stage
+            shutil.rmtree(stale, ignore_errors=True)
         self.tmp = self.root.with_name(f".{self.root.name}.{uuid.uuid4().hex}.tmp")
 
-    def commit(self, shard_infos: list[dict]) -> None:
+    def commit(self, shard_infos: list[dict]) -> str:
+        """Write the manifest, move the folder into place; returns the manifest's sha256."""
         manifest = {}
         for info in shard_infos:
             for name, (file, rows, digest) in info.items():
                 manifest.setdefault(name, []).append({"file": file, "rows": rows, "sha256": digest})
+        self.tmp.mkdir(parents=True, exist_ok=True)
         (self.tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
         if self.root.exists():
             shutil.rmtree(self.root)
         os.replace(self.tmp, self.root)
+        return _sha256(self.root / "manifest.json")
 
     def discard(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    @staticmethod
-    def open_part(root: Path, name: str) -> ChunkedArray:
-        root = Path(root)
-        entries = json.loads((root / "manifest.json").read_text())[name]
+    def run(self, compute, task_of, items: list, desc: str):
+        """Map ``task_of(tmp folder)`` over ``items`` with ``compute``; commit, or discard on any error.
+        Returns (results in chunk order, manifest sha256)."""
+        try:
+            results = compute.map(task_of(str(self.tmp)), items, desc=desc)
+            return results, self.commit([r[0] for r in results])
+        except BaseException:
+            self.discard()
+            raise
+
+
+def verify_shards(root, manifest_sha256: str) -> None:
+    """Raise :class:`pipeline.app.cache.CorruptArtifactError` unless the manifest and every shard
+    under ``root`` are as written."""
+    from pipeline.app.cache import CorruptArtifactError
+
+    root = Path(root)
+    manifest = root / "manifest.json"
+    if not manifest.is_file() or _sha256(manifest) != manifest_sha256:
+        raise CorruptArtifactError(f"{manifest} is missing or changed since it was written")
+    for name, entries in json.loads(manifest.read_text()).items():
         for e in entries:
             path = root / name / e["file"]
-            if not path.exists() or _sha256(path) != e["sha256"]:
-                raise InvalidInputError(f"{path}: missing or changed since it was written (sha256 differs from "
-                                        f"{root / 'manifest.json'}); delete {root} to recompute it.")
-        return open_chunked(root / name, key=str(root / name), vector=name != "X")
+            if not path.is_file() or _sha256(path) != e["sha256"]:
+                raise CorruptArtifactError(f"shard {path} is missing or changed since it was written (sha256 differs "
+                                           f"from {manifest})")
+
+
+def open_part(root, name: str) -> ChunkedArray:
+    """Part ``name`` of committed shards as a :class:`ChunkedArray` (verify first: :func:`verify_shards`)."""
+    return open_chunked(Path(root) / name, key=str(Path(root) / name), vector=name != "X")
 
 
 # ------------------------------------------------------------------ tasks (run on Dask workers too)
@@ -118,7 +143,7 @@ class AssignTask:
 
     Z: ChunkedArray
     truth: ChunkedArray | None
-    model: object
+    model: object  # anything with predict(X) -> labels: a StreamClusterArtifact
     cavs: np.ndarray | None
     n_clusters: int
     folder: str
@@ -155,10 +180,46 @@ class PredictTask:
         return info, tables
 
 
+def _table_array(c: Contingency | None) -> np.ndarray | None:
+    if c is None:
+        return None
+    rows = sorted((p, r, n) for (p, r), n in c.table.items())
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
+
+
+def _contingency(table) -> Contingency | None:
+    if table is None:
+        return None
+    out = Contingency()
+    for p, r, n in np.asarray(table, dtype=np.int64).reshape(-1, 3).tolist():
+        out.table[p, r] = n
+    return out
+
+
+def moments_of(a: AssignArtifact) -> Moments:
+    """The exact per-cluster moments an assign artifact holds."""
+    shape = (int(a.counts.size), int(a.chan_means.shape[1]))
+    return Moments(np.asarray(a.counts, dtype=np.int64), ExactSums(shape, a.sums_index, a.sums_hi, a.sums_lo),
+                   ExactSums(shape, a.squares_index, a.squares_hi, a.squares_lo), a.chan_means, a.scatter)
+
+
+def truth_of(a: AssignArtifact) -> Contingency | None:
+    return _contingency(a.truth_table)
+
+
+def coordinates(a: AssignArtifact, Z: ChunkedArray) -> ChunkedArray:
+    """The coordinates the trees cut on: the concept coordinates' shards, or Z itself."""
+    return open_part(a.shards, "X") if a.projected else Z
+
+
 # ------------------------------------------------------------------ the run
+STREAMED_PROTOCOLS = (None, "labels", "centers", "optional_centers", "mixture")
+
+
 @dataclass
 class StreamedRun:
-    """One streamed run (the Python API behind ``dataset.chunk_rows``; the benchmark calls it too).
+    """One streamed run (the Python API behind ``dataset.chunk_rows``; its stages and the benchmark
+    call it).
 
     Parameters
     ----------
@@ -169,7 +230,7 @@ class StreamedRun:
     n_clusters : int
     chunk_rows : int
     work_dir : Path
-        Where the chunked artifacts go (``<work_dir>/assign``, ``<work_dir>/predict``).
+        Where chunked outputs go when no folder is given (``<work_dir>/assign``, ``<work_dir>/predict``).
     compute : LocalCompute or DaskCompute
     cavs : ndarray (M, m) or None
         Concept directions: trees cut on ``Z Cᵀ``; None: on Z.
@@ -198,63 +259,89 @@ class StreamedRun:
         return list(enumerate(self.Z.ranges(self.chunk_rows)))
 
     # -- cluster
-    def cluster(self, method: str = "kmeans", params: dict | None = None):
-        """The reference clustering model (``predict`` assigns chunks)."""
+    def cluster(self, method: str = "kmeans", params: dict | None = None) -> StreamClusterArtifact:
+        """The reference clustering (its ``predict`` assigns chunks). ``kmeans`` on a Dask backend
+        is dask-ml's k-means|| (``init='k-means||'``), else MiniBatchKMeans ``partial_fit``."""
         return self._timed("cluster", self._cluster, method, dict(params or {}))
 
     def _cluster(self, method, params):
         if method not in STREAMED_CLUSTERINGS:
             raise InvalidInputError(f"clustering={method} does not stream; a chunked run (dataset.chunk_rows) "
                                     f"takes clustering={' or clustering='.join(STREAMED_CLUSTERINGS)}.")
+        if method == "kmeans" and getattr(self.compute, "name", "local") == "dask":
+            return self._dask_ml_kmeans(params)
         if method == "kmeans":
             passes = int(params.pop("passes", 1))
-            for k in ("n_init", "max_iter", "init"):
+            for k in ("n_init", "max_iter", "init", "tol"):
                 params.pop(k, None)  # in-memory KMeans settings; partial_fit makes its own passes
             from tqdm.auto import tqdm
 
             chunks = len(self.Z.ranges(self.chunk_rows))
             passes_ = (tqdm(self.Z.chunks(self.chunk_rows), total=chunks, desc=f"k-means pass {p + 1}/{passes}",
                             unit="chunk", leave=False, mininterval=1.0) for p in range(passes))
-            return stream_kmeans(passes_, self.n_clusters, random_state=self.seed, n_init=3, **params)
+            model = stream_kmeans(passes_, self.n_clusters, random_state=self.seed, n_init=3, **params)
+            return StreamClusterArtifact(method="kmeans", backend="MiniBatchKMeans partial_fit",
+                                         fit_rows=self.Z.n_rows, centers=np.asarray(model.cluster_centers_, np.float64))
         from sklearn.mixture import GaussianMixture
 
         rows = int(params.pop("sample_rows", DEFAULT_GMM_SAMPLE))
         idx = np.sort(np.random.default_rng(self.seed).choice(self.Z.n_rows, min(rows, self.Z.n_rows), replace=False))
         log.info("gmm: fitted on a uniform sample of %d of %d rows", idx.size, self.Z.n_rows)
         sample = self.Z.take(idx, self.chunk_rows).astype(np.float64)
-        return GaussianMixture(self.n_clusters, random_state=self.seed, **params).fit(sample)
+        gm = GaussianMixture(self.n_clusters, random_state=self.seed, **params).fit(sample)
+        return StreamClusterArtifact(method="gmm", backend="GaussianMixture on a uniform sample", fit_rows=int(idx.size),
+                                     weights=gm.weights_, means=gm.means_, covariances=gm.covariances_,
+                                     precisions_cholesky=gm.precisions_cholesky_, covariance_type=gm.covariance_type)
+
+    def _dask_ml_kmeans(self, params):
+        try:
+            import dask.array as da
+            from dask import delayed
+            from dask_ml.cluster import KMeans
+        except ImportError:
+            raise InvalidInputError("compute=dask clusters with dask-ml's k-means||: pip install "
+                                    "'concept-trees-pipeline[dask]' (or use compute=local).") from None
+        params.pop("passes", None)
+        params.pop("n_init", None)
+        blocks = [da.from_delayed(delayed(self.Z.read, pure=True)(a, b), shape=(b - a, *self.Z.shape[1:]),
+                                  dtype=self.Z.dtype) for a, b in self.Z.ranges(self.chunk_rows)]
+        X = da.concatenate(blocks).astype(np.float64)
+        options = {"init": "k-means||", "max_iter": 300, "tol": 1e-4, "oversampling_factor": 2, **params}
+        log.info("dask-ml KMeans(%s) on %d chunks", ", ".join(f"{k}={v}" for k, v in options.items()), len(blocks))
+        model = KMeans(n_clusters=self.n_clusters, random_state=self.seed, **options).fit(X)
+        return StreamClusterArtifact(method="kmeans", backend="dask-ml k-means||", fit_rows=self.Z.n_rows,
+                                     centers=np.asarray(model.cluster_centers_, np.float64))
 
     # -- assign
-    def assign(self, model) -> dict:
-        return self._timed("assign", self._assign, model)
+    def assign(self, model, folder=None) -> AssignArtifact:
+        return self._timed("assign", self._assign, model, Path(folder or self.work_dir / "assign"))
 
-    def _assign(self, model):
-        art = ShardedArtifact(self.work_dir / "assign")
-        task = AssignTask(self.Z, self.truth, model, self.cavs, self.n_clusters, str(art.tmp))
-        try:
-            results = self.compute.map(task, self.items(), desc="assign + project")
-            art.commit([r[0] for r in results])
-        except BaseException:
-            art.discard()
-            raise
+    def _assign(self, model, folder):
+        shards = Shards(folder)
+        results, digest = shards.run(
+            self.compute, lambda tmp: AssignTask(self.Z, self.truth, model, self.cavs, self.n_clusters, tmp),
+            self.items(), "assign + project")
         moments = merge_moments(r[1] for r in results)
         truth = None
         if self.truth is not None:
             truth = Contingency()
             for r in results:
                 truth = truth.merge(r[2])
-        X = self.Z if self.cavs is None else ShardedArtifact.open_part(art.root, "X")
-        return {"labels": ShardedArtifact.open_part(art.root, "labels"), "X": X, "moments": moments, "truth": truth}
+        d = moments.means.shape[1]
+        names = list(self.feature_names or [f"x{j}" for j in range(d)])
+        return AssignArtifact(
+            shards=str(folder), manifest_sha256=digest, n_rows=self.Z.n_rows, feature_names=names,
+            counts=moments.counts, chan_means=moments.means, scatter=moments.scatter,
+            sums_index=moments.sums.index, sums_hi=moments.sums.hi, sums_lo=moments.sums.lo,
+            squares_index=moments.squares.index, squares_hi=moments.squares.hi, squares_lo=moments.squares.lo,
+            projected=self.cavs is not None, truth_table=_table_array(truth))
 
     # -- fit
-    def fit(self, assigned: dict, explainers: dict, sample_rows: int | None = None, centers=None) -> dict:
-        return self._timed("fit", self._fit, assigned, explainers, sample_rows, centers)
-
-    def _fit(self, assigned, explainers, sample_rows, centers):
-        from pipeline.app.capabilities import check_provided
-        from pipeline.app.explainers import FitInputs, fit_explainer
-
-        labels = assigned["labels"].read(0, assigned["labels"].n_rows).astype(np.int64)
+    def sample(self, assigned: AssignArtifact, sample_rows: int | None = None):
+        """(row indices, their coordinates, their reference labels): a stratified sample of
+        ``sample_rows`` rows, or every row."""
+        labels = open_part(assigned.shards, "labels")
+        labels = labels.read(0, labels.n_rows).astype(np.int64)
         n = labels.size
         if sample_rows is not None and sample_rows > n:
             raise InvalidInputError(
@@ -264,57 +351,75 @@ class StreamedRun:
         if idx.size < n:
             log.info("fit: trees fitted on a stratified sample of %d of %d rows (fit.sample_rows); every row is "
                      "evaluated", idx.size, n)
-        X = assigned["X"].take(idx, self.chunk_rows) if idx.size < n else assigned["X"].read(0, n)
-        w, means, covs = assigned["moments"].mixture()
-        names = self.feature_names or [f"x{j}" for j in range(X.shape[1])]
-        inputs = FitInputs(X=X, labels=labels[idx], feature_names=list(names), n_clusters=self.n_clusters,
-                           centers=centers, mixture=(w, means, covs))
-        fits = {}
-        for row, spec in explainers.items():
-            if spec.get("fit") not in (None, "labels", "centers", "optional_centers", "mixture"):
-                raise InvalidInputError(f"explainer {row!r} (fit: {spec.get('fit')}) does not run on streamed data; "
-                                        "a chunked run takes explainers fitted on labels, centres or the mixture "
-                                        "(mmdt, imm, cart, exkmc, spex_clique ...).")
-            t0 = time.perf_counter()
-            check_provided(row, spec, inputs.capabilities(), "streamed", True)
-            est, _ = fit_explainer(row, spec, inputs, self.seed)
-            fits[row] = {"estimator": est, "tree": est.tree_, "name": spec.get("name", row),
-                         "fit_seconds": time.perf_counter() - t0, "sample_rows": int(idx.size)}
-            if hasattr(est, "means_") and hasattr(est, "sigma_"):
-                fits[row].update(means=est.means_, sigma=est.sigma_)
-        return fits
+        X = coordinates(assigned, self.Z)
+        X = X.take(idx, self.chunk_rows) if idx.size < n else X.read(0, n)
+        return idx, X, labels[idx]
+
+    def fit(self, assigned: AssignArtifact, explainers: dict, sample_rows: int | None = None,
+            centers=None) -> dict:
+        """Every explainer row fitted: row -> FitArtifact (predictions left empty: they are shards)."""
+        def fit_all():
+            sample = self.sample(assigned, sample_rows)
+            return {row: self.fit_row(row, spec, assigned, sample, centers) for row, spec in explainers.items()}
+
+        return self._timed("fit", fit_all)
+
+    def fit_row(self, row: str, spec: dict, assigned: AssignArtifact, sample, centers=None) -> FitArtifact:
+        """One explainer on the sample (trees) or on the exact moments (``fit: mixture``: MMDT)."""
+        from pipeline.app.capabilities import check_provided
+        from pipeline.app.explainers import FitInputs, fit_explainer
+
+        idx, X, labels = sample
+        if spec.get("fit") not in STREAMED_PROTOCOLS:
+            raise InvalidInputError(f"explainer {row!r} (fit: {spec.get('fit')}) does not run on streamed data; "
+                                    "a chunked run takes explainers fitted on labels, centres or the mixture "
+                                    "(mmdt, imm, cart, exkmc, spex_clique ...). Concept-MMDT's tree is MMDT on the "
+                                    "concept coordinates here: explainer=mmdt with concepts=....")
+        w, means, covs = moments_of(assigned).mixture()
+        if assigned.projected and centers is not None:
+            centers = project(np.asarray(centers, dtype=np.float64), self.cavs)
+        inputs = FitInputs(X=np.asarray(X, dtype=np.float64), labels=labels, feature_names=list(assigned.feature_names),
+                           n_clusters=self.n_clusters, centers=centers, mixture=(w, means, covs))
+        t0 = time.perf_counter()
+        check_provided(row, spec, inputs.capabilities(), "streamed", True)
+        est, _ = fit_explainer(row, spec, inputs, self.seed)
+        seconds = time.perf_counter() - t0
+        tree = est.tree_
+        log.info("fitted %s (%s) on %d rows: %d leaves, depth %d, %.2fs", row, spec.get("name", row), idx.size,
+                 tree.n_leaves, tree.depth, seconds)
+        stats = {k: np.asarray(getattr(est, a), dtype=np.float64) for a, k in (("means_", "means"), ("sigma_", "sigma"))
+                 if hasattr(est, a)}
+        return FitArtifact(row=row, name=spec.get("name", row), tree=tree.to_dict(), predictions=np.empty(0, np.int32),
+                           fit_seconds=seconds, n_leaves=int(tree.n_leaves), depth=int(tree.depth),
+                           fit_rows=int(idx.size), **stats)
 
     # -- evaluate
-    def evaluate(self, assigned: dict, fits: dict) -> list[dict]:
-        return self._timed("evaluate", self._evaluate, assigned, fits)
+    def evaluate(self, assigned: AssignArtifact, fits: dict, folder=None) -> StreamEvaluateArtifact:
+        return self._timed("evaluate", self._evaluate, assigned, fits, Path(folder or self.work_dir / "predict"))
 
-    def _evaluate(self, assigned, fits):
+    def _evaluate(self, assigned, fits, folder):
         from pipeline import metrics
+        from pipeline.trees.tree import ExplanationTree
 
-        art = ShardedArtifact(self.work_dir / "predict")
-        task = PredictTask(assigned["X"], assigned["labels"], self.truth, {r: f["tree"] for r, f in fits.items()},
-                           str(art.tmp))
-        try:
-            results = self.compute.map(task, self.items(), desc="predict + metrics")
-            art.commit([r[0] for r in results])
-        except BaseException:
-            art.discard()
-            raise
-        rows = [_row("reference", "reference", None, assigned["truth"], self.n_clusters)]
+        trees = {r: ExplanationTree.from_dict(f.tree) for r, f in fits.items()}
+        X, labels = coordinates(assigned, self.Z), open_part(assigned.shards, "labels")
+        results, digest = Shards(folder).run(
+            self.compute, lambda tmp: PredictTask(X, labels, self.truth, trees, tmp), self.items(), "predict + metrics")
+        rows = [_row("reference", "reference", None, truth_of(assigned), self.n_clusters)]
         for row, fit in fits.items():
             ref, truth = Contingency(), None if self.truth is None else Contingency()
             for r in results:
                 ref = ref.merge(r[1][row][0])
                 if truth is not None:
                     truth = truth.merge(r[1][row][1])
-            out = _row(row, fit["name"], ref, truth, self.n_clusters)
-            if "means" in fit:
-                out["q"] = float(metrics.explainability_to_noise_ratio(fit["means"], fit["sigma"]))
-                out["q_bound"] = float(metrics.theorem1_upper_bound(out["q"], len(fit["means"])))
-            out.update(n_leaves=int(fit["tree"].n_leaves), depth=int(fit["tree"].depth),
-                       fit_seconds=float(fit["fit_seconds"]), fit_rows=fit["sample_rows"])
+            out = _row(row, fit.name, ref, truth, self.n_clusters)
+            if fit.means is not None and fit.sigma is not None:
+                out["q"] = float(metrics.explainability_to_noise_ratio(fit.means, fit.sigma))
+                out["q_bound"] = float(metrics.theorem1_upper_bound(out["q"], len(fit.means)))
+            out.update(n_leaves=int(fit.n_leaves), depth=int(fit.depth), fit_seconds=float(fit.fit_seconds),
+                       fit_rows=fit.fit_rows)
             rows.append(out)
-        return rows
+        return StreamEvaluateArtifact(shards=str(folder), manifest_sha256=digest, n_rows=self.Z.n_rows, rows=rows)
 
 
 def _row(row, method, ref: Contingency | None, truth: Contingency | None, n_clusters) -> dict:
@@ -327,66 +432,3 @@ def _row(row, method, ref: Contingency | None, truth: Contingency | None, n_clus
         out.update(ref_ari=ref.ari(exclude_noise=True), ref_ami=ref.ami(exclude_noise=True),
                    misassignment=ref.misassignment())
     return out
-
-
-def _streamed_config_error(cfg: dict) -> None:
-    if cfg["dataset"].get("_target_") != "pipeline.app.data.files.load_from_config":
-        raise InvalidInputError("dataset.chunk_rows / compute=dask: chunked runs read dataset=files (a .npy, a folder of "
-                                f"shards or a zarr array), not dataset={cfg['dataset'].get('name')}.")
-    if cfg["encoder"].get("name", "identity") != "identity":
-        raise InvalidInputError("a chunked run takes embeddings as they are (encoder=identity); encode the data first.")
-    if cfg["concepts"].get("name", "none") != "none":
-        raise InvalidInputError("a chunked run cuts on the embeddings themselves (concepts=none); CAV projection of "
-                                "chunks is available through pipeline.app.streamed.StreamedRun(cavs=...).")
-
-
-def run_streamed(cfg: dict, out_dir: Path):
-    """The streamed run of a composed (plain) config; returns the results DataFrame."""
-    import pandas as pd
-
-    from pipeline.app.compute import make_compute
-    from pipeline.app.report.writer import atomic_write, write_tables
-
-    _streamed_config_error(cfg)
-    ds = cfg["dataset"]
-    chunk_rows = int(ds.get("chunk_rows") or 100_000)
-    if chunk_rows < 1:
-        raise InvalidInputError(f"dataset.chunk_rows={chunk_rows}: give a positive number of rows per chunk.")
-    Z = open_chunked(ds.get("path"), "dataset.path")
-    truth = None
-    if ds.get("labels"):
-        truth = open_chunked(ds["labels"], "dataset.labels", vector=True)
-        if truth.n_rows != Z.n_rows:
-            raise InvalidInputError(f"dataset.labels={ds['labels']} holds {truth.n_rows} labels but dataset.path="
-                                    f"{ds['path']} holds {Z.n_rows} rows; give one label per row (in the same order).")
-        if not np.issubdtype(truth.dtype, np.integer):
-            raise InvalidInputError(f"dataset.labels={ds['labels']} holds {truth.dtype} values; a chunked run takes "
-                                    "integer labels (-1 = unknown); code them first.")
-    K = cfg["clustering"].get("n_clusters") or (cfg["clustering"].get("params") or {}).get("n_clusters")
-    if not K:
-        raise InvalidInputError("a chunked run needs clustering.n_clusters (the number of clusters is not chosen "
-                                "by BIC on data that does not fit in memory).")
-    log.info("streamed run: %s, %d x %s %s in chunks of %d rows", Z.source, Z.n_rows, Z.shape[1:], Z.dtype, chunk_rows)
-    compute = make_compute(cfg.get("compute"))
-    try:
-        run = StreamedRun(Z, truth, int(K), chunk_rows, out_dir / "streamed", compute,
-                          feature_names=ds.get("feature_names"), seed=int(cfg.get("seed", 0)))
-        params = {k: v for k, v in (cfg["clustering"].get("params") or {}).items() if k != "n_clusters"}
-        model = run.cluster(cfg["clustering"]["name"], params)
-        assigned = run.assign(model)
-        centers = getattr(model, "cluster_centers_", getattr(model, "means_", None))
-        fits = run.fit(assigned, cfg["explainer"], (cfg.get("fit") or {}).get("sample_rows"), centers)
-        rows = run.evaluate(assigned, fits)
-    finally:
-        compute.close()
-    df = pd.DataFrame(rows)
-    csv, _ = write_tables(out_dir, df)
-    trees = out_dir / "trees"
-    trees.mkdir(parents=True, exist_ok=True)
-    for row, fit in fits.items():
-        atomic_write(trees / f"{row}.json", fit["tree"].to_json())
-        atomic_write(trees / f"{row}.rules.txt", fit["tree"].to_text())
-    atomic_write(out_dir / "streamed" / "seconds.json", json.dumps(run.seconds, indent=1))
-    print(df.to_string(index=False, na_rep="", float_format=lambda v: f"{v:.3f}"))
-    print(f"results written to {csv}")
-    return df

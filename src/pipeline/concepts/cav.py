@@ -20,6 +20,7 @@ are not linearly present in the latent space come out with ``significant_ = Fals
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 from typing import Sequence
 
@@ -33,7 +34,7 @@ from tqdm.auto import tqdm
 
 from pipeline.concepts.fitters import Fitter, LogisticFitter, build_fitter
 from pipeline.concepts.projection import drop_duplicate_cavs, project
-from pipeline.threads import blas_threads
+from pipeline.threads import blas_threads, current_threads
 from pipeline.validation import InvalidInputError, check_matrix, check_n_features
 
 log = logging.getLogger(__name__)
@@ -203,18 +204,27 @@ class CAVFitter(BaseEstimator):
         rng = np.random.default_rng(self.random_state)
         self.n_features_in_ = Z.shape[1]
 
-        rows, kept, self.dropped_ = [], [], {}
-        # Thousands of small fits: BLAS/OpenMP threads only add overhead (10x on a busy machine).
+        plans, kept, self.dropped_ = [], [], {}
+        for m in range(labels.shape[1]):  # every random draw first, in one fixed order
+            reason = (self._unusable(labels[:, m], fitter.continuous)
+                      or _same_examples(labels, m, kept, names, binary=not fitter.continuous))
+            if reason:
+                log.warning("dropping concept %r: %s", names[m], reason)
+                self.dropped_[names[m]] = reason
+                continue
+            plans.append(self._plan(fitter, labels[:, m], rng))
+            kept.append(m)
+        # Thousands of small fits: BLAS/OpenMP threads only add overhead (10x on a busy machine);
+        # the concepts are shared among threads instead (each fit has its draws: same result for any count)
         with blas_threads(1):
-            for m in tqdm(range(labels.shape[1]), desc="CAVs", disable=not self.progress):
-                reason = (self._unusable(labels[:, m], fitter.continuous)
-                          or _same_examples(labels, m, kept, names, binary=not fitter.continuous))
-                if reason:
-                    log.warning("dropping concept %r: %s", names[m], reason)
-                    self.dropped_[names[m]] = reason
-                    continue
-                rows.append(self._fit_one(fitter, Z, labels[:, m], rng))
-                kept.append(m)
+            fit = lambda m, plan: self._fit_one(fitter, Z, labels[:, m], plan)  # noqa: E731
+            n = min(current_threads(), len(plans))
+            bar = tqdm(total=len(plans), desc="CAVs", disable=not self.progress)
+            with bar, ThreadPoolExecutor(max_workers=max(n, 1)) as pool:
+                rows = []
+                for row in (pool.map(fit, kept, plans) if n > 1 else map(fit, kept, plans)):
+                    rows.append(row)
+                    bar.update()
         if not kept:
             raise InvalidInputError(
                 f"no concept could be fitted; reasons: {self.dropped_}. Provide more positive and negative "
@@ -305,17 +315,25 @@ class CAVFitter(BaseEstimator):
             out.append(fitter.score(w, Zs[tr], ys[tr], Zs[te], ys[te]))
         return float(np.mean(out))
 
-    def _fit_one(self, fitter, Z, y, rng) -> dict:
-        dirs, scores, random_scores = [], [], []
+    def _plan(self, fitter, y, rng) -> list[tuple]:
+        """The random draws of one concept's repeats: (rows, seed, permuted labels) each, in the
+        order the repeats have always drawn them."""
+        plan = []
         for _ in range(int(self.n_repeats)):
             idx = self._draw(y, fitter.continuous, rng)
+            seed = int(rng.integers(2**31 - 1))
+            plan.append((idx, seed, rng.permutation(y[idx])))
+        return plan
+
+    def _fit_one(self, fitter, Z, y, plan) -> dict:
+        dirs, scores, random_scores = [], [], []
+        for idx, seed, permuted in plan:
             Zs, ys = Z[idx].astype(np.float64), y[idx]
             standardize = fitter.standardize if self.standardize is None else bool(self.standardize)
             if standardize:  # w·((z - m) / sd) = (w / sd)·z - const: same rule, scaled direction
                 scale = Zs.std(axis=0)
                 scale[scale == 0] = 1.0
                 Zs = (Zs - Zs.mean(axis=0)) / scale
-            seed = int(rng.integers(2**31 - 1))
             w = np.asarray(fitter.direction(Zs, ys, seed), dtype=np.float64)
             if standardize:
                 w = w / scale
@@ -324,7 +342,7 @@ class CAVFitter(BaseEstimator):
             norm = np.linalg.norm(w)
             dirs.append(w / norm if norm > 0 else w)
             scores.append(self._heldout(fitter, Zs, ys, seed))
-            random_scores.append(self._heldout(fitter, Zs, rng.permutation(ys), seed))
+            random_scores.append(self._heldout(fitter, Zs, permuted, seed))
         dirs = np.stack(dirs)
         mean = dirs.mean(axis=0)
         norm = np.linalg.norm(mean)

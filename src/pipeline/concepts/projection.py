@@ -16,36 +16,66 @@ This module is the one home of the concept maths: ``Z Cᵀ`` (:func:`project`), 
 concept coordinates ``(w, μ Cᵀ, C Σ Cᵀ)`` (:func:`project_mixture`), σ from covariances
 (:func:`mixture_sigma`) and the pairwise ratios behind q (Eq. 6's q itself is
 :func:`pipeline.metrics.concept_explainability_to_noise_ratio`: this module imports nothing
-above ``pipeline.validation``); the trees, the metrics and the pipeline's stages call these instead of writing the formulas again.
+above ``pipeline.threads`` and ``pipeline.validation``); the trees, the metrics and the pipeline's stages call these instead of writing the formulas again.
 """
 
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
 
+from pipeline.threads import limit_threads
 from pipeline.validation import InvalidInputError, check_labels, check_matrix, check_n_features
 
 log = logging.getLogger(__name__)
 
 
-def project(Z, cavs) -> np.ndarray:
-    """Concept coordinates ``Z Cᵀ`` (Eq. 4) for latents Z (n, d) and CAV rows C (M, d); shape (n, M)."""
+#: Rows of float32 latents widened to float64 at a time: 64 x 512 float64 is 256 KB, a block
+#: that stays in the core's L2 cache between the copy and the product. 8,192-row blocks went
+#: through memory twice more (1M x 512 x 20: 2.1 s of CPU on one thread, load 10); per 300k
+#: rows on one thread (load 16): 32 rows 0.22 s, 64 rows 0.21 s, 128 rows 0.25 s, 256 rows 0.30 s.
+PROJECT_BLOCK_ROWS = 64
+
+
+def project(Z, cavs, n_jobs=None) -> np.ndarray:
+    """Concept coordinates ``Z Cᵀ`` (Eq. 4) for latents Z (n, d) and CAV rows C (M, d); shape (n, M).
+
+    float64 products either way. float32 latents are checked as they are (no float64 copy of
+    1M x 512 latents, 4 GB) and widened a cache-sized block of rows at a time; the blocks are
+    shared among ``n_jobs`` threads (scikit-learn convention), each running its products on
+    one BLAS thread. Block boundaries do not depend on the thread count, so neither does the
+    result.
+    """
     C = check_matrix(cavs, "cavs")
-    # float32 latents are checked as they are and widened block by block (a float64 copy of
-    # 1M x 512 latents would be 4 GB); the products are float64 either way
     dtype = np.float32 if getattr(Z, "dtype", None) == np.float32 else np.float64
     Z = check_matrix(Z, "Z", min_rows=0, dtype=dtype)
     check_n_features(Z, C.shape[1], "Z")
     if dtype == np.float64:
         return Z @ C.T
     out = np.empty((Z.shape[0], C.shape[0]))
-    step = max(1, (1 << 22) // max(Z.shape[1], 1))
-    for i in range(0, Z.shape[0], step):
-        out[i:i + step] = Z[i:i + step].astype(np.float64) @ C.T
+    CT = np.ascontiguousarray(C.T)
+    step = PROJECT_BLOCK_ROWS
+    starts = range(0, Z.shape[0], step)
+    with limit_threads(n_jobs, work=Z.size) as n:
+        if n <= 1 or len(starts) < 2 * n:
+            _project_blocks(Z, CT, out, starts, step)
+            return out
+        with limit_threads(1), ThreadPoolExecutor(max_workers=n) as pool:  # numpy releases the GIL
+            parts = [starts[i::n] for i in range(n)]
+            list(pool.map(lambda part: _project_blocks(Z, CT, out, part, step), parts))
     return out
+
+
+def _project_blocks(Z, CT, out, starts, step) -> None:
+    """``out[i:i+step] = float64(Z[i:i+step]) @ CT`` for each i in ``starts``, through one reused buffer."""
+    buf = np.empty((step, Z.shape[1]))
+    for i in starts:
+        block = buf[:min(step, Z.shape[0] - i)]
+        block[...] = Z[i:i + step]
+        np.matmul(block, CT, out=out[i:i + step])
 
 
 def project_mixture(cavs, weights, means, covariances) -> tuple:

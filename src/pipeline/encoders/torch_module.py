@@ -160,7 +160,7 @@ class TorchModuleEncoder(Encoder):
                 t = torch.from_numpy(np.asarray(batch, dtype=np.float32))
             yield t
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def transform(self, X) -> np.ndarray:
         """Pooled activations at ``layer``, shape (n_samples, m) float32."""
         target = self._target()

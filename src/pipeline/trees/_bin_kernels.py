@@ -51,9 +51,8 @@ if AVAILABLE:
         return max(box, 2.0 - top_s - top_r)
 
     @numba.njit(cache=True, nogil=True)
-    def column_scales(X, n_bins):
-        """Per-column ``lo`` and ``scale`` such that ``(x - lo) * scale`` lies in [0, n_bins]
-        (scale 0 for a constant column or a range that overflows)."""
+    def column_range(X):
+        """Per-column (min, max) of X (n >= 1 rows), in one pass over the rows."""
         n, d = X.shape
         lo = np.empty(d)
         hi = np.empty(d)
@@ -65,14 +64,27 @@ if AVAILABLE:
                 v = X[i, j]
                 lo[j] = min(lo[j], v)
                 hi[j] = max(hi[j], v)
-        scale = np.zeros(d)
-        for j in range(d):
+        return lo, hi
+
+    @numba.njit(cache=True, nogil=True)
+    def range_scales(lo, hi, n_bins):
+        """``scale`` per column such that ``(x - lo) * scale`` lies in [0, n_bins] for x in
+        [lo, hi] (0 for a constant column or a range that overflows)."""
+        scale = np.zeros(lo.size)
+        for j in range(lo.size):
             width = hi[j] - lo[j]
             if width > 0 and np.isfinite(width):
                 s = n_bins / width
                 if np.isfinite(s):
                     scale[j] = s
-        return lo, scale
+        return scale
+
+    @numba.njit(cache=True, nogil=True)
+    def column_scales(X, n_bins):
+        """Per-column ``lo`` and ``scale`` such that ``(x - lo) * scale`` lies in [0, n_bins]
+        (scale 0 for a constant column or a range that overflows)."""
+        lo, hi = column_range(X)
+        return lo, range_scales(lo, hi, n_bins)
 
     @numba.njit(parallel=True, cache=True, nogil=True)
     def bin_columns(X, lo, scale, n_bins):

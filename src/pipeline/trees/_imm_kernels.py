@@ -256,6 +256,73 @@ def surrogate_sweep(order, tie_ids, has_ties, table, c_norm2, total, out_cost, o
         out_right[j] = best_r
 
 
+@numba.njit(inline="always")
+def _least_cost(sums, c_norm2, count):
+    """Least surrogate cost ``count |c|^2 - 2 sums[c]`` over the centres c."""
+    lo = np.inf
+    for c in range(sums.size):
+        lo = min(lo, count * c_norm2[c] - 2.0 * sums[c])
+    return lo
+
+
+@numba.njit(cache=True, nogil=True)
+def _bin_bounds_row(row, xrow, ids, table, c_norm2):
+    """(lower, upper) of one feature for :func:`surrogate_bin_bounds` (``row`` its bins)."""
+    m = ids.size
+    k = c_norm2.size
+    n_bins = 256
+    cnt = np.zeros(n_bins, np.int64)
+    S = np.zeros((n_bins, k))
+    F = np.zeros(n_bins)
+    for p in range(m):
+        b = row[xrow[p]]
+        x = ids[p]
+        cnt[b] += 1
+        F[b] += table[x, k]
+        for c in range(k):
+            S[b, c] += table[x, c]
+    total = np.zeros(k)
+    for b in range(n_bins):
+        for c in range(k):
+            total[c] += S[b, c]
+    left = np.zeros(k)
+    right = np.empty(k)
+    n_left = 0
+    lower = np.inf
+    upper = np.inf
+    for b in range(n_bins):
+        if cnt[b] == 0:
+            continue
+        if cnt[b] >= 2:  # cuts inside the bin
+            for c in range(k):
+                right[c] = total[c] - left[c] - S[b, c]
+            inside = _least_cost(left, c_norm2, n_left) + _least_cost(right, c_norm2, m - n_left - cnt[b]) + F[b]
+            lower = min(lower, inside)
+        n_left += cnt[b]
+        for c in range(k):
+            left[c] += S[b, c]
+            right[c] = total[c] - left[c]
+        if n_left < m:
+            cut = _least_cost(left, c_norm2, n_left) + _least_cost(right, c_norm2, m - n_left)
+            upper = min(upper, cut)
+            lower = min(lower, cut)
+    return lower, upper
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def surrogate_bin_bounds(bins, xrow, ids, table, c_norm2, out_lower, out_upper):
+    """Per feature j of a leaf, from per-bin sums (the leaf's points ``ids`` of the sweep's
+    ``table``, in bins ``bins[j, xrow]``, at most 256 bins): ``out_upper[j]`` the least
+    surrogate cost of the cuts between two bins (real cuts, summed in another order: within
+    rounding of their cost), ``out_lower[j]`` a lower bound of the cost of every cut of
+    feature j: at most the former, and for the cuts inside bin b, with
+    ``floor[x] = min_c d_c(x)`` (:func:`sweep_table`),
+    ``min_c left_c(bins < b) + min_c right_c(bins > b) + sum of floor over bin b``
+    (each point of the bin costs at least its floor on either side)."""
+    for j in prange(bins.shape[0]):
+        out_lower[j], out_upper[j] = _bin_bounds_row(bins[j], xrow, ids, table, c_norm2)
+
+
 @numba.njit(cache=True, nogil=True)
 def two_centre_floor(table, rows, c_norm2):
     """(least cost, margin) of the points ``rows`` when each point takes the better of two
@@ -296,3 +363,4 @@ def sweep_table(xc: np.ndarray, c_norm2: np.ndarray) -> np.ndarray:
 
 mistakes_sweep = SizeDispatch(mistakes_sweep, work_arg=1)  # work: the node's orders
 surrogate_sweep = SizeDispatch(surrogate_sweep)
+surrogate_bin_bounds = SizeDispatch(surrogate_bin_bounds, work_arg=0)

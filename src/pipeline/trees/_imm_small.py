@@ -178,12 +178,33 @@ def build_imm_tree_small(X, codes, centers, ratio: bool, priority, feature_names
 
 
 @numba.njit(cache=True, nogil=True)
-def _leaf_cut(X, order, table, c_norm2, total, priority):
-    """Best surrogate cut of one leaf whose per-feature orders are ``order`` (d, m):
-    (feature, position, cost) with feature -1 if there is none, centre left, centre right."""
-    d, m = order.shape
+def _leaf_total(codes, rows, centre, xc, c_norm2):
+    """(splittable, sum of ``xc`` over the rows, the leaf's cost now): a leaf of fewer than 2
+    points or of its centre's cluster only is not split. The rows are summed in index order
+    (as numpy sums ``xc[rows].sum(axis=0)``, and ExKMC 0.0.3 the leaf total)."""
+    k = c_norm2.size
+    total = np.zeros(k)
+    pure = True
+    for r in rows:
+        pure &= codes[r] == centre
+        for c in range(k):
+            total[c] += xc[r, c]
+    before = np.inf
+    for c in range(k):
+        before = min(before, rows.size * c_norm2[c] - 2.0 * total[c])
+    return rows.size >= 2 and not pure, total, before
+
+
+@numba.njit(cache=True, nogil=True)
+def _leaf_cut(X, rows, srt, table, c_norm2, total, priority):
+    """Best surrogate cut of one leaf (``rows``; ``srt[j]`` sorts its feature j):
+    (feature, threshold, cost, centre left, centre right), feature -1 if there is none."""
+    d, m = srt.shape
+    order = np.empty((d, m), np.int64)
     ties = np.zeros((d, m), np.int64)
     for j in range(d):
+        for i in range(m):
+            order[j, i] = rows[srt[j, i]]
         for i in range(1, m):
             ties[j, i] = ties[j, i - 1] + (X[order[j, i], j] != X[order[j, i - 1], j])
     cost = np.empty(d)
@@ -196,23 +217,22 @@ def _leaf_cut(X, order, table, c_norm2, total, priority):
         if np.isfinite(cost[f]) and (j < 0 or cost[f] < cost[j] or (cost[f] == cost[j] and priority[f] < priority[j])):
             j = f
     if j < 0:
-        return -1, -1, np.inf, -1, -1
-    return j, pos[j], cost[j], c_left[j], c_right[j]
+        return -1, np.nan, np.inf, -1, -1
+    return j, X[order[j, pos[j]], j], cost[j], c_left[j], c_right[j]
 
 
 def _best_cut(X, codes, rows, centre, xc, table, c_norm2, priority):
     """``ExKMC._best_surrogate_split`` for a leaf given by its sorted row ids: (gain, feature,
     threshold, centre left, centre right) or None. Columns are sorted by numpy's default
     ``argsort``, as ExKMC 0.0.3 sorts them (see ``ExKMC._best_surrogate_split``)."""
-    if rows.size < 2 or (codes[rows] == centre).all():
+    ok, total, before = _leaf_total(codes, rows, centre, xc, c_norm2)
+    if not ok:
         return None
     srt = X[rows].T.copy().argsort(axis=1)
-    total = xc[rows].sum(axis=0)
-    j, p, best, cl, cr = _leaf_cut(X, rows[srt], table, c_norm2, total, priority)
+    j, t, best, cl, cr = _leaf_cut(X, rows, srt, table, c_norm2, total, priority)
     if j < 0:
         return None
-    before = (rows.size * c_norm2 - 2.0 * total).min()
-    return best - before, j, X[rows[srt[j, p]], j], cl, cr
+    return best - before, j, t, cl, cr
 
 
 def expand_small(X, codes, centers, tree, leaf_center, leaf_of, n_leaves, priority):

@@ -15,7 +15,7 @@ from numbers import Integral
 import numpy as np
 import scipy.sparse as sp
 from sklearn.tree import DecisionTreeClassifier
-from sklearn.utils._param_validation import Interval, RealNotInt
+from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from pipeline.trees._fitting import (
@@ -26,6 +26,9 @@ from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError
 
 _F32_OVERFLOW = 2.0**128  # the float32 "successor" of the largest finite float32
+#: ``builder="auto"`` grows trees on at least this many values (rows x features) with the
+#: presorted builder; below it scikit-learn's (same tree; no numba import for small fits).
+PRESORTED_MIN_ELEMENTS = 1 << 20
 
 
 def float32_exact_threshold(threshold: float) -> float:
@@ -126,21 +129,40 @@ def pull_back_threshold(t: float, center: float, scale: float) -> float:
     return _from_ordered(lo)
 
 
+def _center_scale(lo, hi):
+    """Per-column center and scale mapping dense X with column minima ``lo`` and maxima ``hi``
+    into [-1, 1] (zero-width columns: scale 1)."""
+    center = lo / 2 + hi / 2
+    scale = hi / 2 - lo / 2
+    scale[scale == 0] = 1.0
+    return center, scale
+
+
 def _scale_columns(X):
     """(X - center) / scale per column into [-1, 1]; sparse X is only scaled (zeros stay zeros)."""
-    lo, hi = X.min(axis=0), X.max(axis=0)
     if sp.issparse(X):
-        lo, hi = lo.toarray().ravel(), hi.toarray().ravel()
+        lo, hi = X.min(axis=0).toarray().ravel(), X.max(axis=0).toarray().ravel()
         center, scale = np.zeros(X.shape[1]), np.maximum(np.abs(lo), np.abs(hi))
         scale[scale == 0] = 1.0
         Xs = X.copy()
         Xs.data /= scale[Xs.indices]  # the same division the pulled-back thresholds assume
         return Xs, center, scale
-    center = lo / 2 + hi / 2
-    scale = hi / 2 - lo / 2
-    scale[scale == 0] = 1.0
+    center, scale = _center_scale(X.min(axis=0), X.max(axis=0))
     with np.errstate(over="ignore"):
         return (X - center) / scale, center, scale
+
+
+def _presorted_builder(X, builder: str):
+    """The presorted builder module when it grows this fit, else None (scikit-learn grows it)."""
+    if builder == "sklearn" or sp.issparse(X):
+        return None
+    if builder == "auto" and X.shape[0] * X.shape[1] < PRESORTED_MIN_ELEMENTS:
+        return None
+    try:
+        from pipeline.trees import _cart_best_first
+    except ImportError:  # pragma: no cover - numba missing: scikit-learn's builder grows the same tree
+        return None
+    return _cart_best_first if _cart_best_first.supported(X) else None
 
 
 class CART(ReferenceTree):
@@ -166,13 +188,23 @@ class CART(ReferenceTree):
         Rows of ``y`` with this label are left out of fitting.
     random_state : int, RandomState or None
         Passed to DecisionTreeClassifier (feature permutation for tie-breaking).
+    builder : {"auto", "presorted", "sklearn"}, default="auto"
+        Who grows the tree: scikit-learn's ``DecisionTreeClassifier``, or the presorted builder
+        (:mod:`pipeline.trees._cart_best_first`: each column sorted once, compiled sweeps),
+        which reproduces scikit-learn's tree node for node (features, thresholds, impurities,
+        tie-breaking under ``random_state``) many times faster on large inputs (1M x 20, 10
+        leaves: 14x less CPU, 16x less wall time on a loaded machine). ``"auto"``: presorted
+        from ``PRESORTED_MIN_ELEMENTS`` values (rows x features) on dense X, scikit-learn below
+        it. Sparse X, or numba missing, always falls back to scikit-learn's builder (also
+        under ``"presorted"``).
     n_jobs : int or None
         Threads (scikit-learn convention).
 
     Attributes
     ----------
     estimator_ : DecisionTreeClassifier
-        Fitted on the scaled features.
+        Fitted on the scaled features (by either builder: the presorted one restores the
+        fitted ``tree_`` from its arrays).
     tree_ : ExplanationTree
         Predicts on the original features exactly as ``estimator_`` on the scaled ones.
     classes_ : ndarray of shape (K,)
@@ -184,17 +216,19 @@ class CART(ReferenceTree):
         "n_leaves": [Interval(Integral, 2, None, closed="left"), None],
         "max_depth": [Interval(Integral, 1, None, closed="left"), None],
         "min_samples_leaf": [Interval(Integral, 1, None, closed="left"), Interval(RealNotInt, 0, 1, closed="neither")],
+        "builder": [StrOptions({"auto", "presorted", "sklearn"})],
         **NOISE_CONSTRAINT, **COMMON_CONSTRAINTS,
     }
     _accepts_sparse = True
 
     def __init__(self, n_leaves=None, *, max_depth=None, min_samples_leaf=1, noise_label=None, random_state=None,
-                 n_jobs=None):
+                 builder="auto", n_jobs=None):
         self.n_leaves = n_leaves
         self.max_depth = max_depth
         self.min_samples_leaf = min_samples_leaf
         self.noise_label = noise_label
         self.random_state = random_state
+        self.builder = builder
         self.n_jobs = n_jobs
 
     def fit(self, X, y, feature_names=None):
@@ -213,15 +247,21 @@ class CART(ReferenceTree):
         self
         """
         X, codes, _, names = self._validate_reference(X, y, feature_names)
-        check_not_constant(X)
+        lo, hi = check_not_constant(X)
         k = self.classes_.size
         n_leaves = check_n_leaves(self.n_leaves, k, X.shape[0], at_least=k, why=" (the number of clusters)")
-        Xs, center, scale = _scale_columns(X)
-        self.estimator_ = DecisionTreeClassifier(max_leaf_nodes=n_leaves, max_depth=self.max_depth,
-                                                 min_samples_leaf=self.min_samples_leaf,
-                                                 random_state=self.random_state)
-        with limit_threads(self.n_jobs):
-            self.estimator_.fit(Xs, codes)
+        presorted = _presorted_builder(X, self.builder)
+        settings = dict(max_leaf_nodes=n_leaves, max_depth=self.max_depth, min_samples_leaf=self.min_samples_leaf,
+                        random_state=self.random_state)
+        if presorted is not None:  # the same tree as scikit-learn's, grown on presorted columns
+            center, scale = _center_scale(lo, hi)
+            with limit_threads(self.n_jobs):
+                self.estimator_ = presorted.fit(X, codes, center=center, scale=scale, **settings)
+        else:
+            Xs, center, scale = _scale_columns(X)
+            self.estimator_ = DecisionTreeClassifier(**settings)
+            with limit_threads(self.n_jobs):
+                self.estimator_.fit(Xs, codes)
         tree = tree_from_sklearn(self.estimator_, names,
                                  threshold_map=lambda f, t: pull_back_threshold(t, center[f], scale[f]))
         for leaf in tree.leaves:

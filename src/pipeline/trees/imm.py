@@ -13,11 +13,16 @@
   split the leaf whose best cut most lowers the surrogate k-means cost
   ``sum_leaves min_c sum_{x in leaf} ||x - c||^2`` over the reference centres.
 
-The per-node sweeps are compiled (:mod:`pipeline.trees._imm_kernels`) over per-feature orders
-sorted once at the root (:class:`~pipeline.trees._column_order.ColumnOrder`). Small inputs
-(see :mod:`pipeline.trees._imm_small`) grow the same trees with one compiled call per tree.
-ExKMC's surrogate costs round as ExKMC 0.0.3's do, so cuts of equal cost (common on data with
-repeated values) resolve as in the published code.
+The per-node sweeps are compiled. No column is sorted in full: the mistakes of every cut
+between two value bins follow from per-bin cluster counts, and only the bins whose lower
+bound can reach the node's best cut are sorted and scanned (:mod:`pipeline.trees._imm_bins`;
+columns that crowd into few bins take the sweep over orders sorted once at the root,
+:class:`~pipeline.trees._column_order.ColumnOrder`, :mod:`pipeline.trees._imm_kernels`).
+ExKMC's expansion bounds each leaf's columns from per-bin sums and sorts and sweeps only the
+columns that can hold its best cut. Small inputs (see :mod:`pipeline.trees._imm_small`) grow
+the same trees with one compiled call per tree. ExKMC's surrogate costs round as ExKMC
+0.0.3's do, so cuts of equal cost (common on data with repeated values) resolve as in the
+published code.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
-from pipeline.trees import _imm_kernels as kern, _imm_small
+from pipeline.trees import _bin_kernels, _imm_bins, _imm_kernels as kern, _imm_small
 from pipeline.trees._column_order import ColumnOrder, feature_priority, pick_best
 from pipeline.trees._kernels import parallel_min_work
 from pipeline.trees._fitting import (
@@ -77,35 +82,30 @@ def _has_identical_rows(A: np.ndarray) -> bool:
     return np.unique(A, axis=0).shape[0] < k
 
 
-def build_imm_tree(X, codes, centers, ratio: bool, priority, feature_names=None, verbose=False, root=None):
-    """Grow the IMM (``ratio=False``) or EMN (``ratio=True``) tree.
+def grow_centre_tree(X, codes, centers, ratio: bool, priority, sweep, feature_names=None, verbose=False):
+    """Grow the IMM (``ratio=False``) or EMN (``ratio=True``) tree with ``sweep`` (sorted:
+    :class:`SortedMistakes`, binned: :class:`~pipeline.trees._imm_bins.BinnedMistakes`):
+    ``sweep.root()`` is the root's state, ``sweep.sweep(state, members, cset, local, score,
+    thr)`` scores every feature of a node, ``sweep.children(state, members, kids)`` gives
+    the states of the kids (members, centres) that hold two centres or more.
 
     Returns (tree, leaf_center) with ``leaf_center[leaf] = centre index``.
     """
     n, d = X.shape
     k = centers.shape[0]
     tree = ExplanationTree(d, feature_names)
-    root = ColumnOrder.from_matrix(X) if root is None else root
-    # A node is (orders, node codes): its orders may be its parent's, shared, with the points
-    # outside the node coded k (the sweep skips them); a child is compacted into orders of its
-    # own only once it holds less than half of the orders' points, so the peel-one-centre-off
-    # splits typical of IMM do not rewrite nearly all of the orders at every level.
-    stack = [(0, root, codes, np.arange(k))]
+    stack = [(0, np.arange(n), sweep.root(), np.arange(k))]
     leaf_center: dict[int, int] = {}
     score = np.empty(d)
     thr = np.empty(d)
     with tqdm(total=k - 1, desc="IMM splits" if not ratio else "EMN splits", disable=not verbose) as bar:
         while stack:
-            node, order, node_codes, cset = stack.pop()
+            node, members, state, cset = stack.pop()
             if cset.size == 1:
                 leaf_center[node] = int(cset[0])
                 continue
-            members = order.order[0]
-            if node_codes is not codes:
-                members = members[node_codes[members] < k]
             local = np.bincount(codes[members], minlength=k).astype(np.int64)
-            ties, has = _ties(order)
-            kern.mistakes_sweep(X, order.order, ties, has, node_codes, centers, cset, local, ratio, score, thr)
+            sweep.sweep(state, members, cset, local, score, thr)
             j, _, best = pick_best(score, np.zeros(d, dtype=np.int64), priority)
             if j < 0:  # cannot happen for distinct centres; never loop on it
                 raise InvalidInputError(f"no coordinate cut separates the centres {cset.tolist()}.")
@@ -113,33 +113,86 @@ def build_imm_tree(X, codes, centers, ratio: bool, priority, feature_names=None,
             left, right = tree.split(node, j, t)
             logger.debug("node %d: x[%d] <= %.6g, score %.6g", node, j, t, best)
             c_left = centers[cset, j] <= t
-            n_c_left = int(c_left.sum())
             x_left = X[members, j] <= t
             ok_left = centers[codes[members], j] <= t
-            # a child with one centre is a leaf: its points are never needed
-            kids = [(members[x_left & ok_left], 1, cset[c_left]), (members[~x_left & ~ok_left], 0, cset[~c_left])]
-            side = None
-            out: dict[int, tuple] = {}
-            for kid_members, tag, kid_centres in kids:
-                if kid_centres.size < 2:
-                    out[tag] = (None, None)
-                elif 2 * kid_members.size >= order.n_points:  # share the orders
-                    kid_codes = np.full(n, k, dtype=codes.dtype)
-                    kid_codes[kid_members] = codes[kid_members]
-                    out[tag] = (order, kid_codes)
-                else:
-                    if side is None:
-                        side = np.full(n, -1, dtype=np.int8)
-                    side[kid_members] = tag
-            if side is not None:
-                lo, ro = order.partition(side)
-                for tag, kid_order in ((1, lo), (0, ro)):
-                    if tag not in out:
-                        out[tag] = (kid_order, codes)
-            stack.append((right,) + out[0] + (cset[~c_left],))
-            stack.append((left,) + out[1] + (cset[c_left],))
+            # points on the other side than their centre leave; a kid with one centre is a leaf
+            kids = [(members[x_left & ok_left], cset[c_left]), (members[~x_left & ~ok_left], cset[~c_left])]
+            states = sweep.children(state, members, kids)
+            stack.append((right, kids[1][0], states[1], kids[1][1]))
+            stack.append((left, kids[0][0], states[0], kids[0][1]))
             bar.update(1)
     return tree, leaf_center
+
+
+class SortedMistakes:
+    """The mistakes sweep on per-feature orders sorted once at the root
+    (:class:`ColumnOrder`), for :func:`grow_centre_tree`. A node's state is (orders, codes):
+    its orders may be its parent's, shared, with the points outside the node coded k (the
+    sweep skips them); a child is compacted into orders of its own only once it holds less
+    than half of the orders' points, so the peel-one-centre-off splits typical of IMM do not
+    rewrite nearly all of the orders at every level."""
+
+    def __init__(self, X, codes, centers, ratio: bool, root: ColumnOrder | None = None):
+        self.X, self.codes, self.centers, self.ratio = X, codes, centers, ratio
+        self.order = ColumnOrder.from_matrix(X) if root is None else root
+
+    def root(self):
+        return self.order, self.codes
+
+    def sweep(self, state, members, cset, local, score, thr):
+        order, node_codes = state
+        ties, has = _ties(order)
+        kern.mistakes_sweep(self.X, order.order, ties, has, node_codes, self.centers, cset, local, self.ratio, score,
+                            thr)
+
+    def children(self, state, members, kids):
+        order, _ = state
+        n, k, codes = self.X.shape[0], self.centers.shape[0], self.codes
+        side = None
+        out: list = [None, None]
+        for tag, (kid_members, kid_centres) in enumerate(kids):
+            if kid_centres.size < 2:
+                continue
+            if 2 * kid_members.size >= order.n_points:  # share the orders
+                kid_codes = np.full(n, k, dtype=codes.dtype)
+                kid_codes[kid_members] = codes[kid_members]
+                out[tag] = (order, kid_codes)
+            else:
+                if side is None:
+                    side = np.full(n, -1, dtype=np.int8)
+                side[kid_members] = 1 - tag  # partition's side: 1 left, 0 right
+        if side is not None:
+            for tag, kid_order in enumerate(order.partition(side)):
+                if out[tag] is None and kids[tag][1].size >= 2:
+                    out[tag] = (kid_order, codes)
+        return out
+
+
+def build_imm_tree(X, codes, centers, ratio: bool, priority, feature_names=None, verbose=False, root=None):
+    """The IMM / EMN tree on sorted columns (``root``: the orders of X, if sorted already)."""
+    return grow_centre_tree(X, codes, centers, ratio, priority, SortedMistakes(X, codes, centers, ratio, root),
+                            feature_names, verbose)
+
+
+def build_imm_tree_binned(X, codes, centers, ratio: bool, priority, feature_names=None, verbose=False,
+                          extremes=None, n_bins: int = _imm_bins.N_BINS):
+    """The IMM / EMN tree on binned columns (:class:`~pipeline.trees._imm_bins.BinnedMistakes`:
+    ``extremes`` the columns' (min, max) if known, ``n_bins`` 2 to 256); the same tree as
+    :func:`build_imm_tree`. None when the columns do not suit equal-width bins."""
+    sweep = _imm_bins.BinnedMistakes(X, codes, centers, ratio, extremes, n_bins)
+    if not sweep.suited:
+        return None
+    return grow_centre_tree(X, codes, centers, ratio, priority, sweep, feature_names, verbose)
+
+
+def grow_imm_tree(X, codes, centers, ratio: bool, priority, feature_names=None, verbose=False, extremes=None):
+    """The IMM / EMN tree of the general path: (tree, leaf_center, bins) on binned columns (see
+    :func:`build_imm_tree_binned`; ``bins`` the columns' bin indices), or, where the columns do
+    not suit equal-width bins, on sorted columns (:func:`build_imm_tree`; ``bins`` None)."""
+    sweep = _imm_bins.BinnedMistakes(X, codes, centers, ratio, extremes)
+    if not sweep.suited:
+        return build_imm_tree(X, codes, centers, ratio, priority, feature_names, verbose) + (None,)
+    return grow_centre_tree(X, codes, centers, ratio, priority, sweep, feature_names, verbose) + (sweep.bins,)
 
 
 def _warn_stopped(reached: int, n_leaves: int, stacklevel: int) -> None:
@@ -167,24 +220,24 @@ class _CentreTree(ReferenceTree):
         codes = codes.astype(np.int8 if classes.size < 128 else np.int16 if classes.size < 32768 else np.int32)
         return X, codes, classes, centers, feature_names
 
-    def _scaled(self, X, codes, centers, sort: bool):
-        """(X, centres, scale, root orders or None) for the power-of-two scale of
-        :func:`power_of_two_scale`. With ``sort`` the orders come first and their end points
-        give ``max |X|`` without two more passes over X; a (rare) rescaled X is sorted again,
-        since scaling may flush tiny values to zero and tie them."""
-        if sort:
-            root = ColumnOrder.from_matrix(X)
-            cols = np.arange(X.shape[1])
-            scale = power_of_two_scale(X[root.order[:, [0, -1]], cols[:, None]] if X.size else X)
+    def _scaled(self, X, codes, centers, small: bool, extremes=None):
+        """(X, centres, scale, extremes) for the power-of-two scale of
+        :func:`power_of_two_scale`. On the general path (not ``small``) the columns' (min,
+        max), given or found in one pass, give ``max |X|`` and come back (scaled with X) for
+        the binned sweep; on small inputs extremes is None."""
+        if small:
+            scale = power_of_two_scale(X)
         else:
-            root, scale = None, power_of_two_scale(X)
+            lo, hi = extremes if extremes is not None else _bin_kernels.column_range(X)
+            scale = power_of_two_scale(np.stack([lo, hi]))
         if scale != 1.0:
             X = X / scale
             centers = None if centers is None else check_matrix(centers, "centers") / scale
-            root = ColumnOrder.from_matrix(X) if sort else None
+        if not small:  # division by a power of two is monotone: the extremes of X / scale
+            extremes = (lo, hi) if scale == 1.0 else (lo / scale, hi / scale)
         centers = reference_centers(X, codes, self.classes_.size, centers)
         self.centers_ = centers * scale
-        return X, centers, scale, root
+        return X, centers, scale, None if small else extremes
 
     def _label(self, tree, leaf_center, scale, shift=None):
         labels = self._leaf_labels()
@@ -213,13 +266,13 @@ class _CentreTree(ReferenceTree):
         priority = feature_priority(X.shape[1], self.random_state)
         with limit_threads(self.n_jobs, work=X.size):
             small = self._is_small(X)
-            X, centers, scale, root = self._scaled(X, codes, centers, sort=not small)
+            X, centers, scale, extremes = self._scaled(X, codes, centers, small)
             if small:
                 tree, leaf_center, _ = _imm_small.build_imm_tree_small(X, codes, centers, self._ratio, priority,
                                                                        feature_names)
             else:
-                tree, leaf_center = build_imm_tree(X, codes, centers, self._ratio, priority, feature_names,
-                                                   self.verbose, root)
+                tree, leaf_center, _ = grow_imm_tree(X, codes, centers, self._ratio, priority, feature_names,
+                                                     self.verbose, extremes)
         return self._label(tree, leaf_center, scale)
 
     def _is_small(self, X) -> bool:
@@ -280,16 +333,18 @@ class ExKMC(_CentreTree):
     def fit(self, X, y, feature_names=None, centers=None):
         """Fit to X (n_samples, n_features) and reference labels y; see :meth:`IMM.fit`."""
         X, codes, classes, centers, feature_names = self._prepare(X, y, centers, feature_names)
+        extremes = _bin_kernels.column_range(X)  # one pass for the checks below and the binned sweep
         check_magnitude_outliers(X, "ExKMC", "one such point drags its cluster's centre and dominates the "
-                                 "k-means cost that grows the extra leaves")
+                                 "k-means cost that grows the extra leaves", extremes=extremes)
         k = classes.size
         n_leaves = check_n_leaves(self.n_leaves, k, X.shape[0], at_least=k,
                                   why=" (the number of reference clusters)")
         priority = feature_priority(X.shape[1], self.random_state)
-        X, centers, shift = far_from_origin(X, centers)
+        X, centers, shift = far_from_origin(X, centers, extremes)
         with limit_threads(self.n_jobs, work=X.size * k):  # the expansion's product X @ centers.T
             small = self._is_small(X)
-            X, centers, scale, root = self._scaled(X, codes, centers, sort=not small)
+            known = extremes if shift is None else None  # a shifted X has other extremes
+            X, centers, scale, extremes = self._scaled(X, codes, centers, small, known)
             if small:
                 tree, leaf_center, leaf_of = _imm_small.build_imm_tree_small(X, codes, centers, False, priority,
                                                                              feature_names)
@@ -297,16 +352,16 @@ class ExKMC(_CentreTree):
                                                                 n_leaves, priority):
                     _warn_stopped(tree.n_leaves, n_leaves, stacklevel=3)
             else:
-                tree, leaf_center = build_imm_tree(X, codes, centers, False, priority, feature_names, self.verbose,
-                                                   root)
+                tree, leaf_center, bins = grow_imm_tree(X, codes, centers, False, priority, feature_names,
+                                                        self.verbose, extremes)
                 if n_leaves > k:
-                    self._expand(X, codes, centers, tree, leaf_center, root, n_leaves, priority)
+                    self._expand(X, codes, centers, tree, leaf_center, n_leaves, priority, bins)
         self._label(tree, leaf_center, scale, shift)
         if shift is not None:
             self.centers_ = self.centers_ + shift
         return self
 
-    def _expand(self, X, codes, centers, tree, leaf_center, root, n_leaves, priority):
+    def _expand(self, X, codes, centers, tree, leaf_center, n_leaves, priority, bins=None):
         n, d = X.shape
         xc = X @ centers.T  # the products (and |c|^2 below) as ExKMC 0.0.3 computes them: see surrogate_sweep
         c_norm2 = np.linalg.norm(centers, axis=1) ** 2
@@ -317,14 +372,15 @@ class ExKMC(_CentreTree):
         group = index[leaf_of]
         # Renumber the points leaf by leaf (ids ascending within a leaf, so every sum keeps its
         # order): the rows of a leaf, and later of its children, are one block of the sweep's
-        # table, a cache-sized one. ``perm[new id]`` is the row of X.
+        # table, a cache-sized one. ``perm[new id]`` is the row of X. A leaf's columns are
+        # sorted only when its split is needed, and with ``bins`` (the columns' bin indices)
+        # only the columns whose bound can reach its best cut (see _best_surrogate_split).
         perm = np.argsort(group, kind="stable")
-        rank = np.empty(n, dtype=np.int64)
-        rank[perm] = np.arange(n)
         xc, codes = xc[perm], codes[perm]
         table = kern.sweep_table(xc, c_norm2)
-        leaves = {int(leaf): {"order": o}
-                  for leaf, o in zip(leaf_ids, root.groups(group, leaf_ids.size, relabel=rank))}
+        ends = np.cumsum(np.bincount(group, minlength=leaf_ids.size))
+        leaves = {int(leaf): {"rows": np.arange(end - size, end)}
+                  for leaf, end, size in zip(leaf_ids, ends, np.diff(ends, prepend=0))}
         for _ in tqdm(range(n_leaves - tree.n_leaves), desc="ExKMC expansion", disable=not self.verbose):
             # The leaf with the least gain (first in line on ties) is split. A leaf's split is
             # found only when a lower bound of its gain (two_centre_floor) makes it a contender:
@@ -337,7 +393,7 @@ class ExKMC(_CentreTree):
                         key = None if info["split"] is None else info["split"][0]
                     else:
                         if "bound" not in info:
-                            info["sums"] = self._leaf_sums(codes, info["order"], leaf_center[leaf], xc, c_norm2)
+                            info["sums"] = self._leaf_sums(codes, info["rows"], leaf_center[leaf], xc, c_norm2)
                             info["bound"] = self._surrogate_bound(info["sums"], table, c_norm2)
                         key = info["bound"]
                     if key is not None and (best_key is None or key < best_key):
@@ -345,28 +401,25 @@ class ExKMC(_CentreTree):
                 if best_leaf is None or "split" in leaves[best_leaf]:
                     break
                 info = leaves[best_leaf]
-                info["split"] = self._best_surrogate_split(X, perm, info["order"], info["sums"], table, c_norm2,
-                                                           priority)
+                info["split"] = self._best_surrogate_split(X, perm, bins, info["sums"], table, c_norm2, priority)
             if best_leaf is None:
                 _warn_stopped(tree.n_leaves, n_leaves, stacklevel=4)
                 break
-            _, j, p, c_left, c_right = leaves[best_leaf]["split"]
-            order = leaves.pop(best_leaf)["order"]
-            left, right = tree.split(best_leaf, j, X[perm[order.order[j, p]], j])
-            lo, ro = order.split(j, p, n)
+            _, j, t, c_left, c_right = leaves[best_leaf]["split"]
+            rows = leaves.pop(best_leaf)["rows"]
+            left, right = tree.split(best_leaf, j, t)
+            go_left = X[perm[rows], j] <= t
             del leaf_center[best_leaf]
             leaf_center[left], leaf_center[right] = c_left, c_right
-            leaves[left], leaves[right] = {"order": lo}, {"order": ro}
+            leaves[left], leaves[right] = {"rows": rows[go_left]}, {"rows": rows[~go_left]}
 
     @staticmethod
-    def _leaf_sums(codes, order, center, xc, c_norm2):
-        """(rows ascending, their sum of ``xc``, the leaf's cost now) of a leaf, or None if it
-        cannot be split (fewer than 2 points, or only its centre's cluster). The rows are summed
-        in index order, as ExKMC 0.0.3 sums the leaf total."""
-        members = order.order[0]
-        if members.size < 2 or np.all(codes[members] == center):
+    def _leaf_sums(codes, rows, center, xc, c_norm2):
+        """(rows, their sum of ``xc``, the leaf's cost now) of a leaf (``rows``: its ids,
+        ascending), or None if it cannot be split (fewer than 2 points, or only its centre's
+        cluster). The rows are summed in index order, as ExKMC 0.0.3 sums the leaf total."""
+        if rows.size < 2 or np.all(codes[rows] == center):
             return None
-        rows = np.sort(members)
         total = xc[rows].sum(axis=0)
         return rows, total, np.min(rows.size * c_norm2 - 2.0 * total)
 
@@ -382,44 +435,56 @@ class ExKMC(_CentreTree):
         return least - margin - before
 
     @staticmethod
-    def _best_surrogate_split(X, perm, order, sums, table, c_norm2, priority):
-        """(gain, feature, position, centre_left, centre_right) of a leaf's best cut, or None.
+    def _best_surrogate_split(X, perm, bins, sums, table, c_norm2, priority):
+        """(gain, feature, threshold, centre_left, centre_right) of a leaf's best cut, or None.
 
-        ``order`` holds renumbered points (``table`` follows that numbering; ``perm[new id]`` is
-        the row of X); ``sums`` from :meth:`_leaf_sums` (None: the leaf cannot be split).
+        ``table`` follows the renumbered points (``perm[new id]`` is the row of X); ``sums``
+        from :meth:`_leaf_sums` (None: the leaf cannot be split). With ``bins`` (the columns'
+        bin indices, (d, n) by row of X) only the columns whose lower bound from per-bin sums
+        (:func:`~pipeline.trees._imm_kernels.surrogate_bin_bounds`) can reach the best cut
+        between bins, plus a margin far above rounding, are sorted and swept; every cut of
+        the others costs more than that real cut, so they can neither win nor tie.
 
         The costs are summed in the order ExKMC 0.0.3 sums them (rows in index order for the
-        leaf total; along numpy's default ``argsort`` of each column when values repeat), so a
-        near-tie between cuts (several cuts of zero gain, common on data with repeated values
-        such as iris) resolves as it does there.
+        leaf total; along numpy's default ``argsort`` of each column, which only differs from
+        any other sort where values repeat), so a near-tie between cuts (several cuts of zero
+        gain, common on data with repeated values such as iris) resolves as it does there.
         """
         if sums is None:
             return None
         rows, total, before = sums
-        d = order.n_features
-        cost, pos = np.empty(d), np.empty(d, dtype=np.int64)
-        c_left, c_right = np.empty(d, dtype=np.int64), np.empty(d, dtype=np.int64)
-        sweep_order, (ties, has) = order.order, _ties(order)
-        if has:
-            srt, ties = _reference_order(X, perm[rows])
-            sweep_order = rows[srt].astype(order.order.dtype, copy=False)
-        kern.surrogate_sweep(sweep_order, ties, has, table, c_norm2, total, cost, pos, c_left, c_right)
+        xrow = perm[rows]
+        d = X.shape[1]
+        cols = np.arange(d)
+        if bins is not None:
+            lower, upper = np.empty(d), np.empty(d)
+            kern.surrogate_bin_bounds(bins, xrow, rows, table, c_norm2, lower, upper)
+            margin = 4e-9 * (rows.size * c_norm2.max() + 2.0 * np.abs(table[rows, :c_norm2.size]).sum() + 1.0)
+            cols = np.flatnonzero(lower <= upper.min() + margin)
+        srt, ties = _reference_order(X, xrow, cols)
+        order = rows[srt]
+        m = cols.size
+        cost, pos = np.full(d, np.inf), np.zeros(d, dtype=np.int64)
+        c_cost, c_pos = np.empty(m), np.empty(m, dtype=np.int64)
+        c_left, c_right = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
+        kern.surrogate_sweep(order, ties, True, table, c_norm2, total, c_cost, c_pos, c_left, c_right)
+        cost[cols], pos[cols] = c_cost, c_pos
         j, p, best = pick_best(cost, pos, priority)
         if j < 0:
             return None
-        # p ends a run of equal values, so it is the same position in ``order`` (sorted by value too)
-        return best - before, j, p, int(c_left[j]), int(c_right[j])
+        i = int(np.searchsorted(cols, j))
+        return best - before, j, X[perm[order[i, p]], j], int(c_left[i]), int(c_right[i])
 
 
-def _reference_order(X, rows):
-    """Per-feature orders (indices into ``rows``) of the points ``rows`` (ascending ids) as
+def _reference_order(X, rows, cols):
+    """Orders (indices into ``rows``) of the points ``rows`` along the columns ``cols`` as
     ExKMC 0.0.3 sorts them: numpy's default (not stable) ``argsort`` of each column, and their
     tie ids.
 
     Only the order within runs of equal values differs from the stable order; it decides how
     the running sums of tied points round, hence which of several equal-cost cuts wins.
     """
-    XT = np.ascontiguousarray(X[rows].T)
+    XT = np.ascontiguousarray(X[np.ix_(rows, cols)].T)
     srt = np.argsort(XT, axis=1)
     values = np.take_along_axis(XT, srt, axis=1)
     tie_ids = np.zeros(XT.shape, dtype=np.int32)

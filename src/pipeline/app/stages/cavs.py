@@ -153,7 +153,7 @@ def select_for_reference(cfg: dict, concepts: ConceptsArtifact, cluster: Cluster
     if cluster.means is not None and cluster.covariances is not None:
         mu, sigma = concept_mixture(C, cluster.means, cluster.covariances, concept_names=names)
     else:
-        mu, sigma = pooled_concept_sigma(project(np.asarray(Z, dtype=np.float64), C), cluster.labels)
+        mu, sigma = pooled_concept_sigma(project(Z, C), cluster.labels)  # float32 Z: no float64 copy
     res = select_concepts(mu, sigma, int(params["select"]), names=names, tol=float(params.get("select_tol", 0.0)))
     log.info("concept selection: %s (q %.3f of %.3f with all %d concepts)", res.names, res.q_selected, res.q_all,
              len(names))

@@ -41,7 +41,9 @@ def _config(cfg: dict) -> dict:
     return {"concepts": {**node, "params": params}, "cav": cfg["cav"], "seed": cfg["seed"]}
 
 
-def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact) -> ConceptsArtifact:
+def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, latents=None) -> ConceptsArtifact:
+    """``latents(cfg, dataset, encode, examples) -> (examples, their latents)`` (default: the
+    examples and :func:`pipeline.app.stages.cavs.example_latents`); the chunked run passes its own."""
     if not enabled(cfg):
         return ConceptsArtifact()
     from pipeline.app.stages.cavs import example_latents, fit_cavs  # concept code only for concept runs
@@ -54,7 +56,9 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact) -> ConceptsA
                "data_dir": cfg["paths"].get("data_dir"), "Z": encode.Z, "encode": encode, "cfg": cfg}
     got = call(factory(node, "concepts"), "concepts", offered=offered)
     if isinstance(got, ConceptExamples):
-        out = fit_cavs(cfg, got, example_latents(cfg, dataset, encode.Z, got, encode))
+        got, Zex = (latents(cfg, dataset, encode, got) if latents is not None
+                    else (got, example_latents(cfg, dataset, encode.Z, got, encode)))
+        out = fit_cavs(cfg, got, Zex)
     elif isinstance(got, dict):
         try:
             out = ConceptsArtifact.from_record(got)

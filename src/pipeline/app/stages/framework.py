@@ -38,12 +38,16 @@ class RunContext:
         Record a failing explainer row as an error row instead of stopping (studies).
     errors : dict
         Explainer row -> error message of the rows that failed with ``keep_going``.
+    resources : dict
+        What stages share beyond artifacts: ``key`` (the cache key of the stage being computed,
+        which names its chunked outputs) and ``compute`` (a chunked run's backend).
     """
 
     cache: StageCache
     out_dir: Path
     keep_going: bool = False
     errors: dict = field(default_factory=dict)
+    resources: dict = field(default_factory=dict)  # shared by a run's stages (the compute backend, the stage key)
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,9 @@ class Stage:
     artifact : type
         Its artifact type (a frozen dataclass of :mod:`pipeline.app.artifacts`); a cached stage
         stores ``to_record()`` and reads back ``artifact.from_record``.
+    verify : callable (artifact) -> None, optional
+        Checks what a cached artifact refers to outside its entry (a chunked stage's shards);
+        raises :class:`pipeline.app.cache.CorruptArtifactError` to have the entry recomputed.
     """
 
     name: str
@@ -87,6 +94,7 @@ class Stage:
     context: bool = False
     output_key: Callable[[str, Artifact], str] | None = None
     artifact: type[Artifact] = Artifact
+    verify: Callable[[Artifact], None] | None = None
 
     def key(self, cfg: dict, done: dict[str, StageOutput]) -> str:
         # paths under the configured roots enter the key relative to them: moving models/, the data
@@ -102,10 +110,12 @@ def execute(stage: Stage, cfg: dict, cache: StageCache | RunContext, done: dict[
     inputs = {i: done[i].artifact for i in stage.inputs}
     if stage.context:
         inputs["ctx"] = ctx
+        ctx.resources["key"] = key
     if not stage.cached:
         out = stage.compute(cfg, **inputs)
         return StageOutput(stage.output_key(key, out) if stage.output_key else key, out)
-    record = ctx.cache.get_or_compute(stage.store or stage.name, key, lambda: _record(stage, cfg, inputs))
+    check = None if stage.verify is None else (lambda record: stage.verify(stage.artifact.from_record(record)))
+    record = ctx.cache.get_or_compute(stage.store or stage.name, key, lambda: _record(stage, cfg, inputs), check)
     return StageOutput(key, stage.artifact.from_record(record))
 
 
