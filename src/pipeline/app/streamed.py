@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -34,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.app.artifacts import AssignArtifact, FitArtifact, StreamClusterArtifact, StreamEvaluateArtifact
+from pipeline.app.cache import file_digest
 from pipeline.app.data.chunked import ChunkedArray, open_chunked
 from pipeline.concepts.projection import project
 from pipeline.streaming import (Contingency, ExactSums, Moments, chunk_moments, merge_moments, stratified_sample,
@@ -47,14 +47,6 @@ DEFAULT_GMM_SAMPLE = 200_000
 
 
 # ------------------------------------------------------------------ chunked artifacts
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def write_shard(folder: str, index: int, arrays: dict) -> dict:
     """Write ``arrays`` (name -> array) as ``<name>/<index>.npy`` under ``folder``, each file
     atomically (a temporary name, then rename); returns name -> (file, rows, sha256)."""
@@ -67,7 +59,7 @@ def write_shard(folder: str, index: int, arrays: dict) -> dict:
         with open(tmp, "wb") as fh:
             np.save(fh, np.ascontiguousarray(arr))
         os.replace(tmp, final)
-        out[name] = (final.name, int(arr.shape[0]), _sha256(final))
+        out[name] = (final.name, int(arr.shape[0]), file_digest(final))
     return out
 
 
@@ -98,7 +90,7 @@ class Shards:
         if self.root.exists():
             shutil.rmtree(self.root)
         os.replace(self.tmp, self.root)
-        return _sha256(self.root / "manifest.json")
+        return file_digest(self.root / "manifest.json")
 
     def discard(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -121,12 +113,12 @@ def verify_shards(root, manifest_sha256: str) -> None:
 
     root = Path(root)
     manifest = root / "manifest.json"
-    if not manifest.is_file() or _sha256(manifest) != manifest_sha256:
+    if not manifest.is_file() or file_digest(manifest) != manifest_sha256:
         raise CorruptArtifactError(f"{manifest} is missing or changed since it was written")
     for name, entries in json.loads(manifest.read_text()).items():
         for e in entries:
             path = root / name / e["file"]
-            if not path.is_file() or _sha256(path) != e["sha256"]:
+            if not path.is_file() or file_digest(path) != e["sha256"]:
                 raise CorruptArtifactError(f"shard {path} is missing or changed since it was written (sha256 differs "
                                            f"from {manifest})")
 

@@ -10,7 +10,6 @@ config key and says how to get the data by hand.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import shutil
 import tempfile
@@ -18,17 +17,15 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+from pipeline.app.cache import file_digest
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
 
-def sha256(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+def sha256(path: Path) -> str:
+    """Hex sha256 of a downloaded file (:func:`pipeline.app.cache.file_digest`)."""
+    return file_digest(path, "sha256")
 
 
 def missing_files(manifest: dict, root: Path) -> list[str]:
