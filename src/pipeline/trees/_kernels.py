@@ -25,6 +25,7 @@ except ImportError:  # pragma: no cover
 
 _SLACK = 1.0 + 1e-9  # prefilter margin, far above float rounding; exact scores decide
 _GRAPH_LANES = 32  # feature rows sharing one pass over the edge list in graph_sweep (SIMD lanes)
+_SCAN_CHUNK = 256  # positions per prefilter chunk of graph_sweep's integer scan
 
 if AVAILABLE:
 
@@ -263,42 +264,68 @@ if AVAILABLE:
         return (best if best_p >= 0 else np.inf), best_p
 
     @numba.njit(cache=True, nogil=True, inline="always")
-    def _graph_scan_exact(row_local, r, tie_row, has_ties, count, stats, inner_total, off_total, vol_total, n_positive,
-                          bound):
-        """:func:`_graph_scan` for integer weights whose degree total is below 2**31: the cut
-        terms stay int64 (products exact), so fewer conversions and no float adds per position;
-        the scores computed are the same floats."""
+    def _graph_scan_exact(row_local, r, tie_row, has_ties, count, stats, inner_total, off_total, vol_total, bound,
+                          cut_s_buf, cut_r_buf, vol_buf, keep_buf):
+        """:func:`_graph_scan` for integer weights whose degree total is below 2**31, chunk by
+        chunk of ``_SCAN_CHUNK`` positions: the running sums (int64, exact) go to the buffers,
+        then a branch-free prefilter over the chunk (SIMD) marks the positions that may beat the
+        best score so far, and only those are scored (the same divisions as the float scan, so
+        the same scores). ``count`` and ``stats`` are flat: ``count[x * _GRAPH_LANES + r]``,
+        ``stats[4 * x + k]``.
+
+        The prefilter skips a position when ``cut_s * vol_r + cut_r * vol_s > t * vol_s * vol_r``
+        in float64, with ``t = _SLACK * best`` and best taken at the start of the chunk (it only
+        falls within the chunk, so a larger t skips less). Every term is a non-negative integer
+        below 2**53 (exact in float64), so the two products and the sum are within 3 roundings
+        (a relative 4e-16) of their real values, far inside the 1e-9 slack: a skipped position's
+        score is above best and could not have been chosen."""
         m = row_local.size
         cut_r_base = np.int64(off_total) - 2 * np.int64(inner_total)
         vol_total_i = np.int64(vol_total)
+        vol_total_f = float(vol_total_i)
         w_in_s = np.int64(0)
         vol_s = np.int64(0)
         off_s = np.int64(0)
         inner_s = np.int64(0)
         best = bound
-        thr = _SLACK * best
         best_p = -1
-        for p in range(m - 1):
-            x = row_local[p]
-            w_in_s += count[x, r]
-            vol_s += stats[x, 0]
-            off_s += stats[x, 1]
-            inner_s += stats[x, 2]
-            if has_ties and tie_row[p] == tie_row[p + 1]:
+        lane = np.uint64(r)
+        for c0 in range(0, m - 1, _SCAN_CHUNK):
+            n = min(_SCAN_CHUNK, m - 1 - c0)
+            for i in range(n):  # the running sums: the only serial part
+                x = np.uint64(row_local[c0 + i])
+                w_in_s += count[x * np.uint64(_GRAPH_LANES) + lane]
+                at = x * np.uint64(4)
+                vol_s += stats[at]
+                off_s += stats[at + np.uint64(1)]
+                inner_s += stats[at + np.uint64(2)]
+                cut_s_buf[i] = off_s - 2 * w_in_s
+                cut_r_buf[i] = cut_r_base - off_s + 2 * (inner_s - w_in_s)
+                vol_buf[i] = vol_s
+            thr = _SLACK * best
+            n_keep = 0
+            for i in range(n):  # branch-free: vectorises
+                v = float(vol_buf[i])
+                vr = vol_total_f - v
+                keep = (v <= 0.0) | (vr <= 0.0) | (float(cut_s_buf[i]) * vr + float(cut_r_buf[i]) * v <= thr * (v * vr))
+                keep_buf[i] = keep
+                n_keep += keep
+            if n_keep == 0:
                 continue
-            cut_s = off_s - 2 * w_in_s
-            cut_r = cut_r_base - off_s + 2 * (inner_s - w_in_s)
-            vol_r = vol_total_i - vol_s
-            if vol_s > 0 and vol_r > 0:
-                if float(cut_s * vol_r + cut_r * vol_s) > thr * float(vol_s * vol_r):
-                    continue  # cannot beat the best: skip the divisions
-            a = float(cut_s) / float(vol_s) if vol_s > 0 else 0.0
-            b = float(cut_r) / float(vol_r) if vol_r > 0 else 0.0
-            score = a + b
-            if score < best:
-                best = score
-                thr = _SLACK * best
-                best_p = p
+            for i in range(n):
+                if not keep_buf[i]:
+                    continue
+                p = c0 + i
+                if has_ties and tie_row[p] == tie_row[p + 1]:
+                    continue
+                vs = vol_buf[i]
+                vr = vol_total_i - vs
+                a = float(cut_s_buf[i]) / float(vs) if vs > 0 else 0.0
+                b = float(cut_r_buf[i]) / float(vr) if vr > 0 else 0.0
+                score = a + b
+                if score < best:
+                    best = score
+                    best_p = p
         return (best if best_p >= 0 else np.inf), best_p
 
     @numba.njit(parallel=True, cache=True, nogil=True)
@@ -317,13 +344,15 @@ if AVAILABLE:
         dtype: a small integer type when the weights are integers (exact); ``exact`` says the
         weights are integers with a degree total below 2**31 (integer scan).
 
-        ``out_score[j]`` is row j's best score, or inf when it cannot beat (or tie) the best of
-        an earlier row of its group: the minimum and every row attaining it stay exact, which
-        is all :func:`~pipeline.trees._column_order.pick_best` reads.
+        ``out_score[j]`` is row j's best score, or inf when it cannot beat (or tie) the best
+        score found so far in any row (shared by the groups, as the clique sweeps' limit): the
+        minimum and every row attaining it stay exact, which is all
+        :func:`~pipeline.trees._column_order.pick_best` reads.
         """
         d, m = order.shape
         n_edges = edge_a.size
         empty = np.empty(0, tie_ids.dtype)
+        lanes = np.uint64(_GRAPH_LANES)
         # the edge list in local ids, grouped by first endpoint (stable); internal degrees
         ptr = np.zeros(m + 1, np.int64)
         stats[:, 2] = 0
@@ -344,48 +373,57 @@ if AVAILABLE:
             nbr[k] = local[edge_b[e]]
             wts[k] = edge_w[e]
             fill[la] = k + 1
+        flat_stats = stats.ravel()
+        limit = np.full(1, np.inf)  # the best score so far in any row (a real cut's score: any value is safe)
         for jg in prange((d + _GRAPH_LANES - 1) // _GRAPH_LANES):
             j0 = _GRAPH_LANES * jg
             rows = min(_GRAPH_LANES, d - j0)
-            pos = np.empty((m, _GRAPH_LANES), order.dtype)  # positions < m fit the id type
+            pos = np.empty(m * _GRAPH_LANES, order.dtype)  # pos[x * lanes + r]; positions < m fit the id type
             row_local = np.empty((_GRAPH_LANES, m), local.dtype)
             for r in range(_GRAPH_LANES):
                 jr = j0 + min(r, rows - 1)
                 for p in range(m):
                     x = local[order[jr, p]]
                     row_local[r, p] = x
-                    pos[x, r] = p
-            count = np.zeros((m, _GRAPH_LANES), count_dtype.dtype)
+                    pos[np.uint64(x) * lanes + np.uint64(r)] = p
+            count = np.zeros(m * _GRAPH_LANES, count_dtype.dtype)
             acc = np.empty(_GRAPH_LANES, count_dtype.dtype)
-            for x in range(m):
-                px = pos[x]
-                acc[:] = 0
-                for k in range(ptr[x], ptr[x + 1]):
-                    w = wts[k]
-                    py = pos[nbr[k]]
-                    cy = count[nbr[k]]
-                    for r in range(_GRAPH_LANES):  # branch-free so that it vectorises
-                        later = py[r] > px[r]
-                        cy[r] += w * later
-                        acc[r] += w * (1 - later)
-                cx = count[x]
+            for x in range(m):  # flat unsigned indices: no wraparound or stride arithmetic per edge
+                bx = np.uint64(x) * lanes
                 for r in range(_GRAPH_LANES):
-                    cx[r] += acc[r]
-            # a row only needs scanning for cuts at least as good as the group's best so far
-            # (ties included: the next float up); the others report inf, which changes no
-            # pick_best outcome, and the prefilter then skips almost every position
-            group_best = np.inf
+                    acc[r] = 0
+                for k in range(np.uint64(ptr[x]), np.uint64(ptr[x + 1])):
+                    w = wts[k]
+                    by = np.uint64(nbr[k]) * lanes
+                    for r in range(_GRAPH_LANES):  # branch-free so that it vectorises
+                        later = pos[by + np.uint64(r)] > pos[bx + np.uint64(r)]
+                        count[by + np.uint64(r)] += w * later
+                        acc[r] += w * (1 - later)
+                for r in range(_GRAPH_LANES):
+                    count[bx + np.uint64(r)] += acc[r]
+            # a row only needs scanning for cuts at least as good as the best so far (ties
+            # included: the next float up); the others report inf, which changes no pick_best
+            # outcome, and the prefilter then skips almost every position
+            if exact:
+                cut_s_buf = np.empty(_SCAN_CHUNK, np.int64)
+                cut_r_buf = np.empty(_SCAN_CHUNK, np.int64)
+                vol_buf = np.empty(_SCAN_CHUNK, np.int64)
+                keep_buf = np.empty(_SCAN_CHUNK, np.bool_)
+            count2 = count.reshape(m, _GRAPH_LANES)
             for r in range(rows):
                 j = j0 + r
                 tie_row = tie_ids[j] if has_ties else empty
-                bound = np.nextafter(group_best, np.inf)
+                bound = np.nextafter(limit[0], np.inf)
                 if exact:
-                    out_score[j], out_pos[j] = _graph_scan_exact(row_local[r], r, tie_row, has_ties, count, stats,
-                                                                 inner_total, off_total, vol_total, n_positive, bound)
+                    score, p = _graph_scan_exact(row_local[r], r, tie_row, has_ties, count, flat_stats, inner_total,
+                                                 off_total, vol_total, bound, cut_s_buf, cut_r_buf, vol_buf, keep_buf)
                 else:
-                    out_score[j], out_pos[j] = _graph_scan(row_local[r], r, tie_row, has_ties, count, stats,
-                                                           inner_total, off_total, vol_total, n_positive, bound)
-                group_best = min(group_best, out_score[j])
+                    score, p = _graph_scan(row_local[r], r, tie_row, has_ties, count2, stats, inner_total, off_total,
+                                           vol_total, n_positive, bound)
+                out_score[j] = score
+                out_pos[j] = p
+                if score < limit[0]:
+                    limit[0] = score  # shared by the groups (threads): any value is a real cut's score
 
     @numba.njit(cache=True, nogil=True)
     def graph_split_edges(edge_a, edge_b, edge_w, side):
