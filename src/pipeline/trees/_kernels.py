@@ -264,14 +264,16 @@ if AVAILABLE:
         return (best if best_p >= 0 else np.inf), best_p
 
     @numba.njit(cache=True, nogil=True, inline="always")
-    def _graph_scan_exact(row_local, r, tie_row, has_ties, count, stats, inner_total, off_total, vol_total, bound,
-                          cut_s_buf, cut_r_buf, vol_buf, keep_buf):
+    def _graph_scan_exact(row_local, r, tie_row, has_ties, count, packed, loops, deg, inner_total, off_total,
+                          vol_total, bound, cut_s_buf, cut_r_buf, vol_buf, keep_buf):
         """:func:`_graph_scan` for integer weights whose degree total is below 2**31, chunk by
         chunk of ``_SCAN_CHUNK`` positions: the running sums (int64, exact) go to the buffers,
         then a branch-free prefilter over the chunk (SIMD) marks the positions that may beat the
         best score so far, and only those are scored (the same divisions as the float scan, so
-        the same scores). ``count`` and ``stats`` are flat: ``count[x * _GRAPH_LANES + r]``,
-        ``stats[4 * x + k]``.
+        the same scores). ``count`` is flat (``count[x * _GRAPH_LANES + r]``); ``packed[x]`` holds
+        x's degree without self-loop in the high and its internal degree in the low 32 bits
+        (one load and one add for both running sums: neither exceeds 2**31); with self-loops
+        (``loops``) the degrees ``deg`` are summed apart.
 
         The prefilter skips a position when ``cut_s * vol_r + cut_r * vol_s > t * vol_s * vol_r``
         in float64, with ``t = _SLACK * best`` and best taken at the start of the chunk (it only
@@ -284,9 +286,8 @@ if AVAILABLE:
         vol_total_i = np.int64(vol_total)
         vol_total_f = float(vol_total_i)
         w_in_s = np.int64(0)
+        both = np.int64(0)
         vol_s = np.int64(0)
-        off_s = np.int64(0)
-        inner_s = np.int64(0)
         best = bound
         best_p = -1
         lane = np.uint64(r)
@@ -295,10 +296,13 @@ if AVAILABLE:
             for i in range(n):  # the running sums: the only serial part
                 x = np.uint64(row_local[c0 + i])
                 w_in_s += count[x * np.uint64(_GRAPH_LANES) + lane]
-                at = x * np.uint64(4)
-                vol_s += stats[at]
-                off_s += stats[at + np.uint64(1)]
-                inner_s += stats[at + np.uint64(2)]
+                both += packed[x]
+                off_s = both >> 32
+                inner_s = both & 0xFFFFFFFF
+                if loops:
+                    vol_s += deg[x]
+                else:
+                    vol_s = off_s
                 cut_s_buf[i] = off_s - 2 * w_in_s
                 cut_r_buf[i] = cut_r_base - off_s + 2 * (inner_s - w_in_s)
                 vol_buf[i] = vol_s
@@ -373,7 +377,12 @@ if AVAILABLE:
             nbr[k] = local[edge_b[e]]
             wts[k] = edge_w[e]
             fill[la] = k + 1
-        flat_stats = stats.ravel()
+        loops = False
+        packed = np.empty(m if exact else 0, np.int64)
+        for x in range(packed.size):
+            packed[x] = (np.int64(stats[x, 1]) << 32) + np.int64(stats[x, 2])
+            loops |= stats[x, 0] != stats[x, 1]
+        deg = stats[:, 0].copy()
         limit = np.full(1, np.inf)  # the best score so far in any row (a real cut's score: any value is safe)
         for jg in prange((d + _GRAPH_LANES - 1) // _GRAPH_LANES):
             j0 = _GRAPH_LANES * jg
@@ -415,8 +424,9 @@ if AVAILABLE:
                 tie_row = tie_ids[j] if has_ties else empty
                 bound = np.nextafter(limit[0], np.inf)
                 if exact:
-                    score, p = _graph_scan_exact(row_local[r], r, tie_row, has_ties, count, flat_stats, inner_total,
-                                                 off_total, vol_total, bound, cut_s_buf, cut_r_buf, vol_buf, keep_buf)
+                    score, p = _graph_scan_exact(row_local[r], r, tie_row, has_ties, count, packed, loops, deg,
+                                                 inner_total, off_total, vol_total, bound, cut_s_buf, cut_r_buf,
+                                                 vol_buf, keep_buf)
                 else:
                     score, p = _graph_scan(row_local[r], r, tie_row, has_ties, count2, stats, inner_total, off_total,
                                            vol_total, n_positive, bound)
