@@ -224,14 +224,14 @@ if AVAILABLE:
         return left, right, tie_left, tie_right
 
     @numba.njit(cache=True, nogil=True, inline="always")
-    def _graph_scan(row_local, r, tie_row, has_ties, count, stats, inner_total, off_total, vol_total, n_positive,
+    def _graph_scan(row, local, r, tie_row, has_ties, count, stats, inner_total, off_total, vol_total, n_positive,
                     bound):
-        """Best prefix cut of one sorted row (local ids) given ``count[x, r]``, the weight of
-        x's edges to points before x in the row: (score, position) of the first lowest score
+        """Best prefix cut of one sorted row (global ids, point x = ``local[id]``) given
+        ``count[x, r]``, the weight of x's edges to points before x in the row: (score, position) of the first lowest score
         below ``bound``, or (inf, -1) if no cut scores below it. With integer ``stats``/``count``
         the running sums are integers (exact, and without the float-add latency chain); they
         equal the float64 sums bit for bit."""
-        m = row_local.size
+        m = row.size
         w_in_s = count[0, 0] * 0
         vol_s = stats[0, 0] * 0
         off_s = vol_s
@@ -240,7 +240,7 @@ if AVAILABLE:
         best = bound
         best_p = -1
         for p in range(m - 1):
-            x = row_local[p]
+            x = local[row[p]]
             w_in_s += count[x, r]
             vol_s += stats[x, 0]
             off_s += stats[x, 1]
@@ -264,8 +264,8 @@ if AVAILABLE:
         return (best if best_p >= 0 else np.inf), best_p
 
     @numba.njit(cache=True, nogil=True, inline="always")
-    def _graph_scan_exact(row_local, r, tie_row, has_ties, count, packed, loops, deg, inner_total, off_total,
-                          vol_total, bound, cut_s_buf, cut_r_buf, vol_buf, keep_buf):
+    def _graph_scan_exact(row, local, r, tie_row, has_ties, count, packed, loops, deg, inner_total, off_total,
+                          vol_total, bound, w_buf, both_buf, vol_buf, keep_buf):
         """:func:`_graph_scan` for integer weights whose degree total is below 2**31, chunk by
         chunk of ``_SCAN_CHUNK`` positions: the running sums (int64, exact) go to the buffers,
         then a branch-free prefilter over the chunk (SIMD) marks the positions that may beat the
@@ -281,7 +281,7 @@ if AVAILABLE:
         below 2**53 (exact in float64), so the two products and the sum are within 3 roundings
         (a relative 4e-16) of their real values, far inside the 1e-9 slack: a skipped position's
         score is above best and could not have been chosen."""
-        m = row_local.size
+        m = row.size
         cut_r_base = np.int64(off_total) - 2 * np.int64(inner_total)
         vol_total_i = np.int64(vol_total)
         vol_total_f = float(vol_total_i)
@@ -291,27 +291,37 @@ if AVAILABLE:
         best = bound
         best_p = -1
         lane = np.uint64(r)
+        lanes = np.uint64(_GRAPH_LANES)
         for c0 in range(0, m - 1, _SCAN_CHUNK):
             n = min(_SCAN_CHUNK, m - 1 - c0)
-            for i in range(n):  # the running sums: the only serial part
-                x = np.uint64(row_local[c0 + i])
-                w_in_s += count[x * np.uint64(_GRAPH_LANES) + lane]
-                both += packed[x]
-                off_s = both >> 32
-                inner_s = both & 0xFFFFFFFF
-                if loops:
+            at = np.uint64(c0)
+            # the running sums, the only serial part (unsigned indices: no wraparound checks)
+            if loops:
+                for i in range(n):
+                    x = np.uint64(local[row[at + np.uint64(i)]])
+                    w_in_s += count[x * lanes + lane]
+                    both += packed[x]
                     vol_s += deg[x]
-                else:
-                    vol_s = off_s
-                cut_s_buf[i] = off_s - 2 * w_in_s
-                cut_r_buf[i] = cut_r_base - off_s + 2 * (inner_s - w_in_s)
-                vol_buf[i] = vol_s
+                    w_buf[i] = w_in_s
+                    both_buf[i] = both
+                    vol_buf[i] = vol_s
+            else:
+                for i in range(n):
+                    x = np.uint64(local[row[at + np.uint64(i)]])
+                    w_in_s += count[x * lanes + lane]
+                    both += packed[x]
+                    w_buf[i] = w_in_s
+                    both_buf[i] = both
             thr = _SLACK * best
             n_keep = 0
             for i in range(n):  # branch-free: vectorises
-                v = float(vol_buf[i])
+                off_s = both_buf[i] >> 32
+                w = w_buf[i]
+                cut_s = off_s - 2 * w
+                cut_r = cut_r_base - off_s + 2 * ((both_buf[i] & 0xFFFFFFFF) - w)
+                v = float(vol_buf[i] if loops else off_s)
                 vr = vol_total_f - v
-                keep = (v <= 0.0) | (vr <= 0.0) | (float(cut_s_buf[i]) * vr + float(cut_r_buf[i]) * v <= thr * (v * vr))
+                keep = (v <= 0.0) | (vr <= 0.0) | (float(cut_s) * vr + float(cut_r) * v <= thr * (v * vr))
                 keep_buf[i] = keep
                 n_keep += keep
             if n_keep == 0:
@@ -322,10 +332,14 @@ if AVAILABLE:
                 p = c0 + i
                 if has_ties and tie_row[p] == tie_row[p + 1]:
                     continue
-                vs = vol_buf[i]
+                off_s = both_buf[i] >> 32
+                w = w_buf[i]
+                cut_s = off_s - 2 * w
+                cut_r = cut_r_base - off_s + 2 * ((both_buf[i] & 0xFFFFFFFF) - w)
+                vs = vol_buf[i] if loops else off_s
                 vr = vol_total_i - vs
-                a = float(cut_s_buf[i]) / float(vs) if vs > 0 else 0.0
-                b = float(cut_r_buf[i]) / float(vr) if vr > 0 else 0.0
+                a = float(cut_s) / float(vs) if vs > 0 else 0.0
+                b = float(cut_r) / float(vr) if vr > 0 else 0.0
                 score = a + b
                 if score < best:
                     best = score
@@ -388,12 +402,10 @@ if AVAILABLE:
             j0 = _GRAPH_LANES * jg
             rows = min(_GRAPH_LANES, d - j0)
             pos = np.empty(m * _GRAPH_LANES, order.dtype)  # pos[x * lanes + r]; positions < m fit the id type
-            row_local = np.empty((_GRAPH_LANES, m), local.dtype)
             for r in range(_GRAPH_LANES):
                 jr = j0 + min(r, rows - 1)
                 for p in range(m):
                     x = local[order[jr, p]]
-                    row_local[r, p] = x
                     pos[np.uint64(x) * lanes + np.uint64(r)] = p
             count = np.zeros(m * _GRAPH_LANES, count_dtype.dtype)
             acc = np.empty(_GRAPH_LANES, count_dtype.dtype)
@@ -414,8 +426,8 @@ if AVAILABLE:
             # included: the next float up); the others report inf, which changes no pick_best
             # outcome, and the prefilter then skips almost every position
             if exact:
-                cut_s_buf = np.empty(_SCAN_CHUNK, np.int64)
-                cut_r_buf = np.empty(_SCAN_CHUNK, np.int64)
+                w_buf = np.empty(_SCAN_CHUNK, np.int64)
+                both_buf = np.empty(_SCAN_CHUNK, np.int64)
                 vol_buf = np.empty(_SCAN_CHUNK, np.int64)
                 keep_buf = np.empty(_SCAN_CHUNK, np.bool_)
             count2 = count.reshape(m, _GRAPH_LANES)
@@ -424,11 +436,11 @@ if AVAILABLE:
                 tie_row = tie_ids[j] if has_ties else empty
                 bound = np.nextafter(limit[0], np.inf)
                 if exact:
-                    score, p = _graph_scan_exact(row_local[r], r, tie_row, has_ties, count, packed, loops, deg,
-                                                 inner_total, off_total, vol_total, bound, cut_s_buf, cut_r_buf,
-                                                 vol_buf, keep_buf)
+                    score, p = _graph_scan_exact(order[j], local, r, tie_row, has_ties, count, packed, loops, deg,
+                                                 inner_total, off_total, vol_total, bound, w_buf, both_buf, vol_buf,
+                                                 keep_buf)
                 else:
-                    score, p = _graph_scan(row_local[r], r, tie_row, has_ties, count2, stats, inner_total, off_total,
+                    score, p = _graph_scan(order[j], local, r, tie_row, has_ties, count2, stats, inner_total, off_total,
                                            vol_total, n_positive, bound)
                 out_score[j] = score
                 out_pos[j] = p
