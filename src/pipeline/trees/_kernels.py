@@ -401,27 +401,31 @@ if AVAILABLE:
         for jg in prange((d + _GRAPH_LANES - 1) // _GRAPH_LANES):
             j0 = _GRAPH_LANES * jg
             rows = min(_GRAPH_LANES, d - j0)
-            pos = np.empty(m * _GRAPH_LANES, order.dtype)  # pos[x * lanes + r]; positions < m fit the id type
+            # pos[x * lanes + r]: x's position in row r (positions < m fit the id type), written row
+            # by row into a small (lanes, m) table first (each row's scatter stays in L1), then
+            # transposed tile by tile
+            pos_t = np.empty((_GRAPH_LANES, m), order.dtype)
             for r in range(_GRAPH_LANES):
                 jr = j0 + min(r, rows - 1)
+                row_t = pos_t[r]
                 for p in range(m):
-                    x = local[order[jr, p]]
-                    pos[np.uint64(x) * lanes + np.uint64(r)] = p
+                    row_t[local[order[jr, p]]] = p
+            pos = np.empty(m * _GRAPH_LANES, order.dtype)
+            for x0 in range(0, m, 64):
+                x1 = min(x0 + 64, m)
+                for r in range(_GRAPH_LANES):
+                    for x in range(x0, x1):
+                        pos[np.uint64(x) * lanes + np.uint64(r)] = pos_t[r, x]
             count = np.zeros(m * _GRAPH_LANES, count_dtype.dtype)
-            acc = np.empty(_GRAPH_LANES, count_dtype.dtype)
             for x in range(m):  # flat unsigned indices: no wraparound or stride arithmetic per edge
                 bx = np.uint64(x) * lanes
-                for r in range(_GRAPH_LANES):
-                    acc[r] = 0
                 for k in range(np.uint64(ptr[x]), np.uint64(ptr[x + 1])):
                     w = wts[k]
                     by = np.uint64(nbr[k]) * lanes
                     for r in range(_GRAPH_LANES):  # branch-free so that it vectorises
                         later = pos[by + np.uint64(r)] > pos[bx + np.uint64(r)]
                         count[by + np.uint64(r)] += w * later
-                        acc[r] += w * (1 - later)
-                for r in range(_GRAPH_LANES):
-                    count[bx + np.uint64(r)] += acc[r]
+                        count[bx + np.uint64(r)] += w * (1 - later)
             # a row only needs scanning for cuts at least as good as the best so far (ties
             # included: the next float up); the others report inf, which changes no pick_best
             # outcome, and the prefilter then skips almost every position
