@@ -307,6 +307,23 @@ def test_asymmetry_kernel_matches_scipy():
         assert got == ref or (got == -1.0 and ref > 0)
 
 
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 12), density=st.floats(0.0, 1.0), seed=st.integers(0, 10_000))
+def test_upper_edges_kernel_matches_scipy_triu(n, density, seed):
+    """GraphData's edge list: the entries right of the diagonal in storage order, as
+    ``scipy.sparse.triu(A, k=1).tocoo()`` (diagonal and lower entries dropped)."""
+    rng = np.random.default_rng(seed)
+    W = rng.integers(1, 4, (n, n)) * (rng.random((n, n)) < density) * 1.5
+    A = sp.csr_matrix(W)
+    A.sum_duplicates()
+    upper = sp.triu(A, k=1).tocoo()
+    a, b, w = _kernels.upper_edges(A.indptr, A.indices, A.data)
+    np.testing.assert_array_equal(a, upper.row)
+    np.testing.assert_array_equal(b, upper.col)
+    np.testing.assert_array_equal(w, upper.data)
+    assert a.dtype == b.dtype == np.int32
+
+
 def test_knn_graph_symmetric_sum():
     X = np.random.default_rng(0).normal(size=(60, 4))
     A = knn_graph(X, 5)

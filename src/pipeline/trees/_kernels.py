@@ -515,6 +515,28 @@ if AVAILABLE:
                 return -1.0
         return worst
 
+    @numba.njit(cache=True, nogil=True)
+    def upper_edges(indptr, indices, data):
+        """The entries of a CSR matrix right of the diagonal, (rows int32, columns int32, values),
+        in storage order (what ``scipy.sparse.triu(A, k=1).tocoo()`` gives, in one pass)."""
+        n = indptr.size - 1
+        n_upper = 0
+        for i in range(n):
+            for k in range(indptr[i], indptr[i + 1]):
+                n_upper += indices[k] > i
+        a = np.empty(n_upper, np.int32)
+        b = np.empty(n_upper, np.int32)
+        w = np.empty(n_upper, data.dtype)
+        e = 0
+        for i in range(n):
+            for k in range(indptr[i], indptr[i + 1]):
+                if indices[k] > i:
+                    a[e] = i
+                    b[e] = indices[k]
+                    w[e] = data[k]
+                    e += 1
+        return a, b, w
+
     @numba.njit(parallel=True, cache=True, nogil=True)
     def partition_rows(order, tie_ids, has_ties, side, n_left, n_right):
         """Stable split of every row of ``order`` by ``side[point]`` (1 = left, 0 = right, else dropped).

@@ -384,8 +384,11 @@ class GraphData:
         self.n = A.shape[0]
         self.degree = np.asarray(A.sum(axis=1)).ravel()
         self.degree_off = self.degree - A.diagonal()  # weight that can ever be cut
-        upper = sp.triu(A, k=1).tocoo()  # row-major: (a, b) sorted
-        a, b, w = upper.row.astype(np.int32), upper.col.astype(np.int32), upper.data
+        if _kernels.AVAILABLE:  # row-major: (a, b) sorted
+            a, b, w = _kernels.upper_edges(A.indptr, A.indices, A.data)
+        else:
+            upper = sp.triu(A, k=1).tocoo()
+            a, b, w = upper.row.astype(np.int32), upper.col.astype(np.int32), upper.data
         data = A.data
         self.exact = bool(np.array_equal(data, np.round(data)) and data.sum() < 2.0 ** 31)
         if self.exact:  # integer counts: exact in any order; 16 bits when no degree reaches 2**16
