@@ -219,6 +219,32 @@ def test_graph_sweep_equals_numpy_sweep_on_larger_nodes(case, parallel):
     same_structure(a.tree_, b.tree_)
 
 
+@settings(max_examples=40, deadline=None)
+@given(m4=st.integers(1, 40).map(lambda q: 4 * q), seed=st.integers(0, 10_000))
+def test_transpose_u16_kernel_matches_numpy(m4, seed):
+    """The graph sweep's 4 x 4-block transpose of a group's (32, m4) uint16 position table."""
+    src = np.random.default_rng(seed).integers(0, 1 << 16, size=(_kernels._GRAPH_LANES, m4)).astype(np.uint16)
+    dst = np.empty(src.size, np.uint16)
+    _kernels._transpose_u16(src, dst)
+    np.testing.assert_array_equal(dst, src.T.ravel())
+
+
+def test_graph_sweep_equals_numpy_sweep_past_uint16_ids():
+    """Above 65,536 points the orders and local ids are int32 (and the positions are
+    transposed without the 64-bit blocks): still the numpy sweep's cuts and trees."""
+    X, _ = make_blobs(n_samples=70_000, n_features=2, centers=3, random_state=0)
+    A = knn_graph(X, 3, method="exact")
+    graph = _spex_sweeps.GraphData(A)
+    root = ColumnOrder.from_matrix(X)
+    assert root.order.dtype == np.int32 and graph.local_dtype == np.int32
+    priority = np.arange(2)
+    fast = _spex_sweeps.graph_best_cut(root, graph, priority, _SWEEPS["numba"])
+    assert fast == _spex_sweeps.graph_best_cut(root, graph, priority, _SWEEPS["numpy"])
+    a = SpExGraph(n_leaves=3, sweep=_SWEEPS["numba"]).fit(X, A)
+    b = SpExGraph(n_leaves=3, sweep=_SWEEPS["numpy"]).fit(X, A)
+    same_structure(a.tree_, b.tree_)
+
+
 @pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("n,d", [(5, 1), (1000, 3), (70000, 2)])
 def test_column_order_is_stable_argsort(n, d, compiled, monkeypatch):

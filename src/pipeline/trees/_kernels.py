@@ -346,6 +346,39 @@ if AVAILABLE:
                     best_p = p
         return (best if best_p >= 0 else np.inf), best_p
 
+    @numba.njit(cache=True, nogil=True, inline="always")
+    def _transpose_u16(src, dst):
+        """``dst[x * L + r] = src[r, x]`` for a uint16 (L, m4) table, m4 a multiple of 4 and
+        L = ``_GRAPH_LANES``: 4 x 4 blocks at a time in 64-bit words (two rounds of masks and
+        shifts instead of 16 single stores)."""
+        n_rows, m4 = src.shape
+        q = m4 // 4
+        words = src.reshape(-1).view(np.uint64)
+        out = dst.view(np.uint64)
+        per_x = np.uint64(n_rows // 4)
+        lo16 = np.uint64(0x0000FFFF0000FFFF)
+        hi16 = np.uint64(0xFFFF0000FFFF0000)
+        lo32 = np.uint64(0x00000000FFFFFFFF)
+        hi32 = np.uint64(0xFFFFFFFF00000000)
+        s16 = np.uint64(16)
+        s32 = np.uint64(32)
+        for xb in range(q):
+            at = np.uint64(4 * xb) * per_x
+            for rb in range(n_rows // 4):
+                a = words[(4 * rb) * q + xb]  # lanes: rows 4rb..4rb+3 at x = 4xb..4xb+3
+                b = words[(4 * rb + 1) * q + xb]
+                c = words[(4 * rb + 2) * q + xb]
+                d = words[(4 * rb + 3) * q + xb]
+                t0 = (a & lo16) | ((b & lo16) << s16)  # a0 b0 a2 b2
+                t1 = ((a >> s16) & lo16) | (b & hi16)  # a1 b1 a3 b3
+                t2 = (c & lo16) | ((d & lo16) << s16)
+                t3 = ((c >> s16) & lo16) | (d & hi16)
+                k = at + np.uint64(rb)
+                out[k] = (t0 & lo32) | (t2 << s32)  # x = 4xb: rows 4rb..4rb+3
+                out[k + per_x] = (t1 & lo32) | (t3 << s32)
+                out[k + 2 * per_x] = (t0 >> s32) | (t2 & hi32)
+                out[k + 3 * per_x] = (t1 >> s32) | (t3 & hi32)
+
     @numba.njit(parallel=True, cache=True, nogil=True)
     def graph_sweep(order, tie_ids, has_ties, local, edge_a, edge_b, edge_w, stats, count_dtype, exact,
                     inner_total, off_total, vol_total, n_positive, out_score, out_pos):
@@ -398,24 +431,28 @@ if AVAILABLE:
             loops |= stats[x, 0] != stats[x, 1]
         deg = stats[:, 0].copy()
         limit = np.full(1, np.inf)  # the best score so far in any row (a real cut's score: any value is safe)
+        m4 = (m + 3) // 4 * 4  # the position tables' rows padded to whole 64-bit words
         for jg in prange((d + _GRAPH_LANES - 1) // _GRAPH_LANES):
             j0 = _GRAPH_LANES * jg
             rows = min(_GRAPH_LANES, d - j0)
             # pos[x * lanes + r]: x's position in row r (positions < m fit the id type), written row
-            # by row into a small (lanes, m) table first (each row's scatter stays in L1), then
-            # transposed tile by tile
-            pos_t = np.empty((_GRAPH_LANES, m), order.dtype)
+            # by row into a small (lanes, m4) table first (each row's scatter stays in L1), then
+            # transposed
+            pos_t = np.empty((_GRAPH_LANES, m4), order.dtype)
             for r in range(_GRAPH_LANES):
                 jr = j0 + min(r, rows - 1)
                 row_t = pos_t[r]
                 for p in range(m):
                     row_t[local[order[jr, p]]] = p
-            pos = np.empty(m * _GRAPH_LANES, order.dtype)
-            for x0 in range(0, m, 64):
-                x1 = min(x0 + 64, m)
-                for r in range(_GRAPH_LANES):
-                    for x in range(x0, x1):
-                        pos[np.uint64(x) * lanes + np.uint64(r)] = pos_t[r, x]
+            pos = np.empty(m4 * _GRAPH_LANES, order.dtype)
+            if order.itemsize == 2:
+                _transpose_u16(pos_t, pos)
+            else:
+                for x0 in range(0, m, 64):
+                    x1 = min(x0 + 64, m)
+                    for r in range(_GRAPH_LANES):
+                        for x in range(x0, x1):
+                            pos[np.uint64(x) * lanes + np.uint64(r)] = pos_t[r, x]
             count = np.zeros(m * _GRAPH_LANES, count_dtype.dtype)
             for x in range(m):  # flat unsigned indices: no wraparound or stride arithmetic per edge
                 bx = np.uint64(x) * lanes
