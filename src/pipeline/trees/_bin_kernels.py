@@ -21,6 +21,7 @@ import numpy as np
 from pipeline.trees._kernels import _SLACK, AVAILABLE, SizeDispatch
 
 _INSERTION_MAX = 24  # bins up to this many points are sorted by insertion
+MAX_POINTS = 1 << 26  # clique_bins_scan sums integers up to n**2 in floats: exact below 2**53
 
 if AVAILABLE:
     import numba
@@ -49,6 +50,12 @@ if AVAILABLE:
                 if r_hi > 0:
                     top_r = max(top_r, (r_hi - 1) / deg[c])
         return max(box, 2.0 - top_s - top_r)
+
+    @numba.njit(inline="always")
+    def _bin_of(x, low, scale, top):
+        """Bin of value x (monotone in x): the one arithmetic of :func:`bin_columns` and
+        :func:`split_members`."""
+        return min(np.int64((x - low) * scale), top)
 
     @numba.njit(cache=True, nogil=True)
     def column_range(X):
@@ -99,30 +106,8 @@ if AVAILABLE:
                 low = lo[j]
                 s = scale[j]
                 for i in range(i0, i1):
-                    out[j, i] = min(np.int64((X[i, j] - low) * s), top)
+                    out[j, i] = _bin_of(X[i, j], low, s, top)
         return out
-
-    @numba.njit(parallel=True, cache=True, nogil=True)
-    def bin_index(bins, n_bins):
-        """Rows of each bin, per feature: ``rows[j, start[j, b]:start[j, b + 1]]`` lists the rows
-        in bin b of feature j, ascending (a counting sort of every column by bin)."""
-        d, n = bins.shape
-        start = np.zeros((d, n_bins + 1), np.int64)
-        rows = np.empty((d, n), np.int32)
-        for j in prange(d):
-            row = bins[j]
-            st = start[j]
-            for i in range(n):
-                st[row[i] + 1] += 1
-            for b in range(n_bins):
-                st[b + 1] += st[b]
-            at = st[:n_bins].copy()
-            out = rows[j]
-            for i in range(n):
-                b = row[i]
-                out[at[b]] = i
-                at[b] += 1
-        return start, rows
 
     @numba.njit(parallel=True, cache=True, nogil=True)
     def gather_transposed(X, members):
@@ -213,74 +198,178 @@ if AVAILABLE:
                 cj[b + 1] = cj[b] + total
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def clique_bins_boundaries(C, cnt, g, local, vol_v, out_score, out_pos):
-        """Best exact cut between bins per feature (score, sorted position; inf, -1 if none)."""
-        d, nb1, k = C.shape
-        m = cnt[0, nb1 - 1]
-        deg = g - 1
+    def bin_counts(bins, members, cl, H):
+        """Points of the node per feature, cluster and bin: ``H[j, c, b]`` (not cumulative;
+        a node's counts less one child's are the other child's)."""
+        d = bins.shape[0]
+        m = members.size
         for j in prange(d):
-            best = np.inf
-            best_p = -1
-            for b in range(1, nb1):
-                if cnt[j, b] > cnt[j, b - 1] and cnt[j, b] < m:
-                    cut_s, vol_s, cut_r = _clique_stats(C[j, b], g, deg, local)
-                    best, best_p = _clique_eval(cut_s, vol_s, cut_r, vol_v, best, best_p, cnt[j, b] - 1)
-            out_score[j] = best
-            out_pos[j] = best_p
+            row = bins[j]
+            Hj = H[j]
+            Hj[:] = 0
+            for p in range(m):
+                Hj[cl[p], row[members[p]]] += 1
+
+    @numba.njit(inline="always")
+    def _present(local):
+        """The node's clusters (those with points in it), ascending: a cluster without points
+        adds 0 to every sum of the sweep, so the sums over these alone are the same."""
+        n = 0
+        for c in range(local.size):
+            if local[c] > 0:
+                n += 1
+        out = np.empty(n, np.int64)
+        n = 0
+        for c in range(local.size):
+            if local[c] > 0:
+                out[n] = c
+                n += 1
+        return out
+
+    @numba.njit(inline="always")
+    def _cumulate(Hj, present, S, cnt):
+        """``S[i, b]``: points of cluster ``present[i]`` in bins < b (as floats: every sum
+        below stays an integer under 2**53, so float arithmetic is exact); ``cnt[b]`` their
+        total."""
+        nb = Hj.shape[1]
+        cnt[:] = 0
+        for i in range(present.size):
+            h = Hj[present[i]]
+            s = S[i]
+            acc = 0
+            s[0] = 0.0
+            for b in range(nb):
+                acc += h[b]
+                cnt[b + 1] += acc
+                s[b + 1] = acc
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def clique_bins_flags(C, cnt, g, local, limit, out_score, flags, out_bound):
-        """Which bins may hold a cut that reaches min(feature's best, limit): holding two or
-        more points, with a lower bound (:func:`_clique_bound`) within the slack. Returns the
-        number of points in flagged bins per feature; ``out_bound[j]`` gets the least lower
-        bound over feature j's bins of two or more points (inf if none)."""
-        d, n_bins = flags.shape
-        deg = g - 1
+    def clique_bins_scan(H, g, local, vol_v, n_chunks, out_score, out_pos, out_bound, out_size):
+        """Pass 1 of the binned sweep, from the node's counts ``H`` (:func:`bin_counts`), all
+        features: the best exact cut between bins (``out_score``, ``out_pos``: score and sorted
+        position; inf, -1 if none) and, per bin, the lower bound of the cuts inside it
+        (``out_bound``: :func:`_clique_bound` of its two ends; inf for a bin of fewer than two
+        points) and its number of points (``out_size``).
+
+        The statistics of every boundary and bin are summed cluster by cluster as vectors over
+        the bins (the node's clusters only: an absent one adds 0), in floats: the sums are
+        integers below 2**53 (at most n**2 for n points, see ``MAX_POINTS``), so they are exact
+        and equal the integer sums of :func:`_clique_stats`, :func:`_box_bound` and
+        :func:`_clique_bound` term by term."""
+        d, k, nb = H.shape
+        present = _present(local)
+        kp = present.size
+        gp = g[present].astype(np.float64)
+        dp = gp - 1.0
+        lp = local[present].astype(np.float64)
+        m = 0
+        top = True  # _clique_bound's second bound, unless a cluster of the node has volume 0
+        for i in range(kp):
+            m += local[present[i]]
+            if dp[i] == 0:
+                top = False
+        fvol = float(vol_v)
+        for ch in prange(n_chunks):  # scratch allocated once per chunk of features
+            S = np.empty((kp, nb + 1))
+            cnt = np.empty(nb + 1, np.int64)
+            cs = np.empty(nb)  # at boundary b (before bin b): cut_s, vol_s, cut_r
+            vs = np.empty(nb + 1)
+            cr = np.empty(nb)
+            e_s = np.empty(nb)  # bin b: the box bound's sums and the per-side maxima
+            e_r = np.empty(nb)
+            top_s = np.empty(nb)
+            top_r = np.empty(nb)
+            for j in range(ch, d, n_chunks):
+                _cumulate(H[j], present, S, cnt)
+                cs[:] = 0.0
+                vs[:] = 0.0
+                cr[:] = 0.0
+                e_s[:] = 0.0
+                e_r[:] = 0.0
+                top_s[:] = 0.0
+                top_r[:] = 0.0
+                for i in range(kp):
+                    s = S[i]
+                    gc = gp[i]
+                    dc = dp[i]
+                    lc = lp[i]
+                    for b in range(nb):
+                        lo = s[b]
+                        hi = s[b + 1]
+                        q_lo = lo * (gc - lo)
+                        r_lo = lc - hi
+                        r_hi = lc - lo
+                        qr_hi = r_hi * (gc - r_hi)
+                        cs[b] += q_lo
+                        vs[b] += lo * dc
+                        cr[b] += qr_hi
+                        e_s[b] += min(q_lo, hi * (gc - hi))
+                        e_r[b] += min(r_lo * (gc - r_lo), qr_hi)
+                    if top:  # (hi - 1) / deg < 0 when hi = 0: max with 0 as the skip in _clique_bound
+                        for b in range(nb):
+                            top_s[b] = max(top_s[b], (s[b + 1] - 1.0) / dc)
+                            top_r[b] = max(top_r[b], (lc - s[b] - 1.0) / dc)
+                vs[nb] = fvol
+                best = np.inf
+                best_p = -1
+                for b in range(1, nb):
+                    if cnt[b] > cnt[b - 1] and cnt[b] < m:
+                        best, best_p = _clique_eval(np.int64(cs[b]), np.int64(vs[b]), np.int64(cr[b]), vol_v, best,
+                                                    best_p, cnt[b] - 1)
+                out_score[j] = best
+                out_pos[j] = best_p
+                for b in range(nb):
+                    size = cnt[b + 1] - cnt[b]
+                    out_size[j, b] = size
+                    bound = np.inf
+                    if size > 1:
+                        v_s = vs[b + 1]
+                        v_r = fvol - vs[b]
+                        bound = (e_s[b] / v_s if v_s > 0 else 0.0) + (e_r[b] / v_r if v_r > 0 else 0.0)
+                        if top:
+                            bound = max(bound, 2.0 - top_s[b] - top_r[b])
+                    out_bound[j, b] = bound
+
+    @numba.njit(cache=True, nogil=True)
+    def clique_bins_flags(bounds, sizes, out_score, limit, flags):
+        """Which bins may hold a cut that reaches min(feature's best, limit): a lower bound
+        (:func:`clique_bins_scan`) within the slack. Returns the number of points in flagged
+        bins per feature."""
+        d, nb = bounds.shape
         n_flagged = np.zeros(d, np.int64)
-        for j in prange(d):
+        for j in range(d):
             cap = _SLACK * min(out_score[j], limit)
             total = 0
-            least = np.inf
-            for b in range(n_bins):
-                f = False
-                if cnt[j, b + 1] - cnt[j, b] > 1:
-                    bound = _clique_bound(C[j, b], C[j, b + 1], g, deg, local)
-                    least = min(least, bound)
-                    f = bound <= cap
+            for b in range(nb):
+                f = bounds[j, b] <= cap
                 flags[j, b] = f
                 if f:
-                    total += cnt[j, b + 1] - cnt[j, b]
+                    total += sizes[j, b]
             n_flagged[j] = total
-            out_bound[j] = least
         return n_flagged
 
     @numba.njit(cache=True, nogil=True)
-    def _resolve_row(row, j, X, XT, heavy, low, scale, members, local_pos, start, rows, cl, g, deg, local, suffix_step,
-                     vol_v, Cj, cj, fj, best, best_p, limit, off, vals, pts, s, keys, cnts, tmp_v, tmp_p):
+    def _resolve_row(row, j, X, XT, heavy, low, scale, members, cl, g, deg, local, suffix_step, vol_v, Hj, fj,
+                     best, best_p, limit, Cj, cj, off, vals, pts, s, keys, cnts, tmp_v, tmp_p):
         """Pass 2 for feature j: score every cut inside the flagged bins (sorted by value)."""
         n_bins = fj.size
-        scan = 0  # rows of the flagged bins over the whole data
+        k = g.size
+        cj[0] = 0
+        Cj[0] = 0
+        for b in range(n_bins):  # cumulative counts at the bin boundaries
+            total = 0
+            for c in range(k):
+                Cj[b + 1, c] = Cj[b, c] + Hj[c, b]
+                total += Hj[c, b]
+            cj[b + 1] = cj[b] + total
         for b in range(n_bins):
+            off[b] = cj[b]
+        for p in range(members.size):  # bucket the points of the flagged bins, in bin order
+            b = row[members[p]]
             if fj[b]:
-                scan += start[b + 1] - start[b]
-        if scan <= members.size:  # collect the node's points from the bins' row lists
-            for b in range(n_bins):
-                if fj[b]:
-                    q = cj[b]
-                    for r in range(start[b], start[b + 1]):
-                        p = local_pos[rows[r]]
-                        if p >= 0:
-                            pts[q] = p
-                            q += 1
-        else:  # one pass over the node's points
-            for b in range(n_bins):
-                off[b] = cj[b]
-            for p in range(members.size):  # bucket the points of the flagged bins, in bin order
-                b = row[members[p]]
-                if fj[b]:
-                    q = off[b]
-                    pts[q] = p
-                    off[b] = q + 1
+                q = off[b]
+                pts[q] = p
+                off[b] = q + 1
         for b in range(n_bins):
             if not fj[b] or _clique_bound(Cj[b], Cj[b + 1], g, deg, local) > _SLACK * min(best, limit[0]):
                 continue
@@ -300,22 +389,24 @@ if AVAILABLE:
         return best, best_p
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def clique_bins_resolve(bins, X, XT, heavy, lo, scale, members, local_pos, start, rows, cl, g, local, vol_v, C,
-                            cnt, flags, n_flagged, limit, n_chunks, out_score, out_pos):
+    def clique_bins_resolve(bins, X, XT, heavy, lo, scale, members, cl, g, local, vol_v, H, flags, n_flagged, limit,
+                            n_chunks, out_score, out_pos):
         """Pass 2 of the binned sweep: features with flagged bins (:func:`clique_bins_flags`)
         get every cut inside those bins scored; ``out_score``/``out_pos`` (pass 1's results)
-        become each feature's exact best cut. Values are read from X, or, when ``heavy``, from
-        ``XT = X[members].T`` (:func:`gather_transposed`; else empty). The points of a flagged
-        bin come from the bin's row list (:func:`bin_index`, with ``local_pos`` mapping a row to
-        its index in ``members`` or -1) when the lists are shorter than the node."""
+        become each feature's exact best cut. The points of the flagged bins are collected in
+        one pass over the node's points; values are read from X, or, when ``heavy``, from
+        ``XT = X[members].T`` (:func:`gather_transposed`; else empty)."""
         d = bins.shape[0]
         m = members.size
         k = g.size
+        n_bins = flags.shape[1]
         deg = g - 1
         suffix_step = 2 * local - g - 1
         lim = np.full(1, limit)
         for ch in prange(n_chunks):  # scratch allocated once per chunk of features
-            off = np.empty(flags.shape[1], np.int64)
+            Cj = np.empty((n_bins + 1, k), np.int64)
+            cj = np.empty(n_bins + 1, np.int64)
+            off = np.empty(n_bins, np.int64)
             vals = np.empty(m, X.dtype)
             pts = np.empty(m, np.int64)
             s = np.empty(k, np.int64)
@@ -326,10 +417,30 @@ if AVAILABLE:
             for j in range(ch, d, n_chunks):
                 if n_flagged[j] > 0:
                     out_score[j], out_pos[j] = _resolve_row(
-                        bins[j], j, X, XT, heavy, lo[j], scale[j], members, local_pos, start[j], rows[j], cl, g, deg,
-                        local, suffix_step, vol_v, C[j],
-                        cnt[j], flags[j], out_score[j], out_pos[j], lim, off, vals, pts, s, keys, cnts, tmp_v,
+                        bins[j], j, X, XT, heavy, lo[j], scale[j], members, cl, g, deg, local, suffix_step, vol_v,
+                        H[j], flags[j], out_score[j], out_pos[j], lim, Cj, cj, off, vals, pts, s, keys, cnts, tmp_v,
                         tmp_p)
+
+    @numba.njit(cache=True, nogil=True)
+    def split_members(row, X, j, members, low, scale, n_bins, t):
+        """(members with ``X[:, j] <= t``, the rest), each ascending. Binning is monotone, so
+        only the points in t's own bin compare values; the others go by their bin."""
+        bt = _bin_of(t, low, scale, n_bins - 1)
+        m = members.size
+        left = np.empty(m, np.int64)
+        right = np.empty(m, np.int64)
+        n_left = 0
+        n_right = 0
+        for p in range(m):
+            i = members[p]
+            b = row[i]
+            if b < bt or (b == bt and X[i, j] <= t):
+                left[n_left] = i
+                n_left += 1
+            else:
+                right[n_right] = i
+                n_right += 1
+        return left[:n_left].copy(), right[:n_right].copy()
 
     @numba.njit(cache=True, nogil=True)
     def value_at(row, X, j, members, position, n_bins):
@@ -351,8 +462,7 @@ if AVAILABLE:
 
     bin_columns = SizeDispatch(bin_columns)
     gather_transposed = SizeDispatch(gather_transposed)
-    bin_index = SizeDispatch(bin_index)
     bin_histograms = SizeDispatch(bin_histograms)
-    clique_bins_boundaries = SizeDispatch(clique_bins_boundaries, work_arg=0)
-    clique_bins_flags = SizeDispatch(clique_bins_flags, work_arg=6)
+    bin_counts = SizeDispatch(bin_counts)
+    clique_bins_scan = SizeDispatch(clique_bins_scan, work_arg=0)
     clique_bins_resolve = SizeDispatch(clique_bins_resolve)

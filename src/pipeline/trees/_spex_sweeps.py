@@ -129,13 +129,13 @@ def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndar
 
 def use_binned_clique(n_points: int, settings: SweepSettings = DEFAULT_SETTINGS) -> bool:
     """Whether a SpEx-Clique fit on ``n_points`` points runs on :class:`BinnedColumns`."""
-    return settings.compiled and n_points >= settings.bins_min_points
+    return settings.compiled and settings.bins_min_points <= n_points < _bin_kernels.MAX_POINTS
 
 
 class BinnedNode:
     """A tree node of the binned clique sweep: its global row ids, ascending (int64), and,
-    once computed, its cumulative counts per bin (``hist``: (C, cnt) of
-    :func:`~pipeline.trees._bin_kernels.bin_histograms`, or None)."""
+    once computed, its counts per (feature, cluster, bin) (``hist``, of
+    :func:`~pipeline.trees._bin_kernels.bin_counts`, or None)."""
 
     __slots__ = ("members", "hist", "state")
 
@@ -176,7 +176,7 @@ class BinnedColumns:
         self.priority = priority
         self.n_bins = n_bins
         self.heavy_share = settings.heavy_share
-        hist_bytes = X.shape[1] * (n_bins + 1) * (4 * self.g.size + 8)  # one node's counts
+        hist_bytes = X.shape[1] * n_bins * 4 * self.g.size  # one node's counts (int32)
         self.suited = hist_bytes <= settings.node_counts_max
         if not self.suited:
             return
@@ -186,12 +186,10 @@ class BinnedColumns:
         self._root.hist = self.histograms(self._root.members)
         # equal-width bins suit columns without far outliers or heavy tails; where one bin holds
         # a large share of the points, resolving it would sort most of every node again
-        crowd = np.diff(self._root.hist[1], axis=1).max(axis=1) > settings.crowded_bin * X.shape[0] / n_bins
+        crowd = self._root.hist.sum(axis=1).max(axis=1) > settings.crowded_bin * X.shape[0] / n_bins
         self.suited = bool(crowd.mean() <= settings.crowded_columns)
         if not self.suited:
             return
-        self.start, self.rows = _bin_kernels.bin_index(self.bins, n_bins)
-        self.local_pos = np.full(X.shape[0], -1, dtype=np.int64)  # row -> index in the node being swept
         # a node keeps its counts (for its children: the larger child's are the parent's minus
         # the smaller's) while all leaves' counts fit in settings.histogram_budget bytes
         self.keep_hist = hist_bytes * max(n_leaves, 2) <= settings.histogram_budget
@@ -222,19 +220,14 @@ class BinnedColumns:
         X = self.X
         d = X.shape[1]
         g = self.g
-        counts, cnt = self._node_counts(node)
+        counts = self._node_counts(node)
         # values of many points needed: gather the node's rows once (streaming) instead of
         # reading each value from X (a cache miss each)
         heavy = bool(n_flagged.sum() * self.heavy_share >= m * d)
         XT = _bin_kernels.gather_transposed(X, members) if heavy else np.empty((0, 0), X.dtype)
-        self.local_pos[members] = np.arange(m)
-        try:
-            _bin_kernels.clique_bins_resolve(
-                self.bins, X, XT, heavy, self.lo, self.scale, members, self.local_pos, self.start, self.rows,
-                self.codes[members].astype(np.int64), g, local, np.int64(local @ (g - 1)), counts, cnt, flags,
-                n_flagged, limit, min(d, 4 * _n_threads()), col_score, col_pos)
-        finally:
-            self.local_pos[members] = -1
+        _bin_kernels.clique_bins_resolve(
+            self.bins, X, XT, heavy, self.lo, self.scale, members, self.codes[members].astype(np.int64), g, local,
+            np.int64(local @ (g - 1)), counts, flags, n_flagged, limit, self._chunks(), col_score, col_pos)
         j, p, score = pick_best(col_score, col_pos, self.priority)
         return j, p, score, psi_v
 
@@ -249,42 +242,47 @@ class BinnedColumns:
         if m < 2:
             return psi_v, np.inf, local, None, None, None, None, None
         d = self.X.shape[1]
-        counts, cnt = self._node_counts(node)
+        counts = self._node_counts(node)
         col_score = np.empty(d)
         col_pos = np.empty(d, dtype=np.int64)
-        _bin_kernels.clique_bins_boundaries(counts, cnt, g, local, np.int64(local @ (g - 1)), col_score, col_pos)
+        bounds = np.empty((d, self.n_bins))
+        sizes = np.empty((d, self.n_bins), dtype=np.int64)
+        _bin_kernels.clique_bins_scan(counts, g, local, np.int64(local @ (g - 1)), self._chunks(), col_score, col_pos,
+                                      bounds, sizes)
         limit = float(col_score.min())
         flags = np.empty((d, self.n_bins), dtype=bool)
-        least = np.empty(d)
-        n_flagged = _bin_kernels.clique_bins_flags(counts, cnt, g, local, limit, col_score, flags, least)
-        lb = min(limit, float(least.min()))
+        n_flagged = _bin_kernels.clique_bins_flags(bounds, sizes, col_score, limit, flags)
+        lb = min(limit, float(bounds.min()))
         lb -= (_SLACK - 1.0) * abs(lb)  # as the bins' pruning: a margin far above rounding
         return psi_v, lb, local, col_score, col_pos, flags, n_flagged, limit
 
-    def _node_counts(self, node: BinnedNode) -> tuple[np.ndarray, np.ndarray]:
+    def _chunks(self) -> int:
+        """Chunks of features per kernel call (scratch is allocated once per chunk)."""
+        return min(self.X.shape[1], 4 * _n_threads())
+
+    def _node_counts(self, node: BinnedNode) -> np.ndarray:
         """The node's bin counts, counted unless it has them; it keeps them only while
         ``keep_hist`` allows (else :meth:`best_cut` counts again after :meth:`bound`)."""
         counts = node.hist if node.hist is not None else self.histograms(node.members)
         node.hist = counts if self.keep_hist else None
         return counts
 
-    def histograms(self, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(C, cnt) of :func:`~pipeline.trees._bin_kernels.bin_histograms` for these rows."""
-        d = self.X.shape[1]
-        counts = np.empty((d, self.n_bins + 1, self.g.size), np.int32)
-        cnt = np.empty((d, self.n_bins + 1), np.int64)
-        _bin_kernels.bin_histograms(self.bins, members, self.codes[members].astype(np.int64), counts, cnt)
-        return counts, cnt
+    def histograms(self, members: np.ndarray) -> np.ndarray:
+        """Counts (d, k, n_bins) int32 of :func:`~pipeline.trees._bin_kernels.bin_counts` for these rows."""
+        counts = np.empty((self.X.shape[1], self.g.size, self.n_bins), np.int32)
+        _bin_kernels.bin_counts(self.bins, members, self.codes[members].astype(np.int64), counts)
+        return counts
 
     def split_cuts(self, node: BinnedNode, feature: int, position: int):
         """((left node, left cut), (right node, right cut)) of the split after ``position``."""
-        members = node.members
-        left = self.X[members, feature] <= self.threshold(node, feature, position)
-        children = [BinnedNode(members[left]), BinnedNode(members[~left])]
+        j = feature
+        left, right = _bin_kernels.split_members(self.bins[j], self.X, j, node.members, self.lo[j], self.scale[j],
+                                                 self.n_bins, self.threshold(node, j, position))
+        children = [BinnedNode(left), BinnedNode(right)]
         if node.hist is not None:  # count the smaller child; the larger one's counts are the difference
             small, large = sorted(children, key=lambda c: c.n_points)
             small.hist = self.histograms(small.members)
-            large.hist = (np.subtract(node.hist[0], small.hist[0]), np.subtract(node.hist[1], small.hist[1]))
+            large.hist = np.subtract(node.hist, small.hist, out=node.hist)
             node.hist = None
         return tuple((child, None) for child in children)  # evaluated when needed: see bound()
 
