@@ -21,7 +21,7 @@ import numpy as np
 from pipeline.trees._kernels import _SLACK, AVAILABLE, SizeDispatch
 
 _INSERTION_MAX = 24  # bins up to this many points are sorted by insertion
-MAX_POINTS = 1 << 26  # clique_bins_scan sums integers up to n**2 in floats: exact below 2**53
+MAX_POINTS = 1 << 26  # clique_bins_coarse/fine sum integers up to n**2 in floats: exact below 2**53
 
 if AVAILABLE:
     import numba
@@ -200,15 +200,31 @@ if AVAILABLE:
     @numba.njit(parallel=True, cache=True, nogil=True)
     def bin_counts(bins, members, cl, H):
         """Points of the node per feature, cluster and bin: ``H[j, c, b]`` (not cumulative;
-        a node's counts less one child's are the other child's)."""
+        a node's counts less one child's are the other child's). Two features per pass over
+        the members (their counts, 2 k n_bins values, stay in L1)."""
         d = bins.shape[0]
         m = members.size
-        for j in prange(d):
-            row = bins[j]
-            Hj = H[j]
-            Hj[:] = 0
-            for p in range(m):
-                Hj[cl[p], row[members[p]]] += 1
+        nb = H.shape[2]
+        off = np.empty(m, np.int64)  # cluster row of each member in a feature's counts
+        for p in range(m):
+            off[p] = cl[p] * nb
+        for t in prange((d + 1) // 2):
+            j = 2 * t
+            h0 = H[j].reshape(-1)
+            h0[:] = 0
+            r0 = bins[j]
+            if j + 1 < d:
+                h1 = H[j + 1].reshape(-1)
+                h1[:] = 0
+                r1 = bins[j + 1]
+                for p in range(m):
+                    i = members[p]
+                    o = off[p]
+                    h0[o + r0[i]] += 1
+                    h1[o + r1[i]] += 1
+            else:
+                for p in range(m):
+                    h0[off[p] + r0[members[p]]] += 1
 
     @numba.njit(inline="always")
     def _present(local):
@@ -227,52 +243,136 @@ if AVAILABLE:
         return out
 
     @numba.njit(inline="always")
-    def _cumulate(Hj, present, S, cnt):
-        """``S[i, b]``: points of cluster ``present[i]`` in bins < b (as floats: every sum
-        below stays an integer under 2**53, so float arithmetic is exact); ``cnt[b]`` their
-        total."""
+    def _block_sums(Hj, present, block, S, cnt):
+        """``S[i, B]``: points of cluster ``present[i]`` in bins < B * block (as floats: every
+        sum of the scan stays an integer under 2**53, so float arithmetic is exact);
+        ``cnt[B]`` their total."""
         nb = Hj.shape[1]
+        n_blocks = S.shape[1] - 1
         cnt[:] = 0
         for i in range(present.size):
             h = Hj[present[i]]
             s = S[i]
             acc = 0
             s[0] = 0.0
-            for b in range(nb):
-                acc += h[b]
-                cnt[b + 1] += acc
-                s[b + 1] = acc
+            for B in range(n_blocks):
+                total = 0  # a block's sum: independent adds (vectorised), then the running total
+                for b in range(B * block, min(B * block + block, nb)):
+                    total += h[b]
+                acc += total
+                cnt[B + 1] += acc
+                s[B + 1] = acc
 
-    @numba.njit(parallel=True, cache=True, nogil=True)
-    def clique_bins_scan(H, g, local, vol_v, n_chunks, out_score, out_pos, out_bound, out_size):
-        """Pass 1 of the binned sweep, from the node's counts ``H`` (:func:`bin_counts`), all
-        features: the best exact cut between bins (``out_score``, ``out_pos``: score and sorted
-        position; inf, -1 if none) and, per bin, the lower bound of the cuts inside it
-        (``out_bound``: :func:`_clique_bound` of its two ends; inf for a bin of fewer than two
-        points) and its number of points (``out_size``).
+    @numba.njit(inline="always")
+    def _float_bound(lo, hi, gp, dp, lp, vol_v, top):
+        """:func:`_clique_bound` over the node's clusters (counts ``lo``, ``hi`` as floats)."""
+        e_s = 0.0
+        v_s = 0.0
+        e_r = 0.0
+        v_r = 0.0
+        top_s = 0.0
+        top_r = 0.0
+        for i in range(gp.size):
+            gc = gp[i]
+            a = lo[i]
+            z = hi[i]
+            e_s += min(a * (gc - a), z * (gc - z))
+            v_s += z * dp[i]
+            r_lo = lp[i] - z
+            r_hi = lp[i] - a
+            e_r += min(r_lo * (gc - r_lo), r_hi * (gc - r_hi))
+            v_r += r_hi * dp[i]
+            if top:
+                top_s = max(top_s, (z - 1.0) / dp[i])
+                top_r = max(top_r, (r_hi - 1.0) / dp[i])
+        bound = (e_s / v_s if v_s > 0 else 0.0) + (e_r / v_r if v_r > 0 else 0.0)
+        return max(bound, 2.0 - top_s - top_r) if top else bound
 
-        The statistics of every boundary and bin are summed cluster by cluster as vectors over
-        the bins (the node's clusters only: an absent one adds 0), in floats: the sums are
-        integers below 2**53 (at most n**2 for n points, see ``MAX_POINTS``), so they are exact
-        and equal the integer sums of :func:`_clique_stats`, :func:`_box_bound` and
-        :func:`_clique_bound` term by term."""
-        d, k, nb = H.shape
+    @numba.njit(inline="always")
+    def _float_eval(s, col, gp, dp, lp, vol_v, best, best_p, p):
+        """:func:`_clique_eval` of the prefix with counts ``s[:, col]`` (floats, exact)."""
+        cut_s = 0.0
+        vol_s = 0.0
+        cut_r = 0.0
+        for i in range(gp.size):
+            a = s[i, col]
+            r = lp[i] - a
+            cut_s += a * (gp[i] - a)
+            vol_s += a * dp[i]
+            cut_r += r * (gp[i] - r)
+        return _clique_eval(np.int64(cut_s), np.int64(vol_s), np.int64(cut_r), vol_v, best, best_p, p)
+
+    @numba.njit(inline="always")
+    def _node_stats(g, local):
+        """(present clusters, their g, g - 1 and node counts as floats, node size, whether
+        :func:`_clique_bound`'s second bound applies: no cluster of the node has volume 0)."""
         present = _present(local)
-        kp = present.size
         gp = g[present].astype(np.float64)
         dp = gp - 1.0
         lp = local[present].astype(np.float64)
         m = 0
-        top = True  # _clique_bound's second bound, unless a cluster of the node has volume 0
-        for i in range(kp):
+        top = True
+        for i in range(present.size):
             m += local[present[i]]
             if dp[i] == 0:
                 top = False
+        return present, gp, dp, lp, m, top
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def clique_bins_coarse(H, g, local, vol_v, block, n_chunks, out_score, out_pos, S_all, cnt_all, block_bound):
+        """Level 1 of the binned sweep, from the node's counts ``H`` (:func:`bin_counts`), all
+        features: the bins in blocks of ``block``; the best exact cut between blocks
+        (``out_score``, ``out_pos``: score and sorted position; inf, -1 if none), the counts
+        at the block boundaries (``S_all[j, i, B]`` of the node's i-th cluster, as floats;
+        ``cnt_all[j, B]`` in total) and each block's lower bound (``block_bound``:
+        :func:`_clique_bound` of its ends, at most every bound and score inside it; inf for a
+        block of fewer than two points, whose only cuts are the blocks' boundaries).
+
+        The sums are over the node's clusters only (an absent one adds 0), in floats: they are
+        integers below 2**53 (at most n**2 for n points, see ``MAX_POINTS``), so they are exact
+        and equal the integer sums of :func:`_clique_stats`, :func:`_box_bound` and
+        :func:`_clique_bound`."""
+        d, k, nb = H.shape
+        present, gp, dp, lp, m, top = _node_stats(g, local)
+        n_blocks = (nb + block - 1) // block
+        for ch in prange(n_chunks):
+            for j in range(ch, d, n_chunks):
+                S = S_all[j]
+                cnt = cnt_all[j]
+                _block_sums(H[j], present, block, S, cnt)
+                best = np.inf
+                best_p = -1
+                for B in range(1, n_blocks):
+                    if 0 < cnt[B] < m:
+                        best, best_p = _float_eval(S, B, gp, dp, lp, vol_v, best, best_p, cnt[B] - 1)
+                out_score[j] = best
+                out_pos[j] = best_p
+                for B in range(n_blocks):
+                    block_bound[j, B] = (_float_bound(S[:, B], S[:, B + 1], gp, dp, lp, vol_v, top)
+                                         if cnt[B + 1] - cnt[B] >= 2 else np.inf)
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def clique_bins_fine(H, g, local, vol_v, block, n_chunks, cap, S_all, cnt_all, block_bound, out_score, out_pos,
+                         out_bound):
+        """Level 2 of the binned sweep, after :func:`clique_bins_coarse` (its outputs passed
+        on): every block whose bound is within ``cap`` (the least cut between blocks, with the
+        slack) gets every boundary scored (``out_score``, ``out_pos`` become the best exact cut
+        between bins) and every bin bounded (``out_bound``: :func:`_clique_bound` of its two
+        ends; inf for a bin of fewer than two points). The other blocks hold no cut that can
+        win or be flagged: their bins report inf, and a feature's score may then be above its
+        own best, never at or below the node's best. The statistics are summed cluster by
+        cluster as vectors over the bins of a run of such blocks, in floats (exact, as in
+        :func:`clique_bins_coarse`)."""
+        d, k, nb = H.shape
+        present, gp, dp, lp, m, top = _node_stats(g, local)
+        kp = present.size
         fvol = float(vol_v)
-        for ch in prange(n_chunks):  # scratch allocated once per chunk of features
-            S = np.empty((kp, nb + 1))
-            cnt = np.empty(nb + 1, np.int64)
-            cs = np.empty(nb)  # at boundary b (before bin b): cut_s, vol_s, cut_r
+        n_blocks = (nb + block - 1) // block
+        for ch in prange(n_chunks):  # level 2: inside the blocks that may matter
+            refine = np.empty(n_blocks, np.bool_)
+            F = np.empty((kp, nb + 1))  # counts at the bin boundaries of a run of blocks
+            fcnt = np.empty(nb + 1, np.int64)
+            cs = np.empty(nb)  # at boundary b of the run: cut_s, vol_s, cut_r
             vs = np.empty(nb + 1)
             cr = np.empty(nb)
             e_s = np.empty(nb)  # bin b: the box bound's sums and the per-side maxima
@@ -280,62 +380,87 @@ if AVAILABLE:
             top_s = np.empty(nb)
             top_r = np.empty(nb)
             for j in range(ch, d, n_chunks):
-                _cumulate(H[j], present, S, cnt)
-                cs[:] = 0.0
-                vs[:] = 0.0
-                cr[:] = 0.0
-                e_s[:] = 0.0
-                e_r[:] = 0.0
-                top_s[:] = 0.0
-                top_r[:] = 0.0
-                for i in range(kp):
-                    s = S[i]
-                    gc = gp[i]
-                    dc = dp[i]
-                    lc = lp[i]
-                    for b in range(nb):
-                        lo = s[b]
-                        hi = s[b + 1]
-                        q_lo = lo * (gc - lo)
-                        r_lo = lc - hi
-                        r_hi = lc - lo
-                        qr_hi = r_hi * (gc - r_hi)
-                        cs[b] += q_lo
-                        vs[b] += lo * dc
-                        cr[b] += qr_hi
-                        e_s[b] += min(q_lo, hi * (gc - hi))
-                        e_r[b] += min(r_lo * (gc - r_lo), qr_hi)
-                    if top:  # (hi - 1) / deg < 0 when hi = 0: max with 0 as the skip in _clique_bound
-                        for b in range(nb):
-                            top_s[b] = max(top_s[b], (s[b + 1] - 1.0) / dc)
-                            top_r[b] = max(top_r[b], (lc - s[b] - 1.0) / dc)
-                vs[nb] = fvol
-                best = np.inf
-                best_p = -1
-                for b in range(1, nb):
-                    if cnt[b] > cnt[b - 1] and cnt[b] < m:
-                        best, best_p = _clique_eval(np.int64(cs[b]), np.int64(vs[b]), np.int64(cr[b]), vol_v, best,
-                                                    best_p, cnt[b] - 1)
+                Hj = H[j]
+                S = S_all[j]
+                cnt = cnt_all[j]
+                out_bound[j] = np.inf
+                for B in range(n_blocks):
+                    refine[B] = block_bound[j, B] <= cap
+                best = out_score[j]
+                best_p = out_pos[j]
+                B = 0
+                while B < n_blocks:
+                    if not refine[B]:
+                        B += 1
+                        continue
+                    B1 = B + 1
+                    while B1 < n_blocks and refine[B1]:
+                        B1 += 1
+                    b0 = B * block
+                    w = min(B1 * block, nb) - b0  # the run of blocks B..B1-1: bins b0..b0+w-1
+                    fcnt[0] = cnt[B]
+                    fcnt[1:w + 1] = 0
+                    for i in range(kp):
+                        h = Hj[present[i]]
+                        f = F[i]
+                        acc = np.int64(S[i, B])
+                        f[0] = acc
+                        for b in range(w):
+                            acc += h[b0 + b]
+                            fcnt[b + 1] += acc
+                            f[b + 1] = acc
+                    cs[:w] = 0.0
+                    vs[:w + 1] = 0.0
+                    cr[:w] = 0.0
+                    e_s[:w] = 0.0
+                    e_r[:w] = 0.0
+                    top_s[:w] = 0.0
+                    top_r[:w] = 0.0
+                    for i in range(kp):  # one vector pass per cluster (as _clique_stats, _box_bound)
+                        f = F[i]
+                        gc = gp[i]
+                        dc = dp[i]
+                        lc = lp[i]
+                        for b in range(w):
+                            lo = f[b]
+                            hi = f[b + 1]
+                            q_lo = lo * (gc - lo)
+                            r_lo = lc - hi
+                            r_hi = lc - lo
+                            qr_hi = r_hi * (gc - r_hi)
+                            cs[b] += q_lo
+                            vs[b] += lo * dc
+                            cr[b] += qr_hi
+                            e_s[b] += min(q_lo, hi * (gc - hi))
+                            e_r[b] += min(r_lo * (gc - r_lo), qr_hi)
+                        vs[w] += f[w] * dc
+                        if top:  # (hi - 1) / deg < 0 when hi = 0: max with 0 as the skip in _clique_bound
+                            for b in range(w):
+                                top_s[b] = max(top_s[b], (f[b + 1] - 1.0) / dc)
+                                top_r[b] = max(top_r[b], (lc - f[b] - 1.0) / dc)
+                    for b in range(1, w):  # boundaries inside the run (its ends are level 1's)
+                        if fcnt[b] > fcnt[b - 1] and fcnt[b] < m:
+                            best, best_p = _clique_eval(np.int64(cs[b]), np.int64(vs[b]), np.int64(cr[b]), vol_v,
+                                                        best, best_p, fcnt[b] - 1)
+                    for b in range(w):
+                        size = fcnt[b + 1] - fcnt[b]
+                        if size > 1:
+                            v_s = vs[b + 1]
+                            v_r = fvol - vs[b]
+                            bound = (e_s[b] / v_s if v_s > 0 else 0.0) + (e_r[b] / v_r if v_r > 0 else 0.0)
+                            if top:
+                                bound = max(bound, 2.0 - top_s[b] - top_r[b])
+                            out_bound[j, b0 + b] = bound
+                    B = B1
                 out_score[j] = best
                 out_pos[j] = best_p
-                for b in range(nb):
-                    size = cnt[b + 1] - cnt[b]
-                    out_size[j, b] = size
-                    bound = np.inf
-                    if size > 1:
-                        v_s = vs[b + 1]
-                        v_r = fvol - vs[b]
-                        bound = (e_s[b] / v_s if v_s > 0 else 0.0) + (e_r[b] / v_r if v_r > 0 else 0.0)
-                        if top:
-                            bound = max(bound, 2.0 - top_s[b] - top_r[b])
-                    out_bound[j, b] = bound
 
     @numba.njit(cache=True, nogil=True)
-    def clique_bins_flags(bounds, sizes, out_score, limit, flags):
+    def clique_bins_flags(bounds, H, out_score, limit, flags):
         """Which bins may hold a cut that reaches min(feature's best, limit): a lower bound
-        (:func:`clique_bins_scan`) within the slack. Returns the number of points in flagged
-        bins per feature."""
-        d, nb = bounds.shape
+        (:func:`clique_bins_fine`) within the slack. Returns the number of points in flagged
+        bins per feature (``H``: the node's counts)."""
+        d, k, nb = H.shape
         n_flagged = np.zeros(d, np.int64)
         for j in range(d):
             cap = _SLACK * min(out_score[j], limit)
@@ -344,7 +469,8 @@ if AVAILABLE:
                 f = bounds[j, b] <= cap
                 flags[j, b] = f
                 if f:
-                    total += sizes[j, b]
+                    for c in range(k):
+                        total += H[j, c, b]
             n_flagged[j] = total
         return n_flagged
 
@@ -464,5 +590,6 @@ if AVAILABLE:
     gather_transposed = SizeDispatch(gather_transposed)
     bin_histograms = SizeDispatch(bin_histograms)
     bin_counts = SizeDispatch(bin_counts)
-    clique_bins_scan = SizeDispatch(clique_bins_scan, work_arg=0)
+    clique_bins_coarse = SizeDispatch(clique_bins_coarse, work_arg=0)
+    clique_bins_fine = SizeDispatch(clique_bins_fine, work_arg=0)
     clique_bins_resolve = SizeDispatch(clique_bins_resolve)

@@ -47,6 +47,8 @@ class SweepSettings:
     node_counts_max : above this many bytes of counts per node SpEx-Clique takes the sorted sweep.
     heavy_share : the binned sweep gathers a node's rows when 1/heavy_share of its values
         need resolving.
+    scan_block : bins per block of the binned sweep's first level (blocks whose bound cannot
+        reach the best cut between blocks are skipped).
     """
 
     use_kernels: bool = True
@@ -59,6 +61,7 @@ class SweepSettings:
     histogram_budget: int = 1 << 30
     node_counts_max: int = 1 << 28
     heavy_share: int = 16
+    scan_block: int = 16
 
     @property
     def compiled(self) -> bool:
@@ -176,6 +179,7 @@ class BinnedColumns:
         self.priority = priority
         self.n_bins = n_bins
         self.heavy_share = settings.heavy_share
+        self.scan_block = settings.scan_block
         hist_bytes = X.shape[1] * n_bins * 4 * self.g.size  # one node's counts (int32)
         self.suited = hist_bytes <= settings.node_counts_max
         if not self.suited:
@@ -193,6 +197,7 @@ class BinnedColumns:
         # a node keeps its counts (for its children: the larger child's are the parent's minus
         # the smaller's) while all leaves' counts fit in settings.histogram_budget bytes
         self.keep_hist = hist_bytes * max(n_leaves, 2) <= settings.histogram_budget
+        self._bounds = np.empty((X.shape[1], n_bins))  # scratch of _counts_pass
 
     def root(self) -> BinnedNode:
         return self._root
@@ -209,10 +214,11 @@ class BinnedColumns:
         return psi_v, lb
 
     def best_cut(self, node: BinnedNode) -> tuple[int, int, float, float]:
-        """As :func:`clique_best_cut` for the node's points."""
+        """As :func:`clique_best_cut` for the node's points: the blocks that may hold the best
+        cut are scanned bin by bin, then the flagged bins resolved."""
         state = node.state if node.state is not None else self._counts_pass(node)
         node.state = None
-        psi_v, _, local, col_score, col_pos, flags, n_flagged, limit = state
+        psi_v, _, local, col_score, col_pos, coarse = state
         members = node.members
         m = members.size
         if m < 2:
@@ -220,19 +226,28 @@ class BinnedColumns:
         X = self.X
         d = X.shape[1]
         g = self.g
+        vol_v = np.int64(local @ (g - 1))
         counts = self._node_counts(node)
+        bounds = self._bounds  # scratch: read by clique_bins_flags right away
+        cap = _SLACK * float(col_score.min())
+        _bin_kernels.clique_bins_fine(counts, g, local, vol_v, self.scan_block, self._chunks(), cap, *coarse,
+                                      col_score, col_pos, bounds)
+        limit = float(col_score.min())
+        flags = np.empty((d, self.n_bins), dtype=bool)
+        n_flagged = _bin_kernels.clique_bins_flags(bounds, counts, col_score, limit, flags)
         # values of many points needed: gather the node's rows once (streaming) instead of
         # reading each value from X (a cache miss each)
         heavy = bool(n_flagged.sum() * self.heavy_share >= m * d)
         XT = _bin_kernels.gather_transposed(X, members) if heavy else np.empty((0, 0), X.dtype)
         _bin_kernels.clique_bins_resolve(
             self.bins, X, XT, heavy, self.lo, self.scale, members, self.codes[members].astype(np.int64), g, local,
-            np.int64(local @ (g - 1)), counts, flags, n_flagged, limit, self._chunks(), col_score, col_pos)
+            vol_v, counts, flags, n_flagged, limit, self._chunks(), col_score, col_pos)
         j, p, score = pick_best(col_score, col_pos, self.priority)
         return j, p, score, psi_v
 
     def _counts_pass(self, node: BinnedNode) -> tuple:
-        """Bin counts, exact cuts between bins, flagged bins and the lower bound of a node."""
+        """Bin counts, the exact cuts between blocks of bins and the blocks' bounds: the node's
+        psi and a lower bound of its best cut score, and the work :meth:`best_cut` goes on from."""
         g = self.g
         members = node.members
         m = members.size
@@ -240,21 +255,21 @@ class BinnedColumns:
         vol_v = float(local @ (g - 1))
         psi_v = float(local @ (g - local)) / vol_v if vol_v > 0 else 0.0
         if m < 2:
-            return psi_v, np.inf, local, None, None, None, None, None
+            return psi_v, np.inf, local, None, None, None
         d = self.X.shape[1]
         counts = self._node_counts(node)
         col_score = np.empty(d)
         col_pos = np.empty(d, dtype=np.int64)
-        bounds = np.empty((d, self.n_bins))
-        sizes = np.empty((d, self.n_bins), dtype=np.int64)
-        _bin_kernels.clique_bins_scan(counts, g, local, np.int64(local @ (g - 1)), self._chunks(), col_score, col_pos,
-                                      bounds, sizes)
-        limit = float(col_score.min())
-        flags = np.empty((d, self.n_bins), dtype=bool)
-        n_flagged = _bin_kernels.clique_bins_flags(bounds, sizes, col_score, limit, flags)
-        lb = min(limit, float(bounds.min()))
+        n_blocks = -(-self.n_bins // self.scan_block)
+        coarse = (np.empty((d, np.count_nonzero(local), n_blocks + 1)), np.empty((d, n_blocks + 1), np.int64),
+                  np.empty((d, n_blocks)))
+        _bin_kernels.clique_bins_coarse(counts, g, local, np.int64(local @ (g - 1)), self.scan_block, self._chunks(),
+                                        col_score, col_pos, *coarse)
+        # every cut lies between blocks (at least the least of those) or inside a block of two
+        # or more points (at least its bound)
+        lb = min(float(col_score.min()), float(coarse[2].min()))
         lb -= (_SLACK - 1.0) * abs(lb)  # as the bins' pruning: a margin far above rounding
-        return psi_v, lb, local, col_score, col_pos, flags, n_flagged, limit
+        return psi_v, lb, local, col_score, col_pos, coarse
 
     def _chunks(self) -> int:
         """Chunks of features per kernel call (scratch is allocated once per chunk)."""
