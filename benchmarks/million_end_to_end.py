@@ -14,7 +14,8 @@ step       before (main before issue 27, reproduced here)           after (this 
 clustering ``MiniBatchKMeans(10, batch_size=4096, n_init=1)``       ``fit_kmeans(fit_rows=20000, n_init=3)``:
                                                                     k-means on a 20k sample, one assignment pass
 cavs       ``CAVFitter(n_repeats=2, cv=0)`` on one thread            the same fitter, concepts shared by threads
-project    8,192-row float64 blocks, two n x d finiteness masks     :func:`pipeline.concepts.projection.project`
+project    8,192-row float64 blocks, two n x d finiteness masks     :func:`pipeline.concepts.projection.project`:
+                                                                    compiled float64 tiles, one read
 imm        ``IMM()``                                                same (the kernels main has)
 spex       ``SpExClique()``                                         same
 mmdt       ``MMDT()``                                               same
@@ -26,8 +27,10 @@ The "after" worker also measures, outside the total:
 * CART: the presorted builder and scikit-learn's on the same 1M x 20 concept coordinates in
   one process (ours: median of 3 after the timed fit; scikit-learn: one fit), their CPU
   ratio, and whether the two trees are identical (every node, threshold and leaf);
-* projection speed in GB/s of latents read, beside ``Z.sum()`` over the same array (one
-  plain read: the memory-bandwidth limit), medians of 3;
+* projection speed in GB/s of latents read, beside a plain read of the same array (its sum
+  on the same threads: the memory-bandwidth limit), and beside its float64 floor (its
+  2 n d M FLOP at the per-thread peak of a square dgemm measured in the same process: the
+  multiply-add limit, which at 20 concepts is the nearer one), medians of 3;
 * clustering tolerance: the adjusted Rand index of the sampled k-means labels against
   ``KMeans(10, n_init=1)`` on all rows (and, in the parent, against the before column's
   MiniBatchKMeans labels).
@@ -181,15 +184,41 @@ def _checks(X, Z, y, cav, cart, threads) -> dict:
           f"scikit-learn {w_ref:.2f} / {c_ref:.2f} -> {c_ref / c_ours:.1f}x CPU, {w_ref / w_ours:.1f}x wall; "
           f"identical tree: {same}", flush=True)
     proj = [timed(lambda: project(X, cav.cavs_)) for _ in range(3)]
-    read = [timed(lambda: X.sum()) for _ in range(3)]
+    read = [timed(lambda: parallel_sum(X, threads)) for _ in range(3)]
     w_p, w_r = statistics.median(t[1] for t in proj), statistics.median(t[1] for t in read)
     gb = X.nbytes / 1e9
+    flops = 2.0 * X.shape[0] * X.shape[1] * cav.cavs_.shape[0]
+    peak = dgemm_peak_gflops()
+    floor = flops / (peak * 1e9 * threads)
     out["project"] = {"wall_s": w_p, "cpu_s": statistics.median(t[2] for t in proj), "GB_per_s": gb / w_p,
                       "read_wall_s": w_r, "read_GB_per_s": gb / w_r, "share_of_read_speed": w_r / w_p,
-                      "threads": threads, "load": os.getloadavg()}
-    print(f"  [after] projection {gb / w_p:.1f} GB/s ({w_p:.3f} s); plain read (Z.sum) {gb / w_r:.1f} GB/s "
-          f"({w_r:.3f} s)", flush=True)
+                      "gflop": flops / 1e9, "dgemm_peak_gflops_per_thread": peak, "float64_floor_s": floor,
+                      "share_of_float64_peak": floor / w_p, "threads": threads, "load": os.getloadavg()}
+    print(f"  [after] projection {gb / w_p:.1f} GB/s ({w_p:.3f} s); plain read ({threads} threads) {gb / w_r:.1f} GB/s "
+          f"({w_r:.3f} s); float64 floor {floor:.3f} s ({flops / 1e9:.1f} GFLOP at the {peak:.0f} GFLOP/s per thread "
+          f"of a square dgemm) -> {floor / w_p:.0%} of float64 peak", flush=True)
     return out
+
+
+def parallel_sum(X, threads: int) -> float:
+    """One plain read of X on ``threads`` threads (numpy releases the GIL): the memory-bandwidth limit."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    bounds = np.linspace(0, X.shape[0], threads + 1).astype(int)
+    with ThreadPoolExecutor(threads) as pool:
+        return sum(pool.map(lambda i: float(X[bounds[i]:bounds[i + 1]].sum()), range(threads)))
+
+
+def dgemm_peak_gflops(size: int = 1500) -> float:
+    """float64 multiply-add peak of one thread: a square dgemm (BLAS at its best), median of 3."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    A, B = rng.random((size, size)), rng.random((size, size))
+    with threadpool_limits(1):
+        A @ B
+        times = [timed(lambda: A @ B)[1] for _ in range(3)]
+    return 2.0 * size ** 3 / statistics.median(times) / 1e9
 
 
 def main(argv=None):

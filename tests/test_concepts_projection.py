@@ -182,17 +182,46 @@ def test_cross_check_with_metrics_q_and_concept_mmdt():
     np.testing.assert_allclose(tree.concept_sigma_, sig_c)
 
 
-def test_project_float32_in_blocks_same_for_any_thread_count():
-    """float32 latents are widened a block at a time (issue 27): float64 products, the same bits
-    for 1 or 2 threads, and NaN/inf still refused without a float64 copy."""
-    from pipeline.concepts.projection import PROJECT_BLOCK_ROWS, project
+def test_project_kernel_same_for_any_thread_count_and_dtype():
+    """The compiled projection (issue 27): float64 multiply-adds, the same bits for 1 or 2 threads
+    and for float32 latents and their float64 widening, and NaN/inf still refused."""
+    from pipeline.concepts.projection import project
 
     rng = np.random.default_rng(0)
-    Z = rng.normal(size=(5 * PROJECT_BLOCK_ROWS + 7, 33)).astype(np.float32)
+    Z = rng.normal(size=(5 * 256 + 7, 33)).astype(np.float32)
     C = rng.normal(size=(4, 33))
     one, two = project(Z, C, n_jobs=1), project(Z, C, n_jobs=2)
     assert one.dtype == np.float64 and np.array_equal(one, two)
+    assert np.array_equal(one, project(Z.astype(np.float64), C, n_jobs=2))
     np.testing.assert_allclose(one, Z.astype(np.float64) @ C.T, rtol=1e-12, atol=1e-12)
     Z[3, 5] = np.nan
     with pytest.raises(InvalidInputError, match="NaN or infinite"):
         project(Z, C)
+    Z[3, 5] = np.inf
+    with pytest.raises(InvalidInputError, match="NaN or infinite"):
+        project(Z, np.abs(C) * 0 + np.eye(4, 33))  # inf times a zero CAV entry is still caught
+    with pytest.raises(InvalidInputError, match="overflows float64"):
+        project(np.full((3, 4), 1e308), np.ones((2, 4)))
+    assert project(np.zeros((0, 33), np.float32), C).shape == (0, 4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 23), d=st.integers(1, 40), m=st.integers(1, 12), seed=st.integers(0, 2**16),
+       scale=st.sampled_from([1e-310, 1e-300, 1e-30, 1.0, 1e30, 1e150]))
+def test_project_kernel_matches_brute_force(n, d, m, seed, scale):
+    """Every tile shape (rows not a multiple of 4, CAVs not a multiple of 5) and magnitudes down to
+    subnormal products: each coordinate equals an exactly rounded dot product within the float64
+    summation bound sum |z_k c_k| * d * eps."""
+    from fractions import Fraction
+
+    from pipeline.concepts.projection import project
+
+    rng = np.random.default_rng(seed)
+    Z, C = rng.normal(size=(n, d)) * scale, rng.normal(size=(m, d))
+    out = project(Z, C, n_jobs=2)
+    assert out.shape == (n, m)
+    for i in range(0, n, max(1, n // 4)):
+        for j in range(m):
+            exact = float(sum(Fraction(float(a)) * Fraction(float(b)) for a, b in zip(Z[i], C[j])))
+            bound = d * np.finfo(float).eps * float(np.abs(Z[i] * C[j]).sum()) + d * np.finfo(float).smallest_subnormal
+            assert abs(out[i, j] - exact) <= bound

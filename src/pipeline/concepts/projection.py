@@ -28,61 +28,63 @@ from typing import Sequence
 import numpy as np
 
 from pipeline.threads import limit_threads
-from pipeline.validation import InvalidInputError, check_labels, check_matrix, check_n_features
+from pipeline.validation import InvalidInputError, all_finite, check_labels, check_matrix, check_n_features
 
 log = logging.getLogger(__name__)
-
-
-#: Rows of float32 latents widened to float64 at a time: 64 x 512 float64 is 256 KB, a block
-#: that stays in the core's L2 cache between the copy and the product. 8,192-row blocks went
-#: through memory twice more (1M x 512 x 20: 2.1 s of CPU on one thread, load 10); per 300k
-#: rows on one thread (load 16): 32 rows 0.22 s, 64 rows 0.21 s, 128 rows 0.25 s, 256 rows 0.30 s.
-PROJECT_BLOCK_ROWS = 64
 
 
 def project(Z, cavs, n_jobs=None) -> np.ndarray:
     """Concept coordinates ``Z Cᵀ`` (Eq. 4) for latents Z (n, d) and CAV rows C (M, d); shape (n, M).
 
-    float64 products either way. float32 latents are checked as they are (no float64 copy of
-    1M x 512 latents, 4 GB) and widened a cache-sized block of rows at a time; the blocks are
-    shared among ``n_jobs`` threads (scikit-learn convention), each running its products on
-    one BLAS thread. Block boundaries do not depend on the thread count, so neither does the
-    result.
+    float64 multiply-adds either way, by a compiled kernel
+    (:func:`pipeline.concepts._project_kernel.project_rows`) that reads float32 latents as
+    they are (no float64 copy of 1M x 512 latents, 4 GB), a four-row tile at a time. The rows
+    are shared among ``n_jobs`` threads (scikit-learn convention); every element is summed in
+    the same order whatever the split, so the result is the same for any thread count, and
+    float32 latents give the same bits as their float64 widening.
+
+    The latents are read once: a NaN or inf in a row reaches every coordinate of that row (the
+    kernel keeps IEEE semantics), so finite coordinates prove finite latents; otherwise the
+    latents are checked for the usual error, and finite latents whose coordinates overflow
+    float64 are refused too.
     """
     C = check_matrix(cavs, "cavs")
     dtype = np.float32 if getattr(Z, "dtype", None) == np.float32 else np.float64
-    Z = check_matrix(Z, "Z", min_rows=0, dtype=dtype)
+    Z = check_matrix(Z, "Z", min_rows=0, dtype=dtype, finite=False)
     check_n_features(Z, C.shape[1], "Z")
-    if dtype == np.float64:
-        return Z @ C.T
-    out = np.empty((Z.shape[0], C.shape[0]))
-    CT = np.ascontiguousarray(C.T)
-    step = PROJECT_BLOCK_ROWS
-    starts = range(0, Z.shape[0], step)
-    with limit_threads(n_jobs, work=Z.size) as n:
-        if n <= 1 or len(starts) < 2 * n:
-            _project_blocks(Z, CT, out, starts, step)
-            return out
-        with limit_threads(1), ThreadPoolExecutor(max_workers=n) as pool:  # numpy releases the GIL
-            parts = [starts[i::n] for i in range(n)]
-            list(pool.map(lambda part: _project_blocks(Z, CT, out, part, step), parts))
+    out = _project(Z, np.ascontiguousarray(C, dtype=np.float64), n_jobs)
+    if not all_finite(out):
+        check_matrix(Z, "Z", min_rows=0, dtype=dtype)  # raises for NaN/inf latents
+        raise InvalidInputError(
+            f"Z Cᵀ overflows float64 (largest |Z| entry {float(np.abs(Z).max()):.3g}): rescale the latents "
+            "(e.g. standardise them) before projecting them onto the CAVs.")
     return out
 
 
-def _project_blocks(Z, CT, out, starts, step) -> None:
-    """``out[i:i+step] = float64(Z[i:i+step]) @ CT`` for each i in ``starts``, through one reused buffer."""
-    buf = np.empty((step, Z.shape[1]))
-    for i in starts:
-        block = buf[:min(step, Z.shape[0] - i)]
-        block[...] = Z[i:i + step]
-        np.matmul(block, CT, out=out[i:i + step])
+def _project(Z, C, n_jobs) -> np.ndarray:
+    from pipeline.concepts import _project_kernel as _kernel  # numba on first use: a run without concepts never loads it
+
+    if not _kernel.AVAILABLE:  # pragma: no cover - numba is a dependency
+        return Z.astype(np.float64) @ C.T
+    n_rows = Z.shape[0]
+    out = np.empty((n_rows, C.shape[0]))
+    with limit_threads(n_jobs, work=Z.size * C.shape[0]) as n:
+        tiles = -(-n_rows // _kernel.ROWS)
+        n = max(1, min(n, tiles // 64))  # a thread for at least 64 tiles (256 rows)
+        if n == 1:
+            _kernel.project_rows(Z, C, out, 0, n_rows)
+            return out
+        bounds = [min(n_rows, (tiles * i // n) * _kernel.ROWS) for i in range(n + 1)]
+        with ThreadPoolExecutor(max_workers=n) as pool:  # the kernel releases the GIL
+            list(pool.map(lambda i: _kernel.project_rows(Z, C, out, bounds[i], bounds[i + 1]), range(n)))
+    return out
 
 
 def project_mixture(cavs, weights, means, covariances) -> tuple:
     """A latent mixture in concept coordinates: ``(w, μ Cᵀ, C Σ_k Cᵀ)`` (Eq. 5), shapes
     (K,), (K, M), (K, M, M), for CAV rows C (M, d), means (K, d), covariances (K, d, d)."""
     C = np.asarray(cavs, dtype=np.float64)
-    return weights, np.asarray(means) @ C.T, np.einsum("ij,kjl,ml->kim", C, np.asarray(covariances), C)
+    return weights, project(means, C), np.einsum("ij,kjl,ml->kim", C, np.asarray(covariances), C)
 
 
 def concept_variances(cavs, covariances) -> np.ndarray:
