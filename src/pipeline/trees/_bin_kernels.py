@@ -197,11 +197,27 @@ if AVAILABLE:
                     Cj[b + 1, c] += Cj[b, c]
                 cj[b + 1] = cj[b] + total
 
+    @numba.njit(inline="always")
+    def _block_counts(h, hb, block):
+        """``hb[c, B]``: the points of cluster c in bins < B * block, from one feature's counts
+        ``h`` (k, n_bins) (read while they are in L1)."""
+        k, nb = h.shape
+        for c in range(k):
+            acc = 0
+            hb[c, 0] = 0
+            for B in range(hb.shape[1] - 1):
+                total = 0  # a block's sum: independent adds (vectorised), then the running total
+                for b in range(B * block, min(B * block + block, nb)):
+                    total += h[c, b]
+                acc += total
+                hb[c, B + 1] = acc
+
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def bin_counts(bins, members, cl, H):
+    def bin_counts(bins, members, cl, H, block, Hb):
         """Points of the node per feature, cluster and bin: ``H[j, c, b]`` (not cumulative;
-        a node's counts less one child's are the other child's). Two features per pass over
-        the members (their counts, 2 k n_bins values, stay in L1)."""
+        a node's counts less one child's are the other child's), and per block of ``block``
+        bins, cumulative: ``Hb[j, c, B]`` in bins < B * block. Two features per pass over the
+        members (their counts, 2 k n_bins values, stay in L1)."""
         d = bins.shape[0]
         m = members.size
         nb = H.shape[2]
@@ -222,9 +238,11 @@ if AVAILABLE:
                     o = off[p]
                     h0[o + r0[i]] += 1
                     h1[o + r1[i]] += 1
+                _block_counts(H[j + 1], Hb[j + 1], block)
             else:
                 for p in range(m):
                     h0[off[p] + r0[members[p]]] += 1
+            _block_counts(H[j], Hb[j], block)
 
     @numba.njit(inline="always")
     def _present(local):
@@ -243,25 +261,15 @@ if AVAILABLE:
         return out
 
     @numba.njit(inline="always")
-    def _block_sums(Hj, present, block, S, cnt):
-        """``S[i, B]``: points of cluster ``present[i]`` in bins < B * block (as floats: every
-        sum of the scan stays an integer under 2**53, so float arithmetic is exact);
-        ``cnt[B]`` their total."""
-        nb = Hj.shape[1]
-        n_blocks = S.shape[1] - 1
+    def _present_blocks(Hbj, present, S, cnt):
+        """``S[i, B]`` = ``Hbj[present[i], B]`` as floats (every sum of the scan is an integer
+        below 2**53, so float arithmetic is exact); ``cnt[B]`` their total."""
         cnt[:] = 0
         for i in range(present.size):
-            h = Hj[present[i]]
-            s = S[i]
-            acc = 0
-            s[0] = 0.0
-            for B in range(n_blocks):
-                total = 0  # a block's sum: independent adds (vectorised), then the running total
-                for b in range(B * block, min(B * block + block, nb)):
-                    total += h[b]
-                acc += total
-                cnt[B + 1] += acc
-                s[B + 1] = acc
+            hb = Hbj[present[i]]
+            for B in range(S.shape[1]):
+                S[i, B] = hb[B]
+                cnt[B] += hb[B]
 
     @numba.njit(inline="always")
     def _float_bound(lo, hi, gp, dp, lp, vol_v, top):
@@ -319,12 +327,10 @@ if AVAILABLE:
         return present, gp, dp, lp, m, top
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def clique_bins_coarse(H, g, local, vol_v, block, n_chunks, out_score, out_pos, S_all, cnt_all, block_bound):
-        """Level 1 of the binned sweep, from the node's counts ``H`` (:func:`bin_counts`), all
-        features: the bins in blocks of ``block``; the best exact cut between blocks
-        (``out_score``, ``out_pos``: score and sorted position; inf, -1 if none), the counts
-        at the block boundaries (``S_all[j, i, B]`` of the node's i-th cluster, as floats;
-        ``cnt_all[j, B]`` in total) and each block's lower bound (``block_bound``:
+    def clique_bins_coarse(Hb, g, local, vol_v, n_chunks, out_score, out_pos, block_bound):
+        """Level 1 of the binned sweep, from the node's block counts ``Hb`` (:func:`bin_counts`),
+        all features: the best exact cut between blocks (``out_score``, ``out_pos``: score and
+        sorted position; inf, -1 if none) and each block's lower bound (``block_bound``:
         :func:`_clique_bound` of its ends, at most every bound and score inside it; inf for a
         block of fewer than two points, whose only cuts are the blocks' boundaries).
 
@@ -332,14 +338,14 @@ if AVAILABLE:
         integers below 2**53 (at most n**2 for n points, see ``MAX_POINTS``), so they are exact
         and equal the integer sums of :func:`_clique_stats`, :func:`_box_bound` and
         :func:`_clique_bound`."""
-        d, k, nb = H.shape
+        d = Hb.shape[0]
+        n_blocks = Hb.shape[2] - 1
         present, gp, dp, lp, m, top = _node_stats(g, local)
-        n_blocks = (nb + block - 1) // block
         for ch in prange(n_chunks):
+            S = np.empty((present.size, n_blocks + 1))
+            cnt = np.empty(n_blocks + 1, np.int64)
             for j in range(ch, d, n_chunks):
-                S = S_all[j]
-                cnt = cnt_all[j]
-                _block_sums(H[j], present, block, S, cnt)
+                _present_blocks(Hb[j], present, S, cnt)
                 best = np.inf
                 best_p = -1
                 for B in range(1, n_blocks):
@@ -352,8 +358,7 @@ if AVAILABLE:
                                          if cnt[B + 1] - cnt[B] >= 2 else np.inf)
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def clique_bins_fine(H, g, local, vol_v, block, n_chunks, cap, S_all, cnt_all, block_bound, out_score, out_pos,
-                         out_bound):
+    def clique_bins_fine(H, Hb, g, local, vol_v, block, n_chunks, cap, block_bound, out_score, out_pos, out_bound):
         """Level 2 of the binned sweep, after :func:`clique_bins_coarse` (its outputs passed
         on): every block whose bound is within ``cap`` (the least cut between blocks, with the
         slack) gets every boundary scored (``out_score``, ``out_pos`` become the best exact cut
@@ -367,9 +372,11 @@ if AVAILABLE:
         present, gp, dp, lp, m, top = _node_stats(g, local)
         kp = present.size
         fvol = float(vol_v)
-        n_blocks = (nb + block - 1) // block
+        n_blocks = Hb.shape[2] - 1
         for ch in prange(n_chunks):  # level 2: inside the blocks that may matter
             refine = np.empty(n_blocks, np.bool_)
+            S = np.empty((kp, n_blocks + 1))
+            cnt = np.empty(n_blocks + 1, np.int64)
             F = np.empty((kp, nb + 1))  # counts at the bin boundaries of a run of blocks
             fcnt = np.empty(nb + 1, np.int64)
             cs = np.empty(nb)  # at boundary b of the run: cut_s, vol_s, cut_r
@@ -381,8 +388,7 @@ if AVAILABLE:
             top_r = np.empty(nb)
             for j in range(ch, d, n_chunks):
                 Hj = H[j]
-                S = S_all[j]
-                cnt = cnt_all[j]
+                _present_blocks(Hb[j], present, S, cnt)
                 out_bound[j] = np.inf
                 for B in range(n_blocks):
                     refine[B] = block_bound[j, B] <= cap

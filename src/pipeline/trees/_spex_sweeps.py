@@ -137,7 +137,7 @@ def use_binned_clique(n_points: int, settings: SweepSettings = DEFAULT_SETTINGS)
 
 class BinnedNode:
     """A tree node of the binned clique sweep: its global row ids, ascending (int64), and,
-    once computed, its counts per (feature, cluster, bin) (``hist``, of
+    once computed, its counts per (feature, cluster, bin) and per block of bins (``hist``, of
     :func:`~pipeline.trees._bin_kernels.bin_counts`, or None)."""
 
     __slots__ = ("members", "hist", "state")
@@ -190,7 +190,7 @@ class BinnedColumns:
         self._root.hist = self.histograms(self._root.members)
         # equal-width bins suit columns without far outliers or heavy tails; where one bin holds
         # a large share of the points, resolving it would sort most of every node again
-        crowd = self._root.hist.sum(axis=1).max(axis=1) > settings.crowded_bin * X.shape[0] / n_bins
+        crowd = self._root.hist[0].sum(axis=1).max(axis=1) > settings.crowded_bin * X.shape[0] / n_bins
         self.suited = bool(crowd.mean() <= settings.crowded_columns)
         if not self.suited:
             return
@@ -218,7 +218,7 @@ class BinnedColumns:
         cut are scanned bin by bin, then the flagged bins resolved."""
         state = node.state if node.state is not None else self._counts_pass(node)
         node.state = None
-        psi_v, _, local, col_score, col_pos, coarse = state
+        psi_v, _, local, col_score, col_pos, block_bound = state
         members = node.members
         m = members.size
         if m < 2:
@@ -230,18 +230,18 @@ class BinnedColumns:
         counts = self._node_counts(node)
         bounds = self._bounds  # scratch: read by clique_bins_flags right away
         cap = _SLACK * float(col_score.min())
-        _bin_kernels.clique_bins_fine(counts, g, local, vol_v, self.scan_block, self._chunks(), cap, *coarse,
+        _bin_kernels.clique_bins_fine(*counts, g, local, vol_v, self.scan_block, self._chunks(), cap, block_bound,
                                       col_score, col_pos, bounds)
         limit = float(col_score.min())
         flags = np.empty((d, self.n_bins), dtype=bool)
-        n_flagged = _bin_kernels.clique_bins_flags(bounds, counts, col_score, limit, flags)
+        n_flagged = _bin_kernels.clique_bins_flags(bounds, counts[0], col_score, limit, flags)
         # values of many points needed: gather the node's rows once (streaming) instead of
         # reading each value from X (a cache miss each)
         heavy = bool(n_flagged.sum() * self.heavy_share >= m * d)
         XT = _bin_kernels.gather_transposed(X, members) if heavy else np.empty((0, 0), X.dtype)
         _bin_kernels.clique_bins_resolve(
             self.bins, X, XT, heavy, self.lo, self.scale, members, self.codes[members].astype(np.int64), g, local,
-            vol_v, counts, flags, n_flagged, limit, self._chunks(), col_score, col_pos)
+            vol_v, counts[0], flags, n_flagged, limit, self._chunks(), col_score, col_pos)
         j, p, score = pick_best(col_score, col_pos, self.priority)
         return j, p, score, psi_v
 
@@ -257,36 +257,37 @@ class BinnedColumns:
         if m < 2:
             return psi_v, np.inf, local, None, None, None
         d = self.X.shape[1]
-        counts = self._node_counts(node)
+        _, block_counts = self._node_counts(node)
         col_score = np.empty(d)
         col_pos = np.empty(d, dtype=np.int64)
-        n_blocks = -(-self.n_bins // self.scan_block)
-        coarse = (np.empty((d, np.count_nonzero(local), n_blocks + 1)), np.empty((d, n_blocks + 1), np.int64),
-                  np.empty((d, n_blocks)))
-        _bin_kernels.clique_bins_coarse(counts, g, local, np.int64(local @ (g - 1)), self.scan_block, self._chunks(),
-                                        col_score, col_pos, *coarse)
+        block_bound = np.empty((d, block_counts.shape[2] - 1))
+        _bin_kernels.clique_bins_coarse(block_counts, g, local, np.int64(local @ (g - 1)), self._chunks(), col_score,
+                                        col_pos, block_bound)
         # every cut lies between blocks (at least the least of those) or inside a block of two
         # or more points (at least its bound)
-        lb = min(float(col_score.min()), float(coarse[2].min()))
+        lb = min(float(col_score.min()), float(block_bound.min()))
         lb -= (_SLACK - 1.0) * abs(lb)  # as the bins' pruning: a margin far above rounding
-        return psi_v, lb, local, col_score, col_pos, coarse
+        return psi_v, lb, local, col_score, col_pos, block_bound
 
     def _chunks(self) -> int:
         """Chunks of features per kernel call (scratch is allocated once per chunk)."""
         return min(self.X.shape[1], 4 * _n_threads())
 
-    def _node_counts(self, node: BinnedNode) -> np.ndarray:
+    def _node_counts(self, node: BinnedNode) -> tuple[np.ndarray, np.ndarray]:
         """The node's bin counts, counted unless it has them; it keeps them only while
         ``keep_hist`` allows (else :meth:`best_cut` counts again after :meth:`bound`)."""
         counts = node.hist if node.hist is not None else self.histograms(node.members)
         node.hist = counts if self.keep_hist else None
         return counts
 
-    def histograms(self, members: np.ndarray) -> np.ndarray:
-        """Counts (d, k, n_bins) int32 of :func:`~pipeline.trees._bin_kernels.bin_counts` for these rows."""
-        counts = np.empty((self.X.shape[1], self.g.size, self.n_bins), np.int32)
-        _bin_kernels.bin_counts(self.bins, members, self.codes[members].astype(np.int64), counts)
-        return counts
+    def histograms(self, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Counts (d, k, n_bins) and cumulative block counts (d, k, n_blocks + 1), int32, of
+        :func:`~pipeline.trees._bin_kernels.bin_counts` for these rows."""
+        d, k, block = self.X.shape[1], self.g.size, self.scan_block
+        counts = np.empty((d, k, self.n_bins), np.int32)
+        block_counts = np.empty((d, k, -(-self.n_bins // block) + 1), np.int32)
+        _bin_kernels.bin_counts(self.bins, members, self.codes[members].astype(np.int64), counts, block, block_counts)
+        return counts, block_counts
 
     def split_cuts(self, node: BinnedNode, feature: int, position: int):
         """((left node, left cut), (right node, right cut)) of the split after ``position``."""
@@ -297,7 +298,7 @@ class BinnedColumns:
         if node.hist is not None:  # count the smaller child; the larger one's counts are the difference
             small, large = sorted(children, key=lambda c: c.n_points)
             small.hist = self.histograms(small.members)
-            large.hist = np.subtract(node.hist, small.hist, out=node.hist)
+            large.hist = tuple(np.subtract(a, b, out=a) for a, b in zip(node.hist, small.hist))
             node.hist = None
         return tuple((child, None) for child in children)  # evaluated when needed: see bound()
 
