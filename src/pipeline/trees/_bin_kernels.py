@@ -93,20 +93,74 @@ if AVAILABLE:
         lo, hi = column_range(X)
         return lo, range_scales(lo, hi, n_bins)
 
+    @numba.njit(inline="always")
+    def _swap_bytes(w, a, b, shift, mask):
+        t = ((w[a] >> shift) ^ w[b]) & mask
+        w[a] ^= t << shift
+        w[b] ^= t
+
+    @numba.njit(inline="always")
+    def _transpose8(w):
+        """8 x 8 bytes held in 8 words (word r, byte c: element (r, c)) transposed in place:
+        blocks of 1, 2 and 4 bytes swapped across the diagonal."""
+        s8 = np.uint64(8)
+        s16 = np.uint64(16)
+        s32 = np.uint64(32)
+        m8 = np.uint64(0x00FF00FF00FF00FF)
+        m16 = np.uint64(0x0000FFFF0000FFFF)
+        m32 = np.uint64(0xFFFFFFFF)
+        _swap_bytes(w, 0, 1, s8, m8)
+        _swap_bytes(w, 2, 3, s8, m8)
+        _swap_bytes(w, 4, 5, s8, m8)
+        _swap_bytes(w, 6, 7, s8, m8)
+        _swap_bytes(w, 0, 2, s16, m16)
+        _swap_bytes(w, 1, 3, s16, m16)
+        _swap_bytes(w, 4, 6, s16, m16)
+        _swap_bytes(w, 5, 7, s16, m16)
+        _swap_bytes(w, 0, 4, s32, m32)
+        _swap_bytes(w, 1, 5, s32, m32)
+        _swap_bytes(w, 2, 6, s32, m32)
+        _swap_bytes(w, 3, 7, s32, m32)
+
     @numba.njit(parallel=True, cache=True, nogil=True)
     def bin_columns(X, lo, scale, n_bins):
-        """Bin index of every value, transposed: shape (d, n), uint8 (tiles of 32 rows)."""
+        """Bin index of every value, transposed: shape (d, n), uint8. Tiles of 8 rows are binned
+        row by row (rows read whole, in order), then written column by column, 8 x 8 bytes at
+        a time transposed in words."""
         n, d = X.shape
         out = np.empty((d, n), np.uint8)
         top = n_bins - 1
-        for it in prange((n + 31) // 32):
-            i0 = 32 * it
-            i1 = min(i0 + 32, n)
+        d8 = (d + 7) // 8
+        n_tiles = n // 8
+        aligned = n % 8 == 0  # each column's 8 bytes of a tile are one aligned word of out
+        o64 = out.reshape(-1).view(np.uint64) if aligned else np.empty(0, np.uint64)
+        n_chunks = min(n_tiles, 64)  # runs of tiles, one per task
+        for ch in prange(n_chunks):
+            tmp = np.zeros((8, 8 * d8), np.uint8)
+            t64 = tmp.view(np.uint64)  # (8, d8): word q of row r holds columns 8q..8q+7
+            w = np.empty(8, np.uint64)
+            for tile in range(ch * n_tiles // n_chunks, (ch + 1) * n_tiles // n_chunks):  # a run of tiles
+                i0 = 8 * tile
+                for r in range(8):
+                    x = X[i0 + r]
+                    t = tmp[r]
+                    for j in range(d):
+                        t[j] = _bin_of(x[j], lo[j], scale[j], top)
+                for q in range(d8):
+                    for r in range(8):
+                        w[r] = t64[r, q]
+                    _transpose8(w)  # word c: column 8q + c of rows i0..i0+7
+                    for c in range(min(8, d - 8 * q)):
+                        j = 8 * q + c
+                        if aligned:
+                            o64[(j * n + i0) // 8] = w[c]
+                        else:
+                            u = w[c]
+                            for r in range(8):
+                                out[j, i0 + r] = np.uint8((u >> np.uint64(8 * r)) & np.uint64(255))
+        for i in range(8 * n_tiles, n):
             for j in range(d):
-                low = lo[j]
-                s = scale[j]
-                for i in range(i0, i1):
-                    out[j, i] = _bin_of(X[i, j], low, s, top)
+                out[j, i] = _bin_of(X[i, j], lo[j], scale[j], top)
         return out
 
     @numba.njit(parallel=True, cache=True, nogil=True)

@@ -289,6 +289,24 @@ class BinnedColumns:
         _bin_kernels.bin_counts(self.bins, members, self.codes[members].astype(np.int64), counts, block, block_counts)
         return counts, block_counts
 
+    def apply(self, tree) -> np.ndarray:
+        """Leaf id of every fitted row, as ``tree._apply(X)``: the rows routed node by node
+        with :func:`~pipeline.trees._bin_kernels.split_members` (by bin, by value only in the
+        threshold's bin), never reading X row by row."""
+        feature, threshold, left, right = tree.feature, tree.threshold, tree.children_left, tree.children_right
+        out = np.empty(self.X.shape[0], dtype=np.int64)
+        stack = [(0, self._root.members)]
+        while stack:
+            node, members = stack.pop()
+            j = feature[node]
+            if j < 0:  # a leaf
+                out[members] = node
+                continue
+            lo, hi = _bin_kernels.split_members(self.bins[j], self.X, j, members, self.lo[j], self.scale[j],
+                                                self.n_bins, threshold[node])
+            stack += [(left[node], lo), (right[node], hi)]
+        return out
+
     def split_cuts(self, node: BinnedNode, feature: int, position: int):
         """((left node, left cut), (right node, right cut)) of the split after ``position``."""
         j = feature

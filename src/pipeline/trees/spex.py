@@ -118,9 +118,12 @@ def grow_spex_tree(X: np.ndarray, n_leaves: int, best_cut, feature_names=None, v
 
 
 class _SpExBase(BaseEstimator):
-    def _finish(self, X, tree, codes=None):
+    def _finish(self, X, tree, codes=None, leaves=None):
+        """Label the leaves (the majority reference label of their points when ``codes`` is
+        given; ``leaves``: each point's leaf if known) and store the tree."""
         if codes is not None:
-            labels = majority_labels(tree._apply(X), codes, np.arange(self.classes_.size), tree.n_nodes)
+            leaves = tree._apply(X) if leaves is None else leaves
+            labels = majority_labels(leaves, codes, np.arange(self.classes_.size), tree.n_nodes)
             for leaf in tree.leaves:
                 tree.set_label(leaf, self._leaf_label(int(labels[leaf])))
             tree = name_leaves(tree, self.classes_)
@@ -196,16 +199,18 @@ class SpExClique(_SpExBase, ReferenceTree):
             # large data: exact cuts from value bins, no column sort (where the bins suit the data)
             binned = (BinnedColumns(X, codes, counts, priority, n_leaves, settings)
                       if use_binned_clique(X.shape[0], settings) else None)
+            leaves = None
             if binned is not None and binned.suited:
                 tree = grow_spex_tree(X, n_leaves, binned.best_cut, feature_names, self.verbose,
                                       split_cuts=binned.split_cuts, root=binned.root(), threshold=binned.threshold,
                                       bound=binned.bound)
+                leaves = binned.apply(tree)
             else:
                 tree = grow_spex_tree(
                     X, n_leaves, lambda o: clique_best_cut(o, codes, counts, priority, settings), feature_names,
                     self.verbose, split_cuts=lambda o, j, p: clique_split_cuts(o, j, p, codes, counts, priority, settings),
                 )
-        return self._finish(X, tree, codes)
+        return self._finish(X, tree, codes, leaves)
 
     predict = _SpExBase.predict
 
