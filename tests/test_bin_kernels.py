@@ -146,3 +146,24 @@ def test_binned_apply_equals_tree_apply(case, n_bins, n_leaves):
     est = SpExClique(n_leaves=n_leaves, sweep=sweep).fit(X, codes)
     binned = BinnedColumns(X, codes, np.bincount(codes).astype(np.int64), np.arange(X.shape[1]), n_leaves, sweep)
     np.testing.assert_array_equal(binned.apply(est.tree_), est.tree_._apply(X))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+@pytest.mark.parametrize("n", [200, 5000])
+def test_spex_clique_nonfinite_x_gets_scikit_learns_error(bad, n):
+    """The binned sweep's range pass (n >= 4096) checks X's values instead of a separate pass:
+    the same error as on small data, also for a bad value in a noise row (dropped later)."""
+    from sklearn.datasets import make_blobs
+    from sklearn.utils import assert_all_finite
+
+    X, y = make_blobs(n, 4, centers=3, random_state=0)
+    for row, noise in ((n // 2, None), (0, -1)):
+        Xb, yb = X.copy(), y.copy()
+        Xb[row, 2] = bad
+        if noise is not None:
+            yb[row] = noise
+        with pytest.raises(ValueError) as expected:
+            assert_all_finite(Xb, allow_nan=False, estimator_name="SpExClique", input_name="X")
+        with pytest.raises(ValueError) as got:
+            SpExClique(noise_label=noise).fit(Xb, yb)
+        assert str(got.value) == str(expected.value)

@@ -74,6 +74,28 @@ if AVAILABLE:
         return lo, hi
 
     @numba.njit(cache=True, nogil=True)
+    def column_range_finite(X):
+        """Per-column (min, max) of X (n >= 1 rows) and whether every value is finite, in one
+        pass over the rows (the range is meaningless when a value is not)."""
+        n, d = X.shape
+        lo = np.empty(d)
+        hi = np.empty(d)
+        nonfinite = np.zeros(d)  # sums of x - x: 0 while every x is finite, NaN from then on
+        for j in range(d):
+            lo[j] = X[0, j]
+            hi[j] = X[0, j]
+        for i in range(n):
+            for j in range(d):
+                v = X[i, j]
+                lo[j] = min(lo[j], v)
+                hi[j] = max(hi[j], v)
+                nonfinite[j] += v - v
+        finite = True
+        for j in range(d):
+            finite &= nonfinite[j] == 0.0
+        return lo, hi, finite
+
+    @numba.njit(cache=True, nogil=True)
     def range_scales(lo, hi, n_bins):
         """``scale`` per column such that ``(x - lo) * scale`` lies in [0, n_bins] for x in
         [lo, hi] (0 for a constant column or a range that overflows)."""

@@ -166,6 +166,8 @@ class BinnedColumns:
     ``suited`` is False, and nothing is binned, when one node's counts would exceed
     ``settings.node_counts_max`` bytes (many clusters and features); it is False after binning when many columns crowd most
     points into few bins (far outliers, heavy tails). The fit then takes the sorted sweep.
+    ``finite`` tells whether every value of X is finite (None when X was not read): the pass
+    that finds the columns' ranges checks it, so a fit need not read X once more to check.
     """
 
     def __init__(self, X: np.ndarray, codes: np.ndarray, global_counts: np.ndarray, priority: np.ndarray,
@@ -182,15 +184,20 @@ class BinnedColumns:
         self.scan_block = settings.scan_block
         hist_bytes = X.shape[1] * n_bins * 4 * self.g.size  # one node's counts (int32)
         self.suited = hist_bytes <= settings.node_counts_max
+        self.finite = None  # whether every value of X is finite, once seen
         if not self.suited:
             return
-        self.lo, self.scale = _bin_kernels.column_scales(X, n_bins)
+        self.lo, hi, self.finite = _bin_kernels.column_range_finite(X)
+        if not self.finite:
+            self.suited = False
+            return
+        self.scale = _bin_kernels.range_scales(self.lo, hi, n_bins)
         self.bins = _bin_kernels.bin_columns(X, self.lo, self.scale, n_bins)
         self._root = BinnedNode(np.arange(X.shape[0], dtype=np.int64))
         self._root.hist = self.histograms(self._root.members)
         # equal-width bins suit columns without far outliers or heavy tails; where one bin holds
         # a large share of the points, resolving it would sort most of every node again
-        crowd = self._root.hist[0].sum(axis=1).max(axis=1) > settings.crowded_bin * X.shape[0] / n_bins
+        crowd = self._root.hist[0].sum(axis=1, dtype=np.int32).max(axis=1) > settings.crowded_bin * X.shape[0] / n_bins
         self.suited = bool(crowd.mean() <= settings.crowded_columns)
         if not self.suited:
             return

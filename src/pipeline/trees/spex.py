@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from pipeline.trees._column_order import ColumnOrder, feature_priority
 from pipeline.trees._fitting import (
-    COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, check_magnitude_outliers,
+    COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, assert_finite, check_magnitude_outliers,
     check_n_leaves, leaf_labels, majority_labels, name_leaves, noise_mask, power_of_two_scale, predict_tree,
     resolve_feature_names, tree_predict, unsplittable_error, validate_X,
 )
@@ -188,7 +188,8 @@ class SpExClique(_SpExBase, ReferenceTree):
 
         A DataFrame's column names name the rules; rows labelled ``noise_label`` are left out.
         """
-        X, codes, _, feature_names = self._validate_reference(X, y, feature_names)
+        # X's values are checked (finite) by the binned sweep's first pass, or below
+        X, codes, _, feature_names = self._validate_reference(X, y, feature_names, finite_later=True)
         classes = self.classes_
         n_leaves = check_n_leaves(self.n_leaves, classes.size, X.shape[0])
         codes = codes.astype(np.int8 if classes.size < 128 else np.int16 if classes.size < 32768 else np.int32)
@@ -199,6 +200,8 @@ class SpExClique(_SpExBase, ReferenceTree):
             # large data: exact cuts from value bins, no column sort (where the bins suit the data)
             binned = (BinnedColumns(X, codes, counts, priority, n_leaves, settings)
                       if use_binned_clique(X.shape[0], settings) else None)
+            if binned is None or not binned.finite:  # not read, or not finite: scikit-learn's check and error
+                assert_finite(self, X)
             leaves = None
             if binned is not None and binned.suited:
                 tree = grow_spex_tree(X, n_leaves, binned.best_cut, feature_names, self.verbose,
