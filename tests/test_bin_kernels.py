@@ -68,12 +68,24 @@ def test_bin_counts_and_block_counts_equal_numpy(case, n_bins, block):
     padded[:, :, :n_bins] = expected
     expected_blocks = np.concatenate([np.zeros((d, k, 1), np.int64),
                                       np.cumsum(padded.reshape(d, k, n_blocks, block).sum(3), axis=2)], axis=2)
+    none = np.empty((0, 0, 0), np.int32)
     for kernel in (_bin_kernels.bin_counts.serial, _bin_kernels.bin_counts.parallel):
         H = np.full((d, k, n_bins), 7, np.int32)
         Hb = np.full((d, k, n_blocks + 1), 7, np.int32)
-        kernel(bins, members.astype(np.int64), cl, H, block, Hb)
+        kernel(bins, members.astype(np.int64), cl, H, block, Hb, none, none)
         np.testing.assert_array_equal(H, expected)
         np.testing.assert_array_equal(Hb, expected_blocks)
+        # the whole data's counts less these rows' are the other rows' (the larger child's)
+        rest = np.setdiff1d(np.arange(X.shape[0]), members)
+        H_all = np.empty_like(H)
+        Hb_all = np.empty_like(Hb)
+        H_rest = np.empty_like(H)
+        Hb_rest = np.empty_like(Hb)
+        kernel(bins, np.arange(X.shape[0]), codes.astype(np.int64), H_all, block, Hb_all, none, none)
+        kernel(bins, rest, codes[rest].astype(np.int64), H_rest, block, Hb_rest, none, none)
+        kernel(bins, members.astype(np.int64), cl, H, block, Hb, H_all, Hb_all)
+        np.testing.assert_array_equal(H_all, H_rest)
+        np.testing.assert_array_equal(Hb_all, Hb_rest)
 
 
 @settings(max_examples=60, deadline=None)

@@ -289,12 +289,15 @@ if AVAILABLE:
                 hb[c, B + 1] = acc
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def bin_counts(bins, members, cl, H, block, Hb):
+    def bin_counts(bins, members, cl, H, block, Hb, parent_H, parent_Hb):
         """Points of the node per feature, cluster and bin: ``H[j, c, b]`` (not cumulative;
         a node's counts less one child's are the other child's), and per block of ``block``
         bins, cumulative: ``Hb[j, c, B]`` in bins < B * block. Two features per pass over the
-        members (their counts, 2 k n_bins values, stay in L1)."""
-        d = bins.shape[0]
+        members (their counts, 2 k n_bins values, stay in L1); ``members`` ascending and
+        distinct (all rows: read in order, without the indirection). With a non-empty
+        ``parent_H``/``parent_Hb`` (the counts of a node these rows are a part of), those
+        become the other part's, feature by feature while the new counts are in cache."""
+        d, n = bins.shape
         m = members.size
         nb = H.shape[2]
         off = np.empty(m, np.int64)  # cluster row of each member in a feature's counts
@@ -309,16 +312,26 @@ if AVAILABLE:
                 h1 = H[j + 1].reshape(-1)
                 h1[:] = 0
                 r1 = bins[j + 1]
-                for p in range(m):
-                    i = members[p]
-                    o = off[p]
-                    h0[o + r0[i]] += 1
-                    h1[o + r1[i]] += 1
+                if m == n:  # the root
+                    for p in range(n):
+                        o = off[p]
+                        h0[o + r0[p]] += 1
+                        h1[o + r1[p]] += 1
+                else:
+                    for p in range(m):
+                        i = members[p]
+                        o = off[p]
+                        h0[o + r0[i]] += 1
+                        h1[o + r1[i]] += 1
                 _block_counts(H[j + 1], Hb[j + 1], block)
             else:
                 for p in range(m):
                     h0[off[p] + r0[members[p]]] += 1
             _block_counts(H[j], Hb[j], block)
+            if parent_H.size > 0:
+                for f in range(j, min(j + 2, d)):
+                    parent_H[f] -= H[f]
+                    parent_Hb[f] -= Hb[f]
 
     @numba.njit(inline="always")
     def _present(local):

@@ -287,13 +287,17 @@ class BinnedColumns:
         node.hist = counts if self.keep_hist else None
         return counts
 
-    def histograms(self, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def histograms(self, members: np.ndarray, parent=None) -> tuple[np.ndarray, np.ndarray]:
         """Counts (d, k, n_bins) and cumulative block counts (d, k, n_blocks + 1), int32, of
-        :func:`~pipeline.trees._bin_kernels.bin_counts` for these rows."""
+        :func:`~pipeline.trees._bin_kernels.bin_counts` for these rows; ``parent`` (the counts
+        of a node they are part of) is turned into the rest's counts."""
         d, k, block = self.X.shape[1], self.g.size, self.scan_block
         counts = np.empty((d, k, self.n_bins), np.int32)
         block_counts = np.empty((d, k, -(-self.n_bins // block) + 1), np.int32)
-        _bin_kernels.bin_counts(self.bins, members, self.codes[members].astype(np.int64), counts, block, block_counts)
+        if parent is None:
+            parent = (np.empty((0, 0, 0), np.int32),) * 2
+        _bin_kernels.bin_counts(self.bins, members, self.codes[members].astype(np.int64), counts, block, block_counts,
+                                *parent)
         return counts, block_counts
 
     def apply(self, tree) -> np.ndarray:
@@ -322,8 +326,8 @@ class BinnedColumns:
         children = [BinnedNode(left), BinnedNode(right)]
         if node.hist is not None:  # count the smaller child; the larger one's counts are the difference
             small, large = sorted(children, key=lambda c: c.n_points)
-            small.hist = self.histograms(small.members)
-            large.hist = tuple(np.subtract(a, b, out=a) for a, b in zip(node.hist, small.hist))
+            small.hist = self.histograms(small.members, parent=node.hist)  # node.hist becomes the larger's
+            large.hist = node.hist
             node.hist = None
         return tuple((child, None) for child in children)  # evaluated when needed: see bound()
 
