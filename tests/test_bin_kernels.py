@@ -49,7 +49,18 @@ def test_bin_columns_equals_formula(n, d, n_bins, seed, f32, fortran):
     ref = plain_bins(X, lo, scale, n_bins)
     X = np.asfortranarray(X) if fortran else X
     for kernel in (_bin_kernels.bin_columns.serial, _bin_kernels.bin_columns.parallel):
-        np.testing.assert_array_equal(kernel(X, lo, scale, n_bins), ref)
+        bins, low, high, finite = kernel(X, lo, scale, n_bins, True)
+        np.testing.assert_array_equal(bins, ref)
+        np.testing.assert_array_equal(low, X.min(axis=0))
+        np.testing.assert_array_equal(high, X.max(axis=0))
+        assert finite
+        np.testing.assert_array_equal(kernel(X, lo, scale, n_bins, False)[0], ref)
+        # a narrower range (as from a sample of the rows): values outside go to the end bins
+        narrow = plain_bins(np.clip(X, -0.5, 0.5), np.full(d, -0.5), np.full(d, n_bins / 1.0), n_bins)
+        np.testing.assert_array_equal(kernel(X, np.full(d, -0.5), np.full(d, n_bins / 1.0), n_bins, False)[0], narrow)
+        Xb = np.array(X, dtype=np.float64)
+        Xb[n // 2, d // 2] = np.inf if seed % 2 else np.nan
+        assert not kernel(Xb, lo, scale, n_bins, True)[3]
 
 
 @settings(max_examples=60, deadline=None)
@@ -57,7 +68,7 @@ def test_bin_columns_equals_formula(n, d, n_bins, seed, f32, fortran):
 def test_bin_counts_and_block_counts_equal_numpy(case, n_bins, block):
     X, codes, members, _ = data(case.draw)
     lo, scale = _bin_kernels.column_scales(X, n_bins)
-    bins = _bin_kernels.bin_columns(X, lo, scale, n_bins)
+    bins = _bin_kernels.bin_columns(X, lo, scale, n_bins, False)[0]
     d, k = X.shape[1], int(codes.max()) + 1
     n_blocks = -(-n_bins // block)
     cl = codes[members].astype(np.int64)
@@ -94,7 +105,7 @@ def test_split_members_equals_value_test(case, n_bins):
     """Bins decide outside the threshold's bin, values inside it: the same sides as x <= t."""
     X, _, members, rng = data(case.draw)
     lo, scale = _bin_kernels.column_scales(X, n_bins)
-    bins = _bin_kernels.bin_columns(X, lo, scale, n_bins)
+    bins = _bin_kernels.bin_columns(X, lo, scale, n_bins, False)[0]
     j = int(rng.integers(X.shape[1]))
     members = members.astype(np.int64)
     for t in np.unique(X[:, j]):
@@ -179,3 +190,20 @@ def test_spex_clique_nonfinite_x_gets_scikit_learns_error(bad, n):
         with pytest.raises(ValueError) as got:
             SpExClique(noise_label=noise).fit(Xb, yb)
         assert str(got.value) == str(expected.value)
+
+
+def test_range_from_a_sample_rebins_what_it_missed():
+    """The bins' range comes from every (n // range_rows)-th row. A column that the sample sees
+    as constant (spread only in the other rows) crowds its bins: it is binned again on its
+    whole range, and the tree is the sorted sweep's either way."""
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(5000, 6, centers=4, cluster_std=2.0, random_state=3)
+    X[::50, 0] = 0.0  # the sampled rows' values of column 0: all zero
+    sweep = SweepSettings(bins_min_points=0, range_rows=100)
+    binned = BinnedColumns(X, y.astype(np.int8), np.bincount(y), np.arange(6), 4, sweep)
+    assert binned.suited and np.unique(binned.bins[0]).size > 100  # binned on the whole range
+    tree = SpExClique(sweep=sweep).fit(X, y).tree_
+    sorted_tree = SpExClique(sweep=SweepSettings(bins_min_points=10**9)).fit(X, y).tree_
+    np.testing.assert_array_equal(tree.feature, sorted_tree.feature)
+    np.testing.assert_array_equal(tree.threshold, sorted_tree.threshold)

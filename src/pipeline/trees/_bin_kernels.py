@@ -53,9 +53,9 @@ if AVAILABLE:
 
     @numba.njit(inline="always")
     def _bin_of(x, low, scale, top):
-        """Bin of value x (monotone in x): the one arithmetic of :func:`bin_columns` and
-        :func:`split_members`."""
-        return min(np.int64((x - low) * scale), top)
+        """Bin of value x (monotone in x; values below ``low`` in bin 0, above the range in bin
+        ``top``): the one arithmetic of :func:`bin_columns` and :func:`split_members`."""
+        return min(max(np.int64((x - low) * scale), 0), top)
 
     @numba.njit(cache=True, nogil=True)
     def column_range(X):
@@ -145,10 +145,13 @@ if AVAILABLE:
         _swap_bytes(w, 3, 7, s32, m32)
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def bin_columns(X, lo, scale, n_bins):
+    def bin_columns(X, lo, scale, n_bins, track):
         """Bin index of every value, transposed: shape (d, n), uint8. Tiles of 8 rows are binned
         row by row (rows read whole, in order), then written column by column, 8 x 8 bytes at
-        a time transposed in words."""
+        a time transposed in words. Values outside [lo, lo + n_bins / scale] go to the end
+        bins (the binning stays monotone). Returns (bins, column minima, column maxima,
+        whether every value is finite); the last three are found in the same pass when
+        ``track`` (else they are the first row and True)."""
         n, d = X.shape
         out = np.empty((d, n), np.uint8)
         top = n_bins - 1
@@ -156,11 +159,19 @@ if AVAILABLE:
         n_tiles = n // 8
         aligned = n % 8 == 0  # each column's 8 bytes of a tile are one aligned word of out
         o64 = out.reshape(-1).view(np.uint64) if aligned else np.empty(0, np.uint64)
-        n_chunks = min(n_tiles, 64)  # runs of tiles, one per task
+        n_chunks = max(1, min(n_tiles, 64))  # runs of tiles, one per task
+        mins = np.empty((n_chunks, d))
+        maxs = np.empty((n_chunks, d))
+        nonfinite = np.zeros((n_chunks, d))  # sums of x - x: 0 while every x is finite, NaN from then on
         for ch in prange(n_chunks):
             tmp = np.zeros((8, 8 * d8), np.uint8)
             t64 = tmp.view(np.uint64)  # (8, d8): word q of row r holds columns 8q..8q+7
             w = np.empty(8, np.uint64)
+            mn = mins[ch]
+            mx = maxs[ch]
+            nf = nonfinite[ch]
+            mn[:] = X[0]
+            mx[:] = X[0]
             for tile in range(ch * n_tiles // n_chunks, (ch + 1) * n_tiles // n_chunks):  # a run of tiles
                 i0 = 8 * tile
                 for r in range(8):
@@ -168,6 +179,12 @@ if AVAILABLE:
                     t = tmp[r]
                     for j in range(d):
                         t[j] = _bin_of(x[j], lo[j], scale[j], top)
+                    if track:
+                        for j in range(d):
+                            v = x[j]
+                            mn[j] = v if v < mn[j] else mn[j]
+                            mx[j] = v if v > mx[j] else mx[j]
+                            nf[j] += v - v
                 for q in range(d8):
                     for r in range(8):
                         w[r] = t64[r, q]
@@ -180,10 +197,26 @@ if AVAILABLE:
                             u = w[c]
                             for r in range(8):
                                 out[j, i0 + r] = np.uint8((u >> np.uint64(8 * r)) & np.uint64(255))
+        mn = mins[0]
+        mx = maxs[0]
+        nf = nonfinite[0]
+        for ch in range(1, n_chunks):
+            for j in range(d):
+                mn[j] = min(mn[j], mins[ch, j])
+                mx[j] = max(mx[j], maxs[ch, j])
+                nf[j] += nonfinite[ch, j]
         for i in range(8 * n_tiles, n):
             for j in range(d):
-                out[j, i] = _bin_of(X[i, j], lo[j], scale[j], top)
-        return out
+                v = X[i, j]
+                out[j, i] = _bin_of(v, lo[j], scale[j], top)
+                if track:
+                    mn[j] = min(mn[j], v)
+                    mx[j] = max(mx[j], v)
+                    nf[j] += v - v
+        finite = True
+        for j in range(d):
+            finite &= nf[j] == 0.0
+        return out, mn, mx, finite
 
     @numba.njit(parallel=True, cache=True, nogil=True)
     def gather_transposed(X, members):
@@ -330,8 +363,14 @@ if AVAILABLE:
             _block_counts(H[j], Hb[j], block)
             if parent_H.size > 0:
                 for f in range(j, min(j + 2, d)):
-                    parent_H[f] -= H[f]
-                    parent_Hb[f] -= Hb[f]
+                    ph = parent_H[f].reshape(-1)
+                    h = H[f].reshape(-1)
+                    for q in range(h.size):
+                        ph[q] -= h[q]
+                    phb = parent_Hb[f].reshape(-1)
+                    hb = Hb[f].reshape(-1)
+                    for q in range(hb.size):
+                        phb[q] -= hb[q]
 
     @numba.njit(inline="always")
     def _present(local):

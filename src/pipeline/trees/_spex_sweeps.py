@@ -49,6 +49,8 @@ class SweepSettings:
         need resolving.
     scan_block : bins per block of the binned sweep's first level (blocks whose bound cannot
         reach the best cut between blocks are skipped).
+    range_rows : the binned sweep takes its bins' range from about this many rows (a column
+        that the sample's range crowds is binned again on its whole range).
     """
 
     use_kernels: bool = True
@@ -62,6 +64,7 @@ class SweepSettings:
     node_counts_max: int = 1 << 28
     heavy_share: int = 16
     scan_block: int = 16
+    range_rows: int = 4096
 
     @property
     def compiled(self) -> bool:
@@ -187,17 +190,27 @@ class BinnedColumns:
         self.finite = None  # whether every value of X is finite, once seen
         if not self.suited:
             return
-        self.lo, hi, self.finite = _bin_kernels.column_range_finite(X)
-        if not self.finite:
+        # the bins' range from a sample of the rows: any monotone binning gives the same exact
+        # cuts, and one pass over X bins it, checks it is finite and finds its columns' ranges
+        lo, hi, finite = _bin_kernels.column_range_finite(X[::max(1, X.shape[0] // settings.range_rows)])
+        if finite:
+            scale = _bin_kernels.range_scales(lo, hi, n_bins)
+            self.bins, lo_x, hi_x, finite = _bin_kernels.bin_columns(X, lo, scale, n_bins, True)
+        self.finite = finite
+        if not finite:
             self.suited = False
             return
-        self.scale = _bin_kernels.range_scales(self.lo, hi, n_bins)
-        self.bins = _bin_kernels.bin_columns(X, self.lo, self.scale, n_bins)
         self._root = BinnedNode(np.arange(X.shape[0], dtype=np.int64))
         self._root.hist = self.histograms(self._root.members)
         # equal-width bins suit columns without far outliers or heavy tails; where one bin holds
         # a large share of the points, resolving it would sort most of every node again
-        crowd = self._root.hist[0].sum(axis=1, dtype=np.int32).max(axis=1) > settings.crowded_bin * X.shape[0] / n_bins
+        crowd = self._crowded(settings)
+        if (crowd & ((lo_x < lo) | (hi_x > hi))).any():  # the sample missed such a column's range
+            lo, scale = lo_x, _bin_kernels.range_scales(lo_x, hi_x, n_bins)
+            self.bins = _bin_kernels.bin_columns(X, lo, scale, n_bins, False)[0]
+            self._root.hist = self.histograms(self._root.members)
+            crowd = self._crowded(settings)
+        self.lo, self.scale = lo, scale
         self.suited = bool(crowd.mean() <= settings.crowded_columns)
         if not self.suited:
             return
@@ -205,6 +218,11 @@ class BinnedColumns:
         # the smaller's) while all leaves' counts fit in settings.histogram_budget bytes
         self.keep_hist = hist_bytes * max(n_leaves, 2) <= settings.histogram_budget
         self._bounds = np.empty((X.shape[1], n_bins))  # scratch of _counts_pass
+
+    def _crowded(self, settings: SweepSettings) -> np.ndarray:
+        """Per column: whether one of its bins holds ``crowded_bin`` times the mean share of points."""
+        most = self._root.hist[0].sum(axis=1, dtype=np.int32).max(axis=1)
+        return most > settings.crowded_bin * self.X.shape[0] / self.n_bins
 
     def root(self) -> BinnedNode:
         return self._root
