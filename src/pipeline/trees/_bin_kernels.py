@@ -73,27 +73,26 @@ if AVAILABLE:
                 hi[j] = max(hi[j], v)
         return lo, hi
 
+    @numba.njit(inline="always")
+    def _track_row(x, lo, hi, nonfinite):
+        """Fold one row into per-column minima, maxima and sums of ``x - x`` (0 while every
+        value is finite, NaN from then on)."""
+        for j in range(x.size):
+            v = x[j]
+            lo[j] = v if v < lo[j] else lo[j]
+            hi[j] = v if v > hi[j] else hi[j]
+            nonfinite[j] += v - v
+
     @numba.njit(cache=True, nogil=True)
     def column_range_finite(X):
         """Per-column (min, max) of X (n >= 1 rows) and whether every value is finite, in one
         pass over the rows (the range is meaningless when a value is not)."""
-        n, d = X.shape
-        lo = np.empty(d)
-        hi = np.empty(d)
-        nonfinite = np.zeros(d)  # sums of x - x: 0 while every x is finite, NaN from then on
-        for j in range(d):
-            lo[j] = X[0, j]
-            hi[j] = X[0, j]
-        for i in range(n):
-            for j in range(d):
-                v = X[i, j]
-                lo[j] = min(lo[j], v)
-                hi[j] = max(hi[j], v)
-                nonfinite[j] += v - v
-        finite = True
-        for j in range(d):
-            finite &= nonfinite[j] == 0.0
-        return lo, hi, finite
+        lo = X[0].copy()
+        hi = X[0].copy()
+        nonfinite = np.zeros(X.shape[1])
+        for i in range(X.shape[0]):
+            _track_row(X[i], lo, hi, nonfinite)
+        return lo, hi, bool(np.all(nonfinite == 0.0))
 
     @numba.njit(cache=True, nogil=True)
     def range_scales(lo, hi, n_bins):
@@ -180,11 +179,7 @@ if AVAILABLE:
                     for j in range(d):
                         t[j] = _bin_of(x[j], lo[j], scale[j], top)
                     if track:
-                        for j in range(d):
-                            v = x[j]
-                            mn[j] = v if v < mn[j] else mn[j]
-                            mx[j] = v if v > mx[j] else mx[j]
-                            nf[j] += v - v
+                        _track_row(x, mn, mx, nf)
                 for q in range(d8):
                     for r in range(8):
                         w[r] = t64[r, q]
@@ -206,17 +201,12 @@ if AVAILABLE:
                 mx[j] = max(mx[j], maxs[ch, j])
                 nf[j] += nonfinite[ch, j]
         for i in range(8 * n_tiles, n):
+            x = X[i]
             for j in range(d):
-                v = X[i, j]
-                out[j, i] = _bin_of(v, lo[j], scale[j], top)
-                if track:
-                    mn[j] = min(mn[j], v)
-                    mx[j] = max(mx[j], v)
-                    nf[j] += v - v
-        finite = True
-        for j in range(d):
-            finite &= nf[j] == 0.0
-        return out, mn, mx, finite
+                out[j, i] = _bin_of(x[j], lo[j], scale[j], top)
+            if track:
+                _track_row(x, mn, mx, nf)
+        return out, mn, mx, bool(np.all(nf == 0.0))
 
     @numba.njit(parallel=True, cache=True, nogil=True)
     def gather_transposed(X, members):
