@@ -29,6 +29,12 @@ def data(draw, max_n=40, max_d=5, max_k=4):
     return X, codes.astype(np.int8), members, rng
 
 
+def column_scales(X, n_bins):
+    """Each column's minimum and the scale that maps its range onto [0, n_bins]."""
+    lo, hi, _ = _bin_kernels.column_range_finite(X)
+    return lo, _bin_kernels.range_scales(lo, hi, n_bins)
+
+
 def plain_bins(X, lo, scale, n_bins):
     """The binning formula row by row in Python (floor of the scaled offset, capped)."""
     out = np.empty(X.T.shape, np.uint8)
@@ -45,7 +51,7 @@ def test_bin_columns_equals_formula(n, d, n_bins, seed, f32, fortran):
     """Tiles of 8 rows transposed in words: every shape (n and d not multiples of 8 too)."""
     X = np.random.default_rng(seed).normal(size=(n, d)).astype(np.float32 if f32 else np.float64)
     X[::3] = np.round(X[::3])
-    lo, scale = _bin_kernels.column_scales(X.astype(np.float64), n_bins)
+    lo, scale = column_scales(X.astype(np.float64), n_bins)
     ref = plain_bins(X, lo, scale, n_bins)
     X = np.asfortranarray(X) if fortran else X
     for kernel in (_bin_kernels.bin_columns.serial, _bin_kernels.bin_columns.parallel):
@@ -67,7 +73,7 @@ def test_bin_columns_equals_formula(n, d, n_bins, seed, f32, fortran):
 @given(case=st.data(), n_bins=st.integers(2, 12), block=st.integers(1, 6))
 def test_bin_counts_and_block_counts_equal_numpy(case, n_bins, block):
     X, codes, members, _ = data(case.draw)
-    lo, scale = _bin_kernels.column_scales(X, n_bins)
+    lo, scale = column_scales(X, n_bins)
     bins = _bin_kernels.bin_columns(X, lo, scale, n_bins, False)[0]
     d, k = X.shape[1], int(codes.max()) + 1
     n_blocks = -(-n_bins // block)
@@ -104,7 +110,7 @@ def test_bin_counts_and_block_counts_equal_numpy(case, n_bins, block):
 def test_split_members_equals_value_test(case, n_bins):
     """Bins decide outside the threshold's bin, values inside it: the same sides as x <= t."""
     X, _, members, rng = data(case.draw)
-    lo, scale = _bin_kernels.column_scales(X, n_bins)
+    lo, scale = column_scales(X, n_bins)
     bins = _bin_kernels.bin_columns(X, lo, scale, n_bins, False)[0]
     j = int(rng.integers(X.shape[1]))
     members = members.astype(np.int64)

@@ -1,17 +1,21 @@
 """Compiled SpEx-Clique sweep on binned columns: exact best cuts without sorting any column.
 
-Each column is cut into ``n_bins`` equal-width value bins once (one ``uint8`` per value). In
-a node, one pass per feature counts the node's points per (bin, cluster)
-(:func:`bin_histograms`); the cuts between bins are then scored exactly from the cumulative
-counts (:func:`clique_bins_boundaries`), and every bin whose lower bound (:func:`_clique_bound`
-on the counts at its two ends) can still reach the node's best score is flagged
-(:func:`clique_bins_flags`) and resolved exactly: its points are sorted by value and every
-cut inside it is scored (:func:`clique_bins_resolve`). The result per feature equals a full
-sweep of the sorted column (lowest score, ties to the lowest position), as in
-:func:`~pipeline.trees._kernels.clique_sweep`; only the cuts that matter are ever sorted.
+Each column is cut into ``n_bins`` equal-width value bins once (one ``uint8`` per value,
+:func:`bin_columns`). A node's points are counted per (feature, cluster, bin) and, cumulative,
+per block of bins (:func:`bin_counts`). The cuts between blocks are scored exactly and each
+block gets a lower bound of the cuts inside it (:func:`clique_bins_coarse`, from the block
+counts only: the node's lower bound); in the blocks that may hold the best cut, the cuts
+between bins are scored and each bin bounded (:func:`clique_bins_fine`; the bound is
+:func:`_clique_bound` on the counts at its two ends); every bin whose bound can still reach
+the node's best score is flagged (:func:`clique_bins_flags`) and resolved exactly: its points
+are sorted by value and every cut inside it is scored (:func:`clique_bins_resolve`). The
+node's best cut equals a full sweep of the sorted columns (lowest score, ties to the lowest
+position, then the feature priority), as in :func:`~pipeline.trees._kernels.clique_sweep`;
+only the cuts that matter are ever sorted.
 
-Binning is monotone (``floor((x - lo) * scale)`` rounds monotonically), so equal values
-share a bin and a cut between two bins is always a cut between different values.
+Binning is monotone (``floor((x - lo) * scale)`` rounds monotonically, clipped to the end
+bins), so equal values share a bin and a cut between two bins is always a cut between
+different values; any ``lo`` and ``scale`` give the same cuts.
 """
 
 from __future__ import annotations
@@ -106,13 +110,6 @@ if AVAILABLE:
                 if np.isfinite(s):
                     scale[j] = s
         return scale
-
-    @numba.njit(cache=True, nogil=True)
-    def column_scales(X, n_bins):
-        """Per-column ``lo`` and ``scale`` such that ``(x - lo) * scale`` lies in [0, n_bins]
-        (scale 0 for a constant column or a range that overflows)."""
-        lo, hi = column_range(X)
-        return lo, range_scales(lo, hi, n_bins)
 
     @numba.njit(inline="always")
     def _swap_bytes(w, a, b, shift, mask):
