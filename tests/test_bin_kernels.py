@@ -213,3 +213,21 @@ def test_range_from_a_sample_rebins_what_it_missed():
     sorted_tree = SpExClique(sweep=SweepSettings(bins_min_points=10**9)).fit(X, y).tree_
     np.testing.assert_array_equal(tree.feature, sorted_tree.feature)
     np.testing.assert_array_equal(tree.threshold, sorted_tree.threshold)
+
+
+def test_binned_sweep_does_not_depend_on_thread_count():
+    """Every kernel of the binned sweep on its prange path (``serial_below(0)``), at one thread
+    and at all cores, grows the sorted sweep's tree."""
+    from sklearn.datasets import make_blobs
+
+    from pipeline.threads import limit_threads
+    from pipeline.trees._kernels import serial_below
+
+    X, y = make_blobs(5000, 40, centers=5, cluster_std=8.0, random_state=4)
+    reference = SpExClique(n_leaves=7, sweep=SweepSettings(bins_min_points=10**9)).fit(X, y).tree_
+    with serial_below(0):
+        for threads in (1, None):
+            with limit_threads(threads):
+                tree = SpExClique(n_leaves=7).fit(X, y).tree_
+            np.testing.assert_array_equal(tree.feature, reference.feature)
+            np.testing.assert_array_equal(tree.threshold, reference.threshold)
