@@ -89,6 +89,7 @@ _SWEEPS = {
     "numpy": SweepSettings(use_kernels=False),
     "bins": SweepSettings(bins_min_points=0, clique_bins=3, heavy_share=10**9),
     "bins-light": SweepSettings(bins_min_points=0, clique_bins=2, heavy_share=0, histogram_budget=0),
+    "bins-blocks": SweepSettings(bins_min_points=0, clique_bins=7, scan_block=2),
 }
 
 
@@ -99,7 +100,8 @@ def kernels(request):
     rescans on tiny inputs), the numpy sweeps, and SpEx-Clique's binned sweep on every input:
     2-3 bins so that bins are resolved, reading values from the node's gathered rows ("bins",
     keeping each node's counts for its children) or from X ("bins-light", counting every node
-    afresh)."""
+    afresh), and 7 bins in blocks of 2 so that the two-level scan skips and refines blocks
+    ("bins-blocks")."""
     return request.param
 
 

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import assert_all_finite, check_is_fitted, validate_data
 
 from pipeline.threads import limit_threads
 from pipeline.trees.tree import ExplanationTree
@@ -52,7 +52,7 @@ def validate_X(est, X, *, reset: bool, min_samples: int = 1):
                              accept_sparse=sparse)
 
 
-def plain_Xy(X, y) -> bool:
+def plain_Xy(X, y, finite: bool = True) -> bool:
     """Whether ``validate_data(est, X, y, dtype=np.float64, ensure_min_samples=2)`` followed by
     ``check_classification_targets(y)`` would return ``X`` and ``y`` unchanged without a
     warning: ``X`` a finite float64 ndarray (n >= 2, d >= 1), ``y`` integer labels of length n.
@@ -60,17 +60,21 @@ def plain_Xy(X, y) -> bool:
     These checks cost ~250 us, more than fitting a tree to iris; for such inputs only the
     fitted-feature bookkeeping remains (:func:`reset_features`). Anything else (lists,
     DataFrames, sparse, other dtypes, NaN/inf, string or float labels) goes through
-    scikit-learn, with its conversions and error messages.
+    scikit-learn, with its conversions and error messages. With ``finite=False`` the values
+    are not read (the caller checks them: :func:`assert_finite`).
     """
     return (type(y) is np.ndarray and y.ndim == 1 and y.dtype.kind in "iu" and type(X) is np.ndarray
-            and X.ndim == 2 and y.shape[0] == X.shape[0] and _plain_X(X, 2))
+            and X.ndim == 2 and y.shape[0] == X.shape[0] and _plain_X(X, 2, finite))
 
 
-def _plain_X(X, min_samples: int) -> bool:
-    """Whether ``X`` is a finite float64 ndarray of shape (>= min_samples, >= 1)."""
+def _plain_X(X, min_samples: int, finite: bool = True) -> bool:
+    """Whether ``X`` is a float64 ndarray of shape (>= min_samples, >= 1), and finite (checked
+    unless ``finite`` is False)."""
     if not (type(X) is np.ndarray and X.dtype == np.float64 and X.ndim == 2 and X.shape[0] >= min_samples
             and X.shape[1] >= 1):
         return False
+    if not finite:
+        return True
     with np.errstate(over="ignore", invalid="ignore"):
         return bool(np.isfinite(X.sum()))  # an overflowing sum falls back
 
@@ -99,6 +103,12 @@ def validate_params(est) -> None:
         est._validate_params()
         if len(_VALIDATED_PARAMS) < 4096:
             _VALIDATED_PARAMS.add(key)
+
+
+def assert_finite(est, X: np.ndarray) -> None:
+    """scikit-learn's error (as ``validate_data`` raises it) if a value of ``X`` is NaN or infinite."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert_all_finite(X, allow_nan=False, estimator_name=type(est).__name__, input_name="X")
 
 
 def tree_predict(tree: ExplanationTree, X) -> np.ndarray:
@@ -381,12 +391,16 @@ class ReferenceTree(ClassifierMixin, BaseEstimator):
         tags.input_tags.sparse = self._accepts_sparse
         return tags
 
-    def _validate_reference(self, X, y, feature_names=None, *, min_clusters: int = 2):
-        """Validate ``X``/``y``; return (X without noise rows, codes 0..k-1, keep mask, names)."""
+    def _validate_reference(self, X, y, feature_names=None, *, min_clusters: int = 2, finite_later: bool = False):
+        """Validate ``X``/``y``; return (X without noise rows, codes 0..k-1, keep mask, names).
+
+        ``finite_later``: the caller checks that the returned X is finite (:func:`assert_finite`,
+        or a pass over X it makes anyway); X's values are then not read here, unless rows are
+        dropped as noise (every row is checked, as without it)."""
         validate_params(self)
         if not (type(y) is np.ndarray and y.dtype.kind in "iub"):
             check_label_values(y)
-        if plain_Xy(X, y):  # what validate_data and check_classification_targets would pass unchanged
+        if plain_Xy(X, y, finite=not finite_later):  # what validate_data and check_classification_targets pass unchanged
             reset_features(self, X.shape[1])
         else:
             with np.errstate(over="ignore", invalid="ignore"):  # its finiteness sum overflows near 1e308
@@ -400,7 +414,10 @@ class ReferenceTree(ClassifierMixin, BaseEstimator):
                 f"{type(self).__name__} needs at least {min_clusters} classes (reference clusters) besides noise "
                 f"(noise_label={self.noise_label!r}), got {classes.size}; a tree cannot explain fewer."
             )
-        X = X if keep.all() else X[keep]
+        if not keep.all():
+            if finite_later:
+                assert_finite(self, X)
+            X = X[keep]
         self.classes_ = classes
         names = resolve_feature_names(self, feature_names, X.shape[1])
         return X, codes, keep, names

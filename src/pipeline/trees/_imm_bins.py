@@ -265,7 +265,7 @@ class BinnedMistakes:
             return
         lo, hi = _bin_kernels.column_range(X) if extremes is None else extremes
         scale = _bin_kernels.range_scales(lo, hi, n_bins)
-        self.bins = _bin_kernels.bin_columns(X, lo, scale, n_bins)
+        self.bins = _bin_kernels.bin_columns(X, lo, scale, n_bins, False)[0]
         self.codes = codes.astype(np.int64)
         self._root = self._histograms(np.arange(n, dtype=np.int64))
         per_bin = np.diff(self._root.sum(axis=2, dtype=np.int64), axis=1)

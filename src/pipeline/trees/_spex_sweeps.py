@@ -47,6 +47,10 @@ class SweepSettings:
     node_counts_max : above this many bytes of counts per node SpEx-Clique takes the sorted sweep.
     heavy_share : the binned sweep gathers a node's rows when 1/heavy_share of its values
         need resolving.
+    scan_block : bins per block of the binned sweep's first level (blocks whose bound cannot
+        reach the best cut between blocks are skipped).
+    range_rows : the binned sweep takes its bins' range from about this many rows (a column
+        that the sample's range crowds is binned again on its whole range).
     """
 
     use_kernels: bool = True
@@ -59,6 +63,8 @@ class SweepSettings:
     histogram_budget: int = 1 << 30
     node_counts_max: int = 1 << 28
     heavy_share: int = 16
+    scan_block: int = 16
+    range_rows: int = 4096
 
     @property
     def compiled(self) -> bool:
@@ -129,13 +135,13 @@ def clique_best_cut(node: ColumnOrder, codes: np.ndarray, global_counts: np.ndar
 
 def use_binned_clique(n_points: int, settings: SweepSettings = DEFAULT_SETTINGS) -> bool:
     """Whether a SpEx-Clique fit on ``n_points`` points runs on :class:`BinnedColumns`."""
-    return settings.compiled and n_points >= settings.bins_min_points
+    return settings.compiled and settings.bins_min_points <= n_points < _bin_kernels.MAX_POINTS
 
 
 class BinnedNode:
     """A tree node of the binned clique sweep: its global row ids, ascending (int64), and,
-    once computed, its cumulative counts per bin (``hist``: (C, cnt) of
-    :func:`~pipeline.trees._bin_kernels.bin_histograms`, or None)."""
+    once computed, its counts per (feature, cluster, bin) and per block of bins (``hist``, of
+    :func:`~pipeline.trees._bin_kernels.bin_counts`, or None)."""
 
     __slots__ = ("members", "hist", "state")
 
@@ -163,6 +169,8 @@ class BinnedColumns:
     ``suited`` is False, and nothing is binned, when one node's counts would exceed
     ``settings.node_counts_max`` bytes (many clusters and features); it is False after binning when many columns crowd most
     points into few bins (far outliers, heavy tails). The fit then takes the sorted sweep.
+    ``finite`` tells whether every value of X is finite (None when X was not read): the pass
+    that finds the columns' ranges checks it, so a fit need not read X once more to check.
     """
 
     def __init__(self, X: np.ndarray, codes: np.ndarray, global_counts: np.ndarray, priority: np.ndarray,
@@ -176,25 +184,45 @@ class BinnedColumns:
         self.priority = priority
         self.n_bins = n_bins
         self.heavy_share = settings.heavy_share
-        hist_bytes = X.shape[1] * (n_bins + 1) * (4 * self.g.size + 8)  # one node's counts
+        self.scan_block = settings.scan_block
+        hist_bytes = X.shape[1] * n_bins * 4 * self.g.size  # one node's counts (int32)
         self.suited = hist_bytes <= settings.node_counts_max
+        self.finite = None  # whether every value of X is finite, once seen
         if not self.suited:
             return
-        self.lo, self.scale = _bin_kernels.column_scales(X, n_bins)
-        self.bins = _bin_kernels.bin_columns(X, self.lo, self.scale, n_bins)
+        # the bins' range from a sample of the rows: any monotone binning gives the same exact
+        # cuts, and one pass over X bins it, checks it is finite and finds its columns' ranges
+        lo, hi, finite = _bin_kernels.column_range_finite(X[::max(1, X.shape[0] // settings.range_rows)])
+        if finite:
+            scale = _bin_kernels.range_scales(lo, hi, n_bins)
+            self.bins, lo_x, hi_x, finite = _bin_kernels.bin_columns(X, lo, scale, n_bins, True)
+        self.finite = finite
+        if not finite:
+            self.suited = False
+            return
         self._root = BinnedNode(np.arange(X.shape[0], dtype=np.int64))
         self._root.hist = self.histograms(self._root.members)
         # equal-width bins suit columns without far outliers or heavy tails; where one bin holds
         # a large share of the points, resolving it would sort most of every node again
-        crowd = np.diff(self._root.hist[1], axis=1).max(axis=1) > settings.crowded_bin * X.shape[0] / n_bins
+        crowd = self._crowded(settings)
+        if (crowd & ((lo_x < lo) | (hi_x > hi))).any():  # the sample missed such a column's range
+            lo, scale = lo_x, _bin_kernels.range_scales(lo_x, hi_x, n_bins)
+            self.bins = _bin_kernels.bin_columns(X, lo, scale, n_bins, False)[0]
+            self._root.hist = self.histograms(self._root.members)
+            crowd = self._crowded(settings)
+        self.lo, self.scale = lo, scale
         self.suited = bool(crowd.mean() <= settings.crowded_columns)
         if not self.suited:
             return
-        self.start, self.rows = _bin_kernels.bin_index(self.bins, n_bins)
-        self.local_pos = np.full(X.shape[0], -1, dtype=np.int64)  # row -> index in the node being swept
         # a node keeps its counts (for its children: the larger child's are the parent's minus
         # the smaller's) while all leaves' counts fit in settings.histogram_budget bytes
         self.keep_hist = hist_bytes * max(n_leaves, 2) <= settings.histogram_budget
+        self._bounds = np.empty((X.shape[1], n_bins))  # scratch of _counts_pass
+
+    def _crowded(self, settings: SweepSettings) -> np.ndarray:
+        """Per column: whether one of its bins holds ``crowded_bin`` times the mean share of points."""
+        most = self._root.hist[0].sum(axis=1, dtype=np.int32).max(axis=1)
+        return most > settings.crowded_bin * self.X.shape[0] / self.n_bins
 
     def root(self) -> BinnedNode:
         return self._root
@@ -211,10 +239,11 @@ class BinnedColumns:
         return psi_v, lb
 
     def best_cut(self, node: BinnedNode) -> tuple[int, int, float, float]:
-        """As :func:`clique_best_cut` for the node's points."""
+        """As :func:`clique_best_cut` for the node's points: the blocks that may hold the best
+        cut are scanned bin by bin, then the flagged bins resolved."""
         state = node.state if node.state is not None else self._counts_pass(node)
         node.state = None
-        psi_v, _, local, col_score, col_pos, flags, n_flagged, limit = state
+        psi_v, _, local, col_score, col_pos, block_bound = state
         members = node.members
         m = members.size
         if m < 2:
@@ -222,24 +251,28 @@ class BinnedColumns:
         X = self.X
         d = X.shape[1]
         g = self.g
-        counts, cnt = self._node_counts(node)
+        vol_v = np.int64(local @ (g - 1))
+        counts = self._node_counts(node)
+        bounds = self._bounds  # scratch: read by clique_bins_flags right away
+        cap = _SLACK * float(col_score.min())
+        _bin_kernels.clique_bins_fine(*counts, g, local, vol_v, self.scan_block, self._chunks(), cap, block_bound,
+                                      col_score, col_pos, bounds)
+        limit = float(col_score.min())
+        flags = np.empty((d, self.n_bins), dtype=bool)
+        n_flagged = _bin_kernels.clique_bins_flags(bounds, counts[0], col_score, limit, flags)
         # values of many points needed: gather the node's rows once (streaming) instead of
         # reading each value from X (a cache miss each)
         heavy = bool(n_flagged.sum() * self.heavy_share >= m * d)
         XT = _bin_kernels.gather_transposed(X, members) if heavy else np.empty((0, 0), X.dtype)
-        self.local_pos[members] = np.arange(m)
-        try:
-            _bin_kernels.clique_bins_resolve(
-                self.bins, X, XT, heavy, self.lo, self.scale, members, self.local_pos, self.start, self.rows,
-                self.codes[members].astype(np.int64), g, local, np.int64(local @ (g - 1)), counts, cnt, flags,
-                n_flagged, limit, min(d, 4 * _n_threads()), col_score, col_pos)
-        finally:
-            self.local_pos[members] = -1
+        _bin_kernels.clique_bins_resolve(
+            self.bins, X, XT, heavy, self.lo, self.scale, members, self.codes[members].astype(np.int64), g, local,
+            vol_v, counts[0], flags, n_flagged, limit, self._chunks(), col_score, col_pos)
         j, p, score = pick_best(col_score, col_pos, self.priority)
         return j, p, score, psi_v
 
     def _counts_pass(self, node: BinnedNode) -> tuple:
-        """Bin counts, exact cuts between bins, flagged bins and the lower bound of a node."""
+        """Bin counts, the exact cuts between blocks of bins and the blocks' bounds: the node's
+        psi and a lower bound of its best cut score, and the work :meth:`best_cut` goes on from."""
         g = self.g
         members = node.members
         m = members.size
@@ -247,19 +280,23 @@ class BinnedColumns:
         vol_v = float(local @ (g - 1))
         psi_v = float(local @ (g - local)) / vol_v if vol_v > 0 else 0.0
         if m < 2:
-            return psi_v, np.inf, local, None, None, None, None, None
+            return psi_v, np.inf, local, None, None, None
         d = self.X.shape[1]
-        counts, cnt = self._node_counts(node)
+        _, block_counts = self._node_counts(node)
         col_score = np.empty(d)
         col_pos = np.empty(d, dtype=np.int64)
-        _bin_kernels.clique_bins_boundaries(counts, cnt, g, local, np.int64(local @ (g - 1)), col_score, col_pos)
-        limit = float(col_score.min())
-        flags = np.empty((d, self.n_bins), dtype=bool)
-        least = np.empty(d)
-        n_flagged = _bin_kernels.clique_bins_flags(counts, cnt, g, local, limit, col_score, flags, least)
-        lb = min(limit, float(least.min()))
+        block_bound = np.empty((d, block_counts.shape[2] - 1))
+        _bin_kernels.clique_bins_coarse(block_counts, g, local, np.int64(local @ (g - 1)), self._chunks(), col_score,
+                                        col_pos, block_bound)
+        # every cut lies between blocks (at least the least of those) or inside a block of two
+        # or more points (at least its bound)
+        lb = min(float(col_score.min()), float(block_bound.min()))
         lb -= (_SLACK - 1.0) * abs(lb)  # as the bins' pruning: a margin far above rounding
-        return psi_v, lb, local, col_score, col_pos, flags, n_flagged, limit
+        return psi_v, lb, local, col_score, col_pos, block_bound
+
+    def _chunks(self) -> int:
+        """Chunks of features per kernel call (scratch is allocated once per chunk)."""
+        return min(self.X.shape[1], 4 * _n_threads())
 
     def _node_counts(self, node: BinnedNode) -> tuple[np.ndarray, np.ndarray]:
         """The node's bin counts, counted unless it has them; it keeps them only while
@@ -268,23 +305,47 @@ class BinnedColumns:
         node.hist = counts if self.keep_hist else None
         return counts
 
-    def histograms(self, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(C, cnt) of :func:`~pipeline.trees._bin_kernels.bin_histograms` for these rows."""
-        d = self.X.shape[1]
-        counts = np.empty((d, self.n_bins + 1, self.g.size), np.int32)
-        cnt = np.empty((d, self.n_bins + 1), np.int64)
-        _bin_kernels.bin_histograms(self.bins, members, self.codes[members].astype(np.int64), counts, cnt)
-        return counts, cnt
+    def histograms(self, members: np.ndarray, parent=None) -> tuple[np.ndarray, np.ndarray]:
+        """Counts (d, k, n_bins) and cumulative block counts (d, k, n_blocks + 1), int32, of
+        :func:`~pipeline.trees._bin_kernels.bin_counts` for these rows; ``parent`` (the counts
+        of a node they are part of) is turned into the rest's counts."""
+        d, k, block = self.X.shape[1], self.g.size, self.scan_block
+        counts = np.empty((d, k, self.n_bins), np.int32)
+        block_counts = np.empty((d, k, -(-self.n_bins // block) + 1), np.int32)
+        if parent is None:
+            parent = (np.empty((0, 0, 0), np.int32),) * 2
+        _bin_kernels.bin_counts(self.bins, members, self.codes[members].astype(np.int64), counts, block, block_counts,
+                                *parent)
+        return counts, block_counts
+
+    def apply(self, tree) -> np.ndarray:
+        """Leaf id of every fitted row, as ``tree._apply(X)``: the rows routed node by node
+        with :func:`~pipeline.trees._bin_kernels.split_members` (by bin, by value only in the
+        threshold's bin), never reading X row by row."""
+        feature, threshold, left, right = tree.feature, tree.threshold, tree.children_left, tree.children_right
+        out = np.empty(self.X.shape[0], dtype=np.int64)
+        stack = [(0, self._root.members)]
+        while stack:
+            node, members = stack.pop()
+            j = feature[node]
+            if j < 0:  # a leaf
+                out[members] = node
+                continue
+            lo, hi = _bin_kernels.split_members(self.bins[j], self.X, j, members, self.lo[j], self.scale[j],
+                                                self.n_bins, threshold[node])
+            stack += [(left[node], lo), (right[node], hi)]
+        return out
 
     def split_cuts(self, node: BinnedNode, feature: int, position: int):
         """((left node, left cut), (right node, right cut)) of the split after ``position``."""
-        members = node.members
-        left = self.X[members, feature] <= self.threshold(node, feature, position)
-        children = [BinnedNode(members[left]), BinnedNode(members[~left])]
+        j = feature
+        left, right = _bin_kernels.split_members(self.bins[j], self.X, j, node.members, self.lo[j], self.scale[j],
+                                                 self.n_bins, self.threshold(node, j, position))
+        children = [BinnedNode(left), BinnedNode(right)]
         if node.hist is not None:  # count the smaller child; the larger one's counts are the difference
             small, large = sorted(children, key=lambda c: c.n_points)
-            small.hist = self.histograms(small.members)
-            large.hist = (np.subtract(node.hist[0], small.hist[0]), np.subtract(node.hist[1], small.hist[1]))
+            small.hist = self.histograms(small.members, parent=node.hist)  # node.hist becomes the larger's
+            large.hist = node.hist
             node.hist = None
         return tuple((child, None) for child in children)  # evaluated when needed: see bound()
 

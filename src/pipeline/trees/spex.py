@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from pipeline.trees._column_order import ColumnOrder, feature_priority
 from pipeline.trees._fitting import (
-    COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, check_magnitude_outliers,
+    COMMON_CONSTRAINTS, N_LEAVES_CONSTRAINT, NOISE_CONSTRAINT, ReferenceTree, assert_finite, check_magnitude_outliers,
     check_n_leaves, leaf_labels, majority_labels, name_leaves, noise_mask, power_of_two_scale, predict_tree,
     resolve_feature_names, tree_predict, unsplittable_error, validate_X,
 )
@@ -118,9 +118,12 @@ def grow_spex_tree(X: np.ndarray, n_leaves: int, best_cut, feature_names=None, v
 
 
 class _SpExBase(BaseEstimator):
-    def _finish(self, X, tree, codes=None):
+    def _finish(self, X, tree, codes=None, leaves=None):
+        """Label the leaves (the majority reference label of their points when ``codes`` is
+        given; ``leaves``: each point's leaf if known) and store the tree."""
         if codes is not None:
-            labels = majority_labels(tree._apply(X), codes, np.arange(self.classes_.size), tree.n_nodes)
+            leaves = tree._apply(X) if leaves is None else leaves
+            labels = majority_labels(leaves, codes, np.arange(self.classes_.size), tree.n_nodes)
             for leaf in tree.leaves:
                 tree.set_label(leaf, self._leaf_label(int(labels[leaf])))
             tree = name_leaves(tree, self.classes_)
@@ -185,7 +188,8 @@ class SpExClique(_SpExBase, ReferenceTree):
 
         A DataFrame's column names name the rules; rows labelled ``noise_label`` are left out.
         """
-        X, codes, _, feature_names = self._validate_reference(X, y, feature_names)
+        # X's values are checked (finite) by the binned sweep's first pass, or below
+        X, codes, _, feature_names = self._validate_reference(X, y, feature_names, finite_later=True)
         classes = self.classes_
         n_leaves = check_n_leaves(self.n_leaves, classes.size, X.shape[0])
         codes = codes.astype(np.int8 if classes.size < 128 else np.int16 if classes.size < 32768 else np.int32)
@@ -196,16 +200,20 @@ class SpExClique(_SpExBase, ReferenceTree):
             # large data: exact cuts from value bins, no column sort (where the bins suit the data)
             binned = (BinnedColumns(X, codes, counts, priority, n_leaves, settings)
                       if use_binned_clique(X.shape[0], settings) else None)
+            if binned is None or not binned.finite:  # not read, or not finite: scikit-learn's check and error
+                assert_finite(self, X)
+            leaves = None
             if binned is not None and binned.suited:
                 tree = grow_spex_tree(X, n_leaves, binned.best_cut, feature_names, self.verbose,
                                       split_cuts=binned.split_cuts, root=binned.root(), threshold=binned.threshold,
                                       bound=binned.bound)
+                leaves = binned.apply(tree)
             else:
                 tree = grow_spex_tree(
                     X, n_leaves, lambda o: clique_best_cut(o, codes, counts, priority, settings), feature_names,
                     self.verbose, split_cuts=lambda o, j, p: clique_split_cuts(o, j, p, codes, counts, priority, settings),
                 )
-        return self._finish(X, tree, codes)
+        return self._finish(X, tree, codes, leaves)
 
     predict = _SpExBase.predict
 
