@@ -6,8 +6,11 @@ about 9 GFLOP/s on one core (OpenBLAS packs the 20-column operand for every pane
 float32 latents would first need a float64 copy. This kernel keeps four latent rows (widened
 to float64, 16 KB at 512 features) and five CAV rows in the L1/L2 caches and updates a 4 x 5
 tile of dot products per step, so every loaded value feeds four or five multiply-adds; numba
-vectorises the loop over features (reassociation and contraction allowed, nothing else), at
-about 39 GFLOP/s per core here (`benchmarks/million_end_to_end.py` measures it in GB/s).
+vectorises the loop over features (reassociation and contraction allowed, nothing else) with
+256-bit vectors on this CPU: about 46 GFLOP/s per core with the data in cache, that width's
+ceiling, and 37 GFLOP/s streaming 1M x 512 float32 latents from memory on one thread
+(`benchmarks/million_end_to_end.py` measures it in GB/s beside a plain read and the float64
+floor).
 
 Each output element is the dot product of one latent row with one CAV row, summed in the same
 vectorised order whatever the other rows of its tile are, so the result does not depend on
@@ -24,8 +27,9 @@ try:
 except ImportError:  # pragma: no cover - numba is a dependency; the caller falls back to BLAS
     numba = None
 
-#: Latent rows per tile (the rows widened together) and CAV rows per tile.
-ROWS, CAVS = 4, 5
+#: Latent rows per tile (the rows widened together; the kernel below is written out for 4
+#: rows x 5 CAVs): the caller splits rows among threads at multiples of it.
+ROWS = 4
 
 AVAILABLE = numba is not None
 
