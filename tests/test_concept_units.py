@@ -102,7 +102,7 @@ def _holds(cond: str, X: np.ndarray, units) -> np.ndarray:
 def _check_rules_route_exactly(tree: ExplanationTree, X: np.ndarray, units=None) -> None:
     leaf_of = tree.apply(X)
     for rule in tree.rules(X, units=units):
-        text = rule.format(None).split(" → ")[0]
+        text = rule.format().split(" → ")[0]
         mask = np.ones(len(X), dtype=bool)
         if text != "always":
             for cond in text.split(" and "):
@@ -176,7 +176,7 @@ def test_oblique_rules_list_every_term_and_route_exactly(data):
     v = X @ np.array([w[0], w[1], w[2]])
     tree.split_oblique(0, w, float(np.median(v)), left_label=0, right_label=1)
     _check_rules_route_exactly(tree, X)
-    text = tree.rules(X)[0].format(None).split(" → ")[0]
+    text = tree.rules(X)[0].format().split(" → ")[0]
     assert "more" not in text and text.count("·") == 3
 
 
@@ -210,7 +210,7 @@ def test_probability_units_read_as_p_and_boundary():
     tree = ExplanationTree(1, ["loop"])
     tree.split(0, 0, 0.0, 0, 1)
     u = [ProbabilityUnits(2.0, 0.0)]
-    texts = [r.format(None).split(" → ")[0] for r in tree.rules(X, units=u)]
+    texts = [r.format().split(" → ")[0] for r in tree.rules(X, units=u)]
     assert texts[0].startswith("P(loop) <= ") and texts[1].startswith("P(loop) > ")
     assert u[0].boundary == 0.0
 
@@ -219,7 +219,7 @@ def test_percentile_units_read_as_top_share():
     X = np.arange(100, dtype=float)[:, None]
     tree = ExplanationTree(1, ["top_heavy"])
     tree.split(0, 0, 87.5, 0, 1)
-    texts = [r.format(None).split(" → ")[0] for r in tree.rules(X, units=[percentile_units(X[:, 0])])]
+    texts = [r.format().split(" → ")[0] for r in tree.rules(X, units=[percentile_units(X[:, 0])])]
     assert texts == ["top_heavy in bottom 88%", "top_heavy in top 12%"]
 
 

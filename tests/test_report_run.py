@@ -73,4 +73,4 @@ def test_oblique_rules_in_files_list_every_term_and_say_raw_units():
     text = rules_text("tao", fit, data)
     assert "more" not in text and text.count("·c5") >= 2 and "raw concept coordinates" in text
     assert all("more" not in r["text"] for r in rules_json(fit, data))
-    assert "more" not in t.to_dot(X, units=units, max_terms=None)
+    assert "more" not in t.to_dot(X, units=units)

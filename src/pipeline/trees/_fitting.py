@@ -398,6 +398,7 @@ class ReferenceTree(ClassifierMixin, BaseEstimator):
         or a pass over X it makes anyway); X's values are then not read here, unless rows are
         dropped as noise (every row is checked, as without it)."""
         validate_params(self)
+        self.__dict__.pop("_noise_rows", None)
         if not (type(y) is np.ndarray and y.dtype.kind in "iub"):
             check_label_values(y)
         if plain_Xy(X, y, finite=not finite_later):  # what validate_data and check_classification_targets pass unchanged
@@ -417,6 +418,7 @@ class ReferenceTree(ClassifierMixin, BaseEstimator):
         if not keep.all():
             if finite_later:
                 assert_finite(self, X)
+            self._noise_rows = X[~keep]  # printed rules route these too (_keep_exact)
             X = X[keep]
         self.classes_ = classes
         names = resolve_feature_names(self, feature_names, X.shape[1])
@@ -424,6 +426,16 @@ class ReferenceTree(ClassifierMixin, BaseEstimator):
 
     def _name_leaves(self, tree: ExplanationTree) -> ExplanationTree:
         return name_leaves(tree, self.classes_)
+
+    def _keep_exact(self, X, project=None):
+        """Let ``tree_`` keep the training values nearest each cut (``X``: the fitted rows, and the
+        noise rows :meth:`_validate_reference` set aside; ``project`` maps those to the tree's
+        coordinates), so its printed rules route every row of the training data as it does."""
+        noise = self.__dict__.pop("_noise_rows", None)
+        if noise is not None and project is not None:
+            noise = project(noise)
+        self.tree_.record_neighbours(X, noise)
+        return self
 
     def _leaf_label(self, code: int) -> int:
         """What a leaf stores for class index ``code``: the label itself, or the index."""

@@ -697,6 +697,43 @@ if AVAILABLE:
             out[i] = n
 
 
+    @numba.njit(cache=True, nogil=True)
+    def cut_neighbours(X, cols, ptr, T, lo, hi):
+        """The training values nearest each axis cut, in one pass over the rows: group g cuts
+        column ``cols[g]`` at the sorted distinct thresholds ``T[ptr[g]:ptr[g + 1]]``; each value
+        falls in the bin between two of them (a binary search), bins keep their extremes, and
+        then ``lo[j]`` = the largest value <= ``T[j]``, ``hi[j]`` = the smallest > ``T[j]``
+        (-inf / inf where none): :func:`pipeline.trees.display._sorted_neighbours` per column."""
+        G = cols.shape[0]
+        top = np.full(T.shape[0] + G, -np.inf)  # group g's bins start at ptr[g] + g
+        bottom = np.full(T.shape[0] + G, np.inf)
+        for i in range(X.shape[0]):
+            for g in range(G):
+                v = X[i, cols[g]]
+                a, b = ptr[g], ptr[g + 1]
+                while a < b:  # the first cut >= v
+                    mid = (a + b) >> 1
+                    if T[mid] < v:
+                        a = mid + 1
+                    else:
+                        b = mid
+                k = a + g
+                if v > top[k]:
+                    top[k] = v
+                if v < bottom[k]:
+                    bottom[k] = v
+        for g in range(G):
+            run = -np.inf
+            for j in range(ptr[g], ptr[g + 1]):
+                if top[j + g] > run:
+                    run = top[j + g]
+                lo[j] = run
+            run = np.inf
+            for j in range(ptr[g + 1] - 1, ptr[g] - 1, -1):
+                if bottom[j + g + 1] < run:
+                    run = bottom[j + g + 1]
+                hi[j] = run
+
 PARALLEL_MIN_WORK = 1 << 17  # below this many elements a kernel runs serially: waking threads costs more
 _MIN_WORK: contextvars.ContextVar[int] = contextvars.ContextVar("parallel_min_work", default=PARALLEL_MIN_WORK)
 

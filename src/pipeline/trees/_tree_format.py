@@ -58,6 +58,28 @@ def _number(v, where: str, what: str) -> float:
     return float(v)
 
 
+def _check_neighbours(node: dict, t: float, where: str) -> None:
+    """The optional ``neighbours`` [lo, hi] of a cut (the training values nearest it; null for an
+    empty side) and, on an oblique node, ``weight_digits``: lo <= threshold < hi on an axis cut."""
+    if "neighbours" not in node:
+        if "weight_digits" in node:
+            raise _bad(where, "has weight_digits without neighbours")
+        return
+    near = node["neighbours"]
+    if not isinstance(near, list) or len(near) != 2:
+        raise _bad(where, f"has neighbours={near!r}; expected [largest value going left, smallest going right]")
+    lo, hi = (None if v is None else _number(v, where, "a neighbour") for v in near)
+    oblique = "weights" in node
+    if oblique:
+        digits = node.get("weight_digits")
+        if isinstance(digits, bool) or not isinstance(digits, int) or not 1 <= digits <= 17:
+            raise _bad(where, f"has weight_digits={digits!r}, which must be an integer in [1, 17]")
+    elif (lo is not None and lo > t) or (hi is not None and hi <= t):
+        raise _bad(where, f"has neighbours {near!r} that do not lie on either side of its threshold {t!r}")
+    if lo is not None and hi is not None and lo >= hi:
+        raise _bad(where, f"has neighbours {near!r}; the left one must be smaller")
+
+
 def check_document(data: dict, format_version: int) -> None:
     """Raise InvalidInputError unless ``data`` is a well-formed explanation-tree document."""
     if not isinstance(data, dict) or data.get("format") != "explanation-tree":
@@ -101,7 +123,8 @@ def check_document(data: dict, format_version: int) -> None:
                 _number(item[1], where, "a weight")
         else:
             _index(node, "feature", n, d, where + " (feature index)")
-        _number(node.get("threshold"), where, "threshold")
+        t = _number(node.get("threshold"), where, "threshold")
+        _check_neighbours(node, t, where)
         for key in ("left", "right"):
             child = _index(node, key, n, len(nodes), where)
             if child == 0 or child in parent:

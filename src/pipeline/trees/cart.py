@@ -267,6 +267,7 @@ class CART(ReferenceTree):
         for leaf in tree.leaves:
             tree.set_label(leaf, self._leaf_label(int(tree.label[leaf])))
         self.tree_, self.x_center_, self.x_scale_ = self._name_leaves(tree), center, scale
+        self._keep_exact(X)
         self.n_leaves_ = tree.n_leaves
         if self.n_leaves_ < n_leaves:
             warnings.warn(f"CART stopped at {self.n_leaves_} leaves instead of n_leaves={n_leaves}: "

@@ -7,6 +7,14 @@ values around the cut** (the largest value that goes left and the smallest that 
 right, among all training points), so the printed rule routes every
 training point exactly as the tree does (:func:`shortest_decimal`).
 
+The estimators keep those two values per cut at fit time (:func:`cut_neighbours`, stored by
+:meth:`ExplanationTree.record_neighbours` and in the tree's JSON), so every printed form is
+exact without the training data. Data passed at print time (``rules(X)``) narrows the
+neighbours further, so the text is then exact on those rows too. A cut with neither (a tree
+grown by hand, from a mixture's parameters alone, or read from JSON written before the
+neighbours were kept) prints its stored float in full (shortest round-trip decimal): exact
+for every point, only longer.
+
 Display units (``units``: one monotone map per feature, e.g.
 :class:`pipeline.concepts.units.ProbabilityUnits` or ``PercentileUnits``) change only how
 a threshold reads (``P(loop) > 0.82``, ``top_heavy in top 12%``): a monotone map of one
@@ -79,38 +87,163 @@ def _sig(w: float, digits: int) -> str:
     return _plain(Decimal(text)) if "e" in text else text
 
 
+def full_decimal(t: float) -> str:
+    """The float ``t`` written exactly (its shortest round-trip decimal, ``2`` for ``2.0``): the
+    text of a cut for which no training values are known, exact for every point."""
+    t = float(t)
+    if t == 0:
+        return "0"
+    if 1e-6 <= abs(t) < 1e16:  # positional where that stays short: 0.00012, not 1.2e-04
+        return np.format_float_positional(t, unique=True, trim="-")
+    return repr(t)
+
+
+def _complete(lo: float | None, hi: float | None, t: float) -> tuple[float, float]:
+    """(lo, hi) with a missing side (no training value there) filled in around the cut ``t``."""
+    if hi is None:
+        hi = t + max(t - lo, abs(t) * 1e-3, 1e-12)
+    if lo is None:
+        lo = min(t, hi - max(abs(hi) * 1e-3, 1e-12)) - max(hi - t, abs(t) * 1e-3, 1e-12)
+    return lo, hi
+
+
+def _side(x: float) -> float | None:
+    return None if not np.isfinite(x) else float(x)
+
+
+def _sorted_neighbours(v: np.ndarray, T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For sorted distinct cuts ``T``: ``lo[j] = max{v <= T[j]}``, ``hi[j] = min{v > T[j]}``
+    (-inf / inf where none): one pass over ``v`` (a binary search per value)."""
+    m = T.size
+    b = np.searchsorted(T, v, side="left")  # how many cuts lie below v: v <= T[j] iff j >= b
+    top = np.full(m + 1, -np.inf)
+    bottom = np.full(m + 1, np.inf)
+    np.maximum.at(top, b, v)
+    np.minimum.at(bottom, b, v)
+    return np.maximum.accumulate(top)[:m], np.minimum.accumulate(bottom[::-1])[::-1][1:]
+
+
+def cut_neighbours(tree, X) -> dict[int, tuple]:
+    """For every internal node of ``tree``, the training values nearest its cut, among all rows of ``X``.
+
+    An axis test ``x[f] <= t`` gets ``(lo, hi)``: the largest ``x[f]`` that goes left and the
+    smallest that goes right (None for a side no row reaches). An oblique test gets
+    ``(lo, hi, digits)``: the fewest significant digits (at least 3) of its weights whose
+    printed sum, added left to right, still puts every row on its side, and the nearest values
+    of that printed sum. One pass over the columns the tree cuts (a binary search among that
+    column's cuts per value, compiled where the tree kernels are loaded) plus one weighted sum
+    per oblique node: cheap next to growing the tree. ``X``: dense array or sparse matrix.
+    """
+    import sys
+
+    import scipy.sparse as sp
+
+    by_feature: dict[int, set] = {}
+    oblique = []
+    for n in range(tree.n_nodes):
+        if tree.is_leaf(n):
+            continue
+        if tree.is_oblique(n):
+            oblique.append(n)
+        else:
+            by_feature.setdefault(int(tree.feature[n]), set()).add(float(tree.threshold[n]))
+    out: dict[int, tuple] = {}
+    if X.shape[0] == 0:
+        return out
+    if by_feature:
+        cols = np.array(sorted(by_feature), dtype=np.int64)
+        cuts = [np.array(sorted(by_feature[f])) for f in cols]
+        ptr = np.zeros(cols.size + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum([c.size for c in cuts])
+        T = np.concatenate(cuts)
+        lo, hi = np.empty(T.size), np.empty(T.size)
+        kernels = sys.modules.get("pipeline.trees._kernels")
+        if sp.issparse(X):
+            Xc = X.tocsc()
+            for g, f in enumerate(cols):
+                v = Xc[:, int(f)].toarray().ravel()
+                lo[ptr[g]:ptr[g + 1]], hi[ptr[g]:ptr[g + 1]] = _sorted_neighbours(v, cuts[g])
+        elif kernels is not None and kernels.AVAILABLE and X.dtype == np.float64:
+            kernels.cut_neighbours(X, cols, ptr, T, lo, hi)
+        else:
+            for g, f in enumerate(cols):
+                lo[ptr[g]:ptr[g + 1]], hi[ptr[g]:ptr[g + 1]] = _sorted_neighbours(np.asarray(X[:, f], float), cuts[g])
+        where = {(int(f), float(t)): j for g, f in enumerate(cols) for j, t in enumerate(cuts[g], start=ptr[g])}
+        for n in range(tree.n_nodes):
+            if not tree.is_leaf(n) and not tree.is_oblique(n):
+                j = where[(int(tree.feature[n]), float(tree.threshold[n]))]
+                out[n] = (_side(lo[j]), _side(hi[j]))
+    if oblique:
+        dense = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+        for n in oblique:
+            out[n] = _oblique_neighbours(dense, tree.weights(n), float(tree.threshold[n]))
+    return out
+
+
+def _extremes(v: np.ndarray, left: np.ndarray) -> tuple[float | None, float | None]:
+    return (float(v[left].max()) if left.any() else None), (float(v[~left].min()) if (~left).any() else None)
+
+
+def _oblique_neighbours(X: np.ndarray, weights: dict[int, float], t: float) -> tuple:
+    """(lo, hi, digits) of an oblique test ``weights · x <= t`` on the rows of ``X`` (see :func:`cut_neighbours`)."""
+    from pipeline.trees.rules import oblique_terms, weighted_sum
+
+    cols, w = oblique_terms(weights)  # the printed order, in which the tree adds the terms too
+    left = weighted_sum(X, cols, w) <= t  # as the tree routes
+    # At 17 significant digits every printed weight reads back as the tree's own float, so the
+    # printed sum gives the tree's values and the loop always ends there at the latest.
+    for digits in range(MIN_WEIGHT_DIGITS, 18):
+        v = weighted_sum(X, cols, np.array([float(_sig(x, digits)) for x in w]))  # read left to right
+        lo, hi = _extremes(v, left)
+        if lo is None or hi is None or lo < hi:
+            return lo, hi, digits
+    raise AssertionError("unreachable: 17 significant digits give back the weights")  # pragma: no cover
+
+
+def _merge(a: tuple | None, b: tuple | None) -> tuple | None:
+    """Neighbours known from two sources (kept at fit time, and the rows passed now): the nearer of each side."""
+    if a is None or b is None:
+        return a if b is None else b
+    lo = [x for x in (a[0], b[0]) if x is not None]
+    hi = [x for x in (a[1], b[1]) if x is not None]
+    return (max(lo) if lo else None), (min(hi) if hi else None)
+
+
 class RuleDisplay:
-    """Exact, unit-mapped text of every test of ``tree`` given its training data ``X``.
+    """Exact, unit-mapped text of every test of ``tree``.
 
     Parameters
     ----------
     tree : ExplanationTree
-    X : array-like of shape (n_samples, tree.n_features)
-        The points the tree was fitted on (only their order around each cut matters).
+    X : array-like of shape (n_samples, tree.n_features), optional
+        Rows the printed tests must route as the tree does, besides the training values the
+        tree kept at fit time (:meth:`ExplanationTree.record_neighbours`); only their order
+        around each cut matters.
     units : sequence of (units object or None) of length n_features, optional
         Display map per feature (None: raw). Oblique tests always read in raw units.
     """
 
-    def __init__(self, tree, X, units: Sequence | None = None):
-        X = np.asarray(X, dtype=np.float64)
+    def __init__(self, tree, X=None, units: Sequence | None = None):
         self.tree = tree
         self.names = tree.feature_names or [f"x[{j}]" for j in range(tree.n_features)]
         self.units = list(units) if units is not None else [None] * tree.n_features
         if len(self.units) != tree.n_features:
             raise ValueError(f"units has {len(self.units)} entries for a tree with {tree.n_features} features.")
+        X = None if X is None else np.asarray(X, dtype=np.float64)
+        kept = tree.neighbours()
+        fresh = cut_neighbours(tree, X) if X is not None and X.shape[0] else {}
         self._node: dict[int, tuple] = {}
-        # Neighbours among *all* training points, not only those reaching the node: then each printed
-        # test agrees with the tree's test on every training point, so any conjunction of them (the
-        # simplified intervals of a rule, which drop a test implied by a later one) routes exactly too.
+        # Neighbours among *all* rows, not only those reaching the node: then each printed test agrees
+        # with the tree's test on every row, so any conjunction of them (the simplified intervals of a
+        # rule, which drop a test implied by a later one) routes exactly too.
         for n in range(tree.n_nodes):
             if tree.is_leaf(n):
                 continue
             t = float(tree.threshold[n])
             if tree.is_oblique(n):
-                self._node[n] = self._oblique(X, tree.weights(n), t)
+                self._node[n] = self._oblique(tree.weights(n), t, kept.get(n), X)
             else:
-                v = X[:, int(tree.feature[n])]
-                self._node[n] = self._axis(int(tree.feature[n]), v, v <= t, t)
+                self._node[n] = self._axis(int(tree.feature[n]), _merge(kept.get(n), fresh.get(n)), t)
 
     @property
     def mapped(self) -> bool:
@@ -118,22 +251,10 @@ class RuleDisplay:
         return any(u is not None for u in self.units)
 
     # ------------------------------------------------------------------ per node
-    @staticmethod
-    def _neighbours(v: np.ndarray, left: np.ndarray, t: float) -> tuple[float | None, float | None]:
-        lo = float(v[left].max()) if left.any() else None
-        hi = float(v[~left].min()) if (~left).any() else None
-        if lo is None and hi is None:
-            return None, None
-        if hi is None:
-            hi = t + max(t - lo, abs(t) * 1e-3, 1e-12)
-        if lo is None:
-            lo = min(t, hi - max(abs(hi) * 1e-3, 1e-12)) - max(hi - t, abs(t) * 1e-3, 1e-12)
-        return lo, hi
-
-    def _axis(self, f: int, v: np.ndarray, left: np.ndarray, t: float) -> tuple:
-        lo, hi = self._neighbours(v, left, t)
-        if lo is None:
-            return ("raw", f, f"{t:.4g}", False)
+    def _axis(self, f: int, near: tuple | None, t: float) -> tuple:
+        if near is None or (near[0] is None and near[1] is None):
+            return ("raw", f, full_decimal(t), False)
+        lo, hi = _complete(near[0], near[1], t)
         u = self.units[f]
         if u is not None:
             mlo, mhi = (float(x) for x in np.asarray(u(np.array([lo, hi])), dtype=np.float64))
@@ -143,34 +264,37 @@ class RuleDisplay:
                 return ("units", f, shortest_decimal(a, b, include_low=u.include_low and not flip), flip)
         return ("raw", f, shortest_decimal(lo, hi, near=t), False)
 
-    def _oblique(self, X: np.ndarray, weights: dict[int, float], t: float) -> tuple:
+    def _oblique(self, weights: dict[int, float], t: float, kept: tuple | None, X) -> tuple:
         from pipeline.trees.rules import oblique_terms, weighted_sum
 
-        cols, w = oblique_terms(weights)  # the printed order, in which the tree adds the terms too
-        left = weighted_sum(X, cols, w) <= t  # as the tree routes
-        # At 17 significant digits every printed weight reads back as the tree's own float, so the
-        # printed sum gives the tree's values and the loop always ends there at the latest.
-        for digits in range(MIN_WEIGHT_DIGITS, 18):
-            shown = [_sig(x, digits) for x in w]
-            v = weighted_sum(X, cols, np.array([float(x) for x in shown]))  # read left to right
-            lo = v[left].max() if left.any() else None
-            hi = v[~left].min() if (~left).any() else None
-            if lo is None or hi is None or lo < hi:
-                lo, hi = self._neighbours(v, left, t)
-                thr = f"{t:.4g}" if lo is None else shortest_decimal(lo, hi, near=t)
-                return ("oblique", list(zip(cols.tolist(), shown, w.tolist())), thr, False)
-        raise AssertionError("unreachable: 17 significant digits give back the weights")  # pragma: no cover
+        cols, w = oblique_terms(weights)
+        if kept is not None and X is not None:  # the kept digits, if they still separate the rows passed now
+            lo, hi, digits = kept
+            shown = np.array([float(_sig(x, digits)) for x in w])
+            more = _extremes(weighted_sum(X, cols, shown), weighted_sum(X, cols, w) <= t)
+            merged = _merge((lo, hi), more)
+            kept = None if None not in merged and merged[0] >= merged[1] else merged + (digits,)
+            if kept is None:  # they do not: the weights and the cut in full, exact for every point
+                return self._oblique_text(cols, w, 17, full_decimal(t))
+        elif X is not None:
+            kept = _oblique_neighbours(X, weights, t)
+        if kept is None or (kept[0] is None and kept[1] is None):
+            return self._oblique_text(cols, w, 17, full_decimal(t))
+        lo, hi, digits = kept
+        return self._oblique_text(cols, w, digits, shortest_decimal(*_complete(lo, hi, t), near=t))
+
+    @staticmethod
+    def _oblique_text(cols, w, digits: int, threshold: str) -> tuple:
+        text = (lambda x: _sig(x, digits)) if digits < 17 else full_decimal  # 17: each weight as stored
+        return ("oblique", [(j, text(x), x) for j, x in zip(cols.tolist(), w.tolist())], threshold, False)
 
     # ------------------------------------------------------------------ text
-    def lhs(self, node: int, max_terms: int | None = None) -> str:
+    def lhs(self, node: int) -> str:
+        """The tested feature's name, or every term of an oblique test (largest weight first)."""
         info = self._node[node]
         if info[0] != "oblique":
             return self.names[info[1]]
-        ordered = sorted(info[1], key=lambda term: -abs(term[2]))
-        shown = ordered if max_terms is None else ordered[:max_terms]
-        terms = [f"{'-' if w < 0 else '+'} {s.lstrip('-')}·{self.names[j]}" for j, s, w in shown]
-        if len(ordered) > len(shown):
-            terms.append(f"+ {len(ordered) - len(shown)} more")
+        terms = [f"{'-' if w < 0 else '+'} {s.lstrip('-')}·{self.names[j]}" for j, s, w in info[1]]
         text = " ".join(terms)
         return text[2:] if text.startswith("+ ") else "-" + text[2:]
 
@@ -178,27 +302,27 @@ class RuleDisplay:
         """The printed threshold of ``node`` (in its display units)."""
         return self._node[node][2]
 
-    def condition(self, node: int, op: str, max_terms: int | None = None) -> str:
+    def condition(self, node: int, op: str) -> str:
         """``lhs op threshold`` of ``node`` (``op``: ``<=`` goes left, ``>`` right)."""
         kind, f, thr, flip = self._node[node]
         if kind == "units":
             if flip:  # a decreasing map: the left side has the larger mapped values
                 op = ">" if op == "<=" else "<"
             return self.units[f].condition(self.names[f], op, thr)
-        return f"{self.lhs(node, max_terms)} {op} {thr}"
+        return f"{self.lhs(node)} {op} {thr}"
 
-    def interval(self, low_node: int | None, high_node: int | None, max_terms: int | None = None) -> str:
+    def interval(self, low_node: int | None, high_node: int | None) -> str:
         """``low < lhs <= high`` from the ``>`` test of ``low_node`` and the ``<=`` test of ``high_node``."""
         if low_node is None:
-            return self.condition(high_node, "<=", max_terms)
+            return self.condition(high_node, "<=")
         if high_node is None:
-            return self.condition(low_node, ">", max_terms)
+            return self.condition(low_node, ">")
         a, b = self._node[low_node], self._node[high_node]
         if a[0] == "units" and b[0] == "units" and not a[3] and not b[3]:
             return self.units[a[1]].interval(self.names[a[1]], a[2], b[2])
-        if a[0] != "units" and b[0] != "units":
-            return f"{a[2]} < {self.lhs(low_node, max_terms)} <= {b[2]}"
-        return f"{self.condition(low_node, '>', max_terms)} and {self.condition(high_node, '<=', max_terms)}"
+        if a[0] != "units" and b[0] != "units" and self.lhs(low_node) == self.lhs(high_node):
+            return f"{a[2]} < {self.lhs(low_node)} <= {b[2]}"
+        return f"{self.condition(low_node, '>')} and {self.condition(high_node, '<=')}"
 
     def node_units(self, node: int) -> str:
         """``raw``, ``oblique`` (raw) or the units kind the test of ``node`` reads in."""

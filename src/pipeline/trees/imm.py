@@ -255,6 +255,7 @@ class _CentreTree(ReferenceTree):
         reference clusters.
         """
         X, codes, classes, centers, feature_names = self._prepare(X, y, centers, feature_names)
+        X_fit = X
         k = classes.size
         n_leaves = check_n_leaves(self.n_leaves, k, X.shape[0], at_least=k,
                                   why=" (the number of reference clusters)")
@@ -273,7 +274,7 @@ class _CentreTree(ReferenceTree):
             else:
                 tree, leaf_center, _ = grow_imm_tree(X, codes, centers, self._ratio, priority, feature_names,
                                                      self.verbose, extremes)
-        return self._label(tree, leaf_center, scale)
+        return self._label(tree, leaf_center, scale)._keep_exact(X_fit)
 
     def _is_small(self, X) -> bool:
         """Grow the tree with :mod:`pipeline.trees._imm_small` (small input, no progress bar)."""
@@ -333,6 +334,7 @@ class ExKMC(_CentreTree):
     def fit(self, X, y, feature_names=None, centers=None):
         """Fit to X (n_samples, n_features) and reference labels y; see :meth:`IMM.fit`."""
         X, codes, classes, centers, feature_names = self._prepare(X, y, centers, feature_names)
+        X_fit = X
         extremes = _bin_kernels.column_range(X)  # one pass for the checks below and the binned sweep
         check_magnitude_outliers(X, "ExKMC", "one such point drags its cluster's centre and dominates the "
                                  "k-means cost that grows the extra leaves", extremes=extremes)
@@ -356,7 +358,7 @@ class ExKMC(_CentreTree):
                                                         self.verbose, extremes)
                 if n_leaves > k:
                     self._expand(X, codes, centers, tree, leaf_center, n_leaves, priority, bins)
-        self._label(tree, leaf_center, scale, shift)
+        self._label(tree, leaf_center, scale, shift)._keep_exact(X_fit)
         if shift is not None:
             self.centers_ = self.centers_ + shift
         return self

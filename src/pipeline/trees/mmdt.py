@@ -233,6 +233,7 @@ class _MeansTree(ReferenceTree):
             ``predict`` then returns the original label values of ``y``.
         """
         X, codes, _, names = self._validate_reference(X, y, feature_names)
+        X_fit = X
         check_not_constant(X)  # the estimated means would all coincide
         self._check_n_leaves(self.classes_.size)
         # One power of two per column: MMDT is invariant to each axis' scale, and a column near
@@ -247,7 +248,7 @@ class _MeansTree(ReferenceTree):
         means = check_means(means, name="estimated cluster means")
         sigma = check_sigma(sigma, X.shape[1], from_data=True, scale=np.abs(means).max(axis=0))
         check_separated(means, sigma, name="estimated cluster means")
-        return self._grow(means, sigma, names, scale, shift)
+        return self._grow(means, sigma, names, scale, shift)._keep_exact(X_fit)
 
     def fit_gaussian_mixture(self, gmm, feature_names=None):
         """Grow the tree from a fitted :class:`sklearn.mixture.GaussianMixture`.
@@ -446,18 +447,23 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
         with limit_threads(self.n_jobs):
             means, _ = cluster_moments(Zs, codes)
             with np.errstate(over="ignore", invalid="ignore"):
-                S = _project(Z, C)
+                S = _project(Z, C)  # the concept coordinates predict() computes: the tree's training rows
+
+            def project_rows(R):
+                with np.errstate(over="ignore", invalid="ignore"):
+                    return _project(R, C)
+
             concept_scale = power_of_two_scale(S, per_column=True) if np.all(np.isfinite(S)) else None
             if concept_scale is not None and np.any(concept_scale != 1.0):
                 # The tree cuts concept coordinates, each on its own scale (like MMDT's axes): one power of
                 # two per extreme concept, so a concept near 1e300 does not flush the others to zero.
                 concept_means, proj_var = estimate_mixture(S / concept_scale, codes)
                 return self._grow_concepts(means * scale, C, concept_means, np.sqrt(proj_var.max(axis=0)),
-                                           concept_scale)
+                                           concept_scale)._keep_exact(S, project_rows)
             # σ̄_m² = max_k c_mᵀ Σ_k c_m equals the largest per-cluster variance of the projection C z,
             # so the (d, d) covariances never need to be formed.
             _, proj_var = estimate_mixture(_project(Zs, C), codes)
-        return self._grow(means, C, np.sqrt(proj_var.max(axis=0)), scale)
+        return self._grow(means, C, np.sqrt(proj_var.max(axis=0)), scale)._keep_exact(S, project_rows)
 
     def _grow(self, means, C, concept_sigma, scale: float = 1.0):
         return self._grow_concepts(means * scale, C, project(means, C), concept_sigma, scale)

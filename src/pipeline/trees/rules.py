@@ -19,23 +19,22 @@ from typing import Sequence
 
 import numpy as np
 
-MAX_TERMS = 4  # oblique tests show their largest terms, then "+ n more"
-
-
 def _name(names: Sequence[str] | None, j: int) -> str:
     return names[j] if names is not None else f"x[{j}]"
 
 
-def lhs_text(feature: int | None, weights: dict[int, float] | None, names: Sequence[str] | None,
-             max_terms: int | None = MAX_TERMS) -> str:
-    """The left-hand side of a test: a feature name, or the largest terms of a weighted sum."""
+def _exact(t: float) -> str:
+    from pipeline.trees.display import full_decimal
+
+    return full_decimal(t)
+
+
+def lhs_text(feature: int | None, weights: dict[int, float] | None, names: Sequence[str] | None) -> str:
+    """The left-hand side of a test: a feature name, or every term of a weighted sum (largest
+    weight first; weights in full, as the tree adds them)."""
     if weights is None:
         return _name(names, feature)
-    ordered = list(zip(*oblique_terms(weights)))
-    shown = ordered if max_terms is None else ordered[:max_terms]
-    terms = [f"{'-' if w < 0 else '+'} {abs(w):.4g}·{_name(names, j)}" for j, w in shown]
-    if len(ordered) > len(shown):
-        terms.append(f"+ {len(ordered) - len(shown)} more")
+    terms = [f"{'-' if w < 0 else '+'} {_exact(abs(w))}·{_name(names, j)}" for j, w in zip(*oblique_terms(weights))]
     text = " ".join(terms)
     return text[2:] if text.startswith("+ ") else "-" + text[2:]
 
@@ -77,16 +76,17 @@ class Condition:
     node: int | None = None  # the tree node holding the test
     display: object = field(default=None, repr=False, compare=False)  # a pipeline.trees.display.RuleDisplay
 
-    def lhs(self, max_terms: int | None = MAX_TERMS) -> str:
+    def lhs(self) -> str:
         if self.display is not None:
-            return self.display.lhs(self.node, max_terms)
-        return lhs_text(self.feature, self.weights, self.names, max_terms)
+            return self.display.lhs(self.node)
+        return lhs_text(self.feature, self.weights, self.names)
 
-    def format(self, max_terms: int | None = MAX_TERMS) -> str:
-        """The test as text; with a display (rules computed with data) its exact threshold in display units."""
+    def format(self) -> str:
+        """The test as text: through its display (:meth:`ExplanationTree.rules` gives one), the
+        shortest exact threshold in display units; without one the stored float in full."""
         if self.display is not None:
-            return self.display.condition(self.node, self.op, max_terms)
-        return f"{self.lhs(max_terms)} {self.op} {self.threshold:.4g}"
+            return self.display.condition(self.node, self.op)
+        return f"{self.lhs()} {self.op} {_exact(self.threshold)}"
 
     def __str__(self) -> str:
         return self.format()
@@ -115,20 +115,20 @@ class Interval:
         """True when no value satisfies the interval (a contradictory path)."""
         return self.low is not None and self.high is not None and self.low >= self.high
 
-    def lhs(self, max_terms: int | None = MAX_TERMS) -> str:
+    def lhs(self) -> str:
         if self.display is not None:
-            return self.display.lhs(self.high_node if self.high_node is not None else self.low_node, max_terms)
-        return lhs_text(self.feature, self.weights, self.names, max_terms)
+            return self.display.lhs(self.high_node if self.high_node is not None else self.low_node)
+        return lhs_text(self.feature, self.weights, self.names)
 
-    def format(self, max_terms: int | None = MAX_TERMS) -> str:
+    def format(self) -> str:
         if self.display is not None:
-            return self.display.interval(self.low_node, self.high_node, max_terms)
-        lhs = self.lhs(max_terms)
+            return self.display.interval(self.low_node, self.high_node)
+        lhs = self.lhs()
         if self.low is None:
-            return f"{lhs} <= {self.high:.4g}"
+            return f"{lhs} <= {_exact(self.high)}"
         if self.high is None:
-            return f"{lhs} > {self.low:.4g}"
-        return f"{self.low:.4g} < {lhs} <= {self.high:.4g}"
+            return f"{lhs} > {_exact(self.low)}"
+        return f"{_exact(self.low)} < {lhs} <= {_exact(self.high)}"
 
     def __str__(self) -> str:
         return self.format()
@@ -143,7 +143,7 @@ class Interval:
         return out
 
     def to_dict(self) -> dict:
-        d = {"low": self.low, "high": self.high, "text": self.format(None)}  # low/high: the raw thresholds
+        d = {"low": self.low, "high": self.high, "text": self.format()}  # low/high: the raw thresholds
         if self.display is not None:
             d["units"] = self.display.node_units(self.high_node if self.high_node is not None else self.low_node)
         if self.weights is None:
@@ -235,9 +235,9 @@ class Rule:
     def intervals(self) -> list[Interval]:
         return simplify(self.conditions)
 
-    def format(self, max_terms: int | None = MAX_TERMS, simplified: bool = True) -> str:
+    def format(self, simplified: bool = True) -> str:
         parts = self.intervals if simplified else self.conditions
-        body = " and ".join(p.format(max_terms) for p in parts) or "always"
+        body = " and ".join(p.format() for p in parts) or "always"
         text = f"{body} → {self.name or f'cluster {self.label}'}"
         if self.stats is not None:
             text += "".join(f" · {p}" for p in self.stats.parts())
@@ -259,8 +259,8 @@ class Rule:
         return out
 
     def to_dict(self) -> dict:
-        d = {"leaf": int(self.leaf), "label": int(self.label), "text": self.format(None),
-             "raw": self.format(None, simplified=False),
+        d = {"leaf": int(self.leaf), "label": int(self.label), "text": self.format(),
+             "raw": self.format(simplified=False),
              "conditions": [iv.to_dict() for iv in self.intervals]}
         if self.stats is not None:
             s = self.stats

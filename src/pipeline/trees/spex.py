@@ -213,7 +213,7 @@ class SpExClique(_SpExBase, ReferenceTree):
                     X, n_leaves, lambda o: clique_best_cut(o, codes, counts, priority, settings), feature_names,
                     self.verbose, split_cuts=lambda o, j, p: clique_split_cuts(o, j, p, codes, counts, priority, settings),
                 )
-        return self._finish(X, tree, codes, leaves)
+        return self._finish(X, tree, codes, leaves)._keep_exact(X)
 
     predict = _SpExBase.predict
 
@@ -265,7 +265,9 @@ class _ClusterSpEx(ClusterMixin, _SpExBase):
 
     def _set_labels(self, X):
         """``labels_``: ``predict`` on the training rows ``X`` (already validated; a DataFrame's
-        column names were checked at fit, so predicting on the array must not warn about them)."""
+        column names were checked at fit, so predicting on the array must not warn about them).
+        The tree keeps the training values nearest its cuts (noise rows included): exact rules."""
+        self.tree_.record_neighbours(X)
         self.labels_ = leaf_labels(tree_predict(self.tree_, X), getattr(self, "classes_", None))
         return self
 

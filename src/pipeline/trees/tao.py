@@ -256,6 +256,7 @@ class TAO(ClusterMixin, BaseEstimator):
         with limit_threads(self.n_jobs):
             tree, z, psi = self._optimise(cost, X, y, centers, seed, rng, cf, c, s)
         self.tree_ = rescale_tree(tree.to_explanation_tree(X, names), s, c)
+        self.tree_.record_neighbours(X_all)  # printed rules route every training row as the tree does
         self.labels_ = self.tree_.predict(X_all)
         labels_kept = self.labels_[keep]
         self.assignments_ = self._full(z, keep)

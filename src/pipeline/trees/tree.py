@@ -67,6 +67,7 @@ class ExplanationTree:
         self._right: list[int] = [-1]
         self._label: list[int] = [int(root_label)]
         self._weights: dict[int, dict[int, float]] = {}
+        self._near: dict[int, tuple] = {}  # node -> training values nearest its cut (record_neighbours)
         self._arrays = None
         self.label_names: list[str] | None = None
 
@@ -86,6 +87,46 @@ class ExplanationTree:
         self._label.append(int(label))
         return len(self._feature) - 1
 
+    def record_neighbours(self, *Xs) -> "ExplanationTree":
+        """Keep, for every cut, the training values nearest it on either side (over all rows of
+        the arrays ``Xs``, dense or sparse, n_features wide), so that :meth:`rules`,
+        :meth:`to_text`, :meth:`to_dot` and the JSON print thresholds that route every one of
+        those rows as the tree does without being given the data again. The estimators call
+        this at the end of ``fit`` with their training data. Oblique cuts also keep the fewest
+        significant digits of their weights that still route those rows exactly
+        (:func:`pipeline.trees.display.cut_neighbours`). Replaces what was kept before.
+        Returns the tree.
+        """
+        from pipeline.trees.display import cut_neighbours
+
+        near: dict[int, tuple] = {}
+        for X in Xs:
+            if X is None or X.shape[0] == 0:
+                continue
+            if X.ndim != 2 or X.shape[1] != self.n_features:
+                raise InvalidInputError(f"record_neighbours needs arrays with {self.n_features} columns, "
+                                        f"got shape {X.shape}.")
+            for n, v in cut_neighbours(self, X).items():
+                if n not in near:
+                    near[n] = v
+                elif len(v) == 2:
+                    lo = [x for x in (near[n][0], v[0]) if x is not None]
+                    hi = [x for x in (near[n][1], v[1]) if x is not None]
+                    near[n] = (max(lo) if lo else None, min(hi) if hi else None)
+                else:  # an oblique cut seen in two arrays: the digits that separate both
+                    both = np.vstack([x.toarray() if hasattr(x, "toarray") else np.asarray(x, float)
+                                      for x in Xs if x is not None and x.shape[0]])
+                    near[n] = cut_neighbours(self, both)[n]
+        self._near = near
+        return self
+
+    def neighbours(self) -> dict[int, tuple]:
+        """What :meth:`record_neighbours` kept: node -> ``(lo, hi)`` (axis) or ``(lo, hi, digits)``
+        (oblique); ``lo``/``hi`` is None for a side no training row reached. Empty when nothing
+        was recorded (a tree built by hand, grown from a mixture's parameters alone, or read from
+        JSON written before the neighbours were kept)."""
+        return dict(self._near)
+
     def _check_leaf(self, node: int) -> None:
         if not 0 <= node < self.n_nodes:
             raise InvalidInputError(f"node {node} does not exist (tree has {self.n_nodes} nodes).")
@@ -103,6 +144,7 @@ class ExplanationTree:
         self._feature[node], self._threshold[node] = int(feature), float(threshold)
         self._left[node], self._right[node] = left, right
         self._label[node] = -1
+        self._near.pop(node, None)
         self._arrays = None
         return left, right
 
@@ -130,6 +172,7 @@ class ExplanationTree:
         left, right = self._new_leaf(left_label), self._new_leaf(right_label)
         self._feature[node], self._threshold[node] = OBLIQUE, float(threshold)
         self._weights[node] = w
+        self._near.pop(node, None)
         self._left[node], self._right[node] = left, right
         self._label[node] = -1
         self._arrays = None
@@ -323,17 +366,19 @@ class ExplanationTree:
         """One rule per leaf (depth-first order), in feature names.
 
         ``str(rule)`` shows the simplified rule (one interval per feature, in the order the
-        features first appear on the path); ``rule.conditions`` keeps the raw path. With
-        ``X`` (the training data; and optionally ``reference``, ``y``, ``class_names``, see
-        :meth:`leaf_stats`) each rule also carries its leaf's size, purity and majority class,
-        and every threshold prints as the shortest decimal that routes every row of ``X``
-        as the tree does, in the display ``units`` (one monotone map or None per feature;
-        :class:`pipeline.trees.display.RuleDisplay`). The raw thresholds stay in
-        ``rule.conditions`` and ``to_dict``.
+        features first appear on the path); ``rule.conditions`` keeps the raw path. Every
+        threshold prints as the shortest decimal that routes every training row as the tree
+        does (the estimators keep the training values around each cut at fit time:
+        :meth:`record_neighbours`), and oblique tests list every term. With ``X`` (and
+        optionally ``reference``, ``y``, ``class_names``, see :meth:`leaf_stats`) each rule also
+        carries its leaf's size, purity and majority class, and the thresholds route every
+        row of ``X`` exactly too; ``units`` (one monotone map or None per feature;
+        :class:`pipeline.trees.display.RuleDisplay`) sets the units thresholds read in. The
+        raw thresholds stay in ``rule.conditions`` and ``to_dict``.
         """
         self._check_printable("rules")
         stats = self.leaf_stats(X, reference, y, class_names) if X is not None else {}
-        display = self.display(X, units) if X is not None else None
+        display = self.display(X, units)
         out: list[Rule] = []
         stack: list[tuple[int, list[Condition]]] = [(0, [])]  # iterative: no recursion limit
         while stack:
@@ -366,40 +411,41 @@ class ExplanationTree:
                          feature=None if oblique else self._feature[node],
                          weights=dict(self._weights[node]) if oblique else None, node=node, display=display)
 
-    def display(self, X, units=None):
-        """How the tests read given the training data ``X``: exact shortest decimals, in display
-        ``units`` (:class:`pipeline.trees.display.RuleDisplay`)."""
+    def display(self, X=None, units=None):
+        """How the tests read: exact shortest decimals for the kept training values (and the rows
+        of ``X``, when given), in display ``units`` (:class:`pipeline.trees.display.RuleDisplay`)."""
         from pipeline.trees.display import RuleDisplay
 
-        X = check_matrix(X, "X", min_rows=0)
-        check_n_features(X, self.n_features, "X")
+        if X is not None:
+            X = check_matrix(X, "X", min_rows=0)
+            check_n_features(X, self.n_features, "X")
         return RuleDisplay(self, X, units)
 
     def to_dot(self, X=None, reference=None, y=None, class_names=None, title: str | None = None,
-               max_terms: int | None = 4, units=None) -> str:
+               units=None) -> str:
         """Graphviz DOT source of the tree (render with ``dot -Tsvg``; nothing here needs Graphviz).
 
-        Internal nodes show their test (oblique ones their ``max_terms`` largest terms), edges
-        "yes"/"no", leaves their cluster and, given data (see :meth:`leaf_stats`), size, purity
-        and majority class.
+        Internal nodes show their exact test (oblique ones every term), edges "yes"/"no",
+        leaves their cluster and, given data (see :meth:`leaf_stats`), size, purity and
+        majority class.
         """
         stats = self.leaf_stats(X, reference, y, class_names) if X is not None else {}
-        display = self.display(X, units) if X is not None else None
+        display = self.display(X, units)
         nodes, edges = [], []
         for n in self._dfs():
             if self._feature[n] == LEAF:
                 parts = [self.leaf_name(self._label[n])] + (stats[n].parts() if n in stats else [])
                 nodes.append((n, "\n".join(parts), True))
             else:
-                nodes.append((n, self.condition(n, "<=", display).format(max_terms), False))
+                nodes.append((n, self.condition(n, "<=", display).format(), False))
                 edges += [(n, self._left[n], "yes"), (n, self._right[n], "no")]
         return _tree_format.to_dot(nodes, edges, title)
 
-    def to_text(self, X=None, units=None, max_terms: int | None = None) -> str:
-        """Indented drawing of the tree, one line per node (with the training data ``X``: exact
-        thresholds in display ``units``, as in :meth:`rules`)."""
+    def to_text(self, X=None, units=None) -> str:
+        """Indented drawing of the tree, one line per node, with exact thresholds (as in
+        :meth:`rules`: exact on the training rows and on ``X`` when given, in display ``units``)."""
         self._check_printable("to_text")
-        display = self.display(X, units) if X is not None else None
+        display = self.display(X, units)
         lines: list[str] = []
         stack: list[tuple] = [(0, "")]  # a node to draw, or a ready line (str) for an "else"
         while stack:
@@ -411,9 +457,9 @@ class ExplanationTree:
             if self._feature[n] == LEAF:
                 lines.append(f"{indent}leaf {n}: {self.leaf_name(self._label[n])}")
                 continue
-            lines.append(f"{indent}if {self.condition(n, '<=', display).format(max_terms)}:")
+            lines.append(f"{indent}if {self.condition(n, '<=', display).format()}:")
             stack.append((self._right[n], indent + "    "))
-            stack.append(f"{indent}else:  # {self.condition(n, '>', display).format(max_terms)}")
+            stack.append(f"{indent}else:  # {self.condition(n, '>', display).format()}")
             stack.append((self._left[n], indent + "    "))
         return "\n".join(lines)
 
@@ -435,6 +481,11 @@ class ExplanationTree:
             else:
                 nodes.append({"feature": f, "threshold": self._threshold[n],
                               "left": self._left[n], "right": self._right[n]})
+            if n in self._near:  # the training values nearest the cut (null: no row on that side)
+                near = self._near[n]
+                nodes[-1]["neighbours"] = [near[0], near[1]]
+                if len(near) == 3:
+                    nodes[-1]["weight_digits"] = near[2]
         doc = {"format": "explanation-tree", "version": FORMAT_VERSION, "n_features": self.n_features,
                "feature_names": self.feature_names, "nodes": nodes}
         if self.label_names is not None:
@@ -465,6 +516,9 @@ class ExplanationTree:
             else:
                 tree._feature.append(int(node["feature"]))
             tree._threshold.append(float(node["threshold"]))
+            if "neighbours" in node:
+                lo, hi = (None if x is None else float(x) for x in node["neighbours"])
+                tree._near[n] = (lo, hi, int(node["weight_digits"])) if "weights" in node else (lo, hi)
             tree._left.append(int(node["left"]))
             tree._right.append(int(node["right"]))
             tree._label.append(-1)

@@ -49,7 +49,7 @@ class _Style:
         return 1.35 * self.font / 72
 
 
-_MAX_TERMS = 3  # oblique tests in figures: largest terms, then "+ n more"
+_WRAP = 60  # characters per line of a test in the indented layout (oblique tests wrap between terms)
 _TOP_DOWN_MAX_WIDTH = 7.0  # inches; wider trees use the indented layout
 FORMATS = ("png", "svg", "pdf")
 
@@ -163,7 +163,7 @@ def plot_tree(tree: ExplanationTree, X=None, reference=None, y=None, class_names
     matplotlib.figure.Figure
     """
     stats = _stats(tree, X, reference, y, class_names)
-    display = tree.display(X, units) if X is not None else None
+    display = tree.display(X, units)
     if layout_name not in ("auto", "top-down", "indented"):
         raise ValueError(f"layout_name must be 'auto', 'top-down' or 'indented', got {layout_name!r}.")
     style = _Style() if width is None else _Style(PRINT_FONT, PRINT_FONT)
@@ -190,7 +190,7 @@ def _top_down(tree, stats, cluster_names, title, col, display=None, style: _Styl
     pos = layout(tree)
     depth = max(d for _, d in pos.values())
     wrap = max(12, int(2 * col / style.char) - 4)  # a test may span about two leaf columns
-    tests = {n: wrap_terms(tree.condition(n, "<=", display).format(_MAX_TERMS), wrap)
+    tests = {n: wrap_terms(tree.condition(n, "<=", display).format(), wrap)
              for n in pos if not tree.is_leaf(n)}
     leaves = {n: "\n".join(leaf_lines(tree, n, stats, cluster_names)) for n in pos if tree.is_leaf(n)}
     tallest = max(s.count("\n") + 1 for s in [*tests.values(), *leaves.values()])
@@ -233,8 +233,9 @@ def _indented(tree, stats, cluster_names, title, display=None, style: _Style = _
             text = f"{text}  →  {head}" + ("\n" + " · ".join(rest) if rest else "")
         rows.append((n, d, text, parent))
         if not tree.is_leaf(n):
-            walk(int(tree.children_left[n]), d + 1, tree.condition(n, "<=", display).format(_MAX_TERMS), me)
-            walk(int(tree.children_right[n]), d + 1, tree.condition(n, ">", display).format(_MAX_TERMS), me)
+            for child, op in ((int(tree.children_left[n]), "<="), (int(tree.children_right[n]), ">")):
+                test = tree.condition(n, op, display).format()  # every term: long sums wrap, never cut
+                walk(child, d + 1, test if fit is not None else wrap_terms(test, _WRAP), me)
 
     n_points = sum(s.size for s in stats.values()) if stats else None
     walk(0, 0, "all points" + (f" ({n_points})" if n_points is not None else ""), None)

@@ -88,8 +88,7 @@ def write_trees(out_dir: Path, fits: dict[str, FitArtifact], figures: bool = Tru
         written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.json", json.dumps(doc, indent=1, default=float)))
         written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.rules.txt", rules_text(row, fit, data).encode("utf-8")))
         written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.dot",
-                                    tree.to_dot(**tree_annotations(data), title=f"{row} ({fit.name})",
-                                                max_terms=None).encode("utf-8")))  # files list every term
+                                    tree.to_dot(**tree_annotations(data), title=f"{row} ({fit.name})").encode("utf-8")))
         if figures:  # matplotlib only when figures are drawn (not when they come from the cache)
             def draw(row=row, fit=fit) -> dict[str, bytes]:
                 from pipeline.app.report.figures import COLUMN_WIDTHS, FORMATS, figure_bytes
