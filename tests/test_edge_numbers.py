@@ -98,6 +98,61 @@ def test_tao_cost_is_never_nan():
     assert est.kmeans_cost_ == pytest.approx(partition("TAO", X0)[0].kmeans_cost_ * 2.0**-20)
 
 
+@pytest.mark.parametrize("case, factor", [("one column x 1e300", np.array([1.0, 1e300, 1.0])),
+                                          ("near the float maximum", 1.7e308 / np.abs(X0).max()),
+                                          ("all x 1e-300 (underflow)", 1e-300)])
+def test_tao_cost_beyond_float64_is_named_not_silent(case, factor):
+    """Issue 36, item 9: TAO returned kmeans_cost_ = inf (or 0) without a word; now it warns with the
+    cost, and kmeans_cost_log10_ holds it (equal to the cost of the same tree on the unscaled data
+    times factor**2 where the scale is uniform)."""
+    est = MAKERS["TAO"]()
+    with pytest.warns(UserWarning, match=r"k-means cost of the fitted tree is \d.*e[+-]\d+ in X's units.*"
+                                         r"kmeans_cost_log10_ = .*fit on X (divided|multiplied) by a power of ten"):
+        est.fit(X0 * factor, init_labels=Y0)
+    assert est.kmeans_cost_ in (np.inf, 0.0) and np.isfinite(est.kmeans_cost_log10_)
+    plain = partition("TAO", X0)[0]
+    assert plain.kmeans_cost_log10_ == pytest.approx(np.log10(plain.kmeans_cost_))
+    if np.ndim(factor) == 0:  # a uniform scale: the same tree, the cost times factor**2
+        assert est.kmeans_cost_log10_ == pytest.approx(np.log10(plain.kmeans_cost_) + 2 * np.log10(factor), abs=1e-6)
+    else:  # the 1e300 column decides the k-means cost: about 1e600 times that column's spread
+        assert 590 < est.kmeans_cost_log10_ < 610
+
+
+@pytest.mark.parametrize("cls", [MMDT, RandomizedMMDT])
+def test_fit_gaussian_mixture_given_a_fitted_kmeans_says_what_to_pass(cls):
+    """Issue 36, item 9: a fitted KMeans was reported "not fitted"."""
+    from sklearn.cluster import KMeans
+    from sklearn.mixture import GaussianMixture
+
+    km = KMeans(3, n_init=2, random_state=0).fit(X0)
+    with pytest.raises(InvalidInputError, match=r"needs a fitted GaussianMixture.*got a fitted KMeans.*no per-cluster "
+                                                r"spread.*fit\(X, kmeans\.labels_\).*fit_mixture\(kmeans\.cluster_centers_"):
+        cls().fit_gaussian_mixture(km)
+    with pytest.raises(InvalidInputError, match="needs a fitted sklearn.mixture.GaussianMixture.*got KMeans"):
+        cls().fit_gaussian_mixture(KMeans(3))  # not fitted, and not a mixture either
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError, match="GaussianMixture instance is not fitted"):
+        cls().fit_gaussian_mixture(GaussianMixture(3))
+    # what the message suggests works
+    assert cls(random_state=0).fit(X0, km.labels_).score(X0, km.labels_) > 0.9
+
+
+@pytest.mark.parametrize("scale", [1e-300, 2.0**-1060, 1e300])
+def test_conceptmmdt_cavs_at_an_extreme_scale_grow_the_same_tree(scale):
+    """Issue 36, item 9: CAVs scaled by 1e-300 gave "duplicate means" from fit_mixture; each CAV's
+    scale does not change the concept tree's partition, so they are normalised (by a power of two)."""
+    C = np.array([[1.0, 0.5, 0.0], [0.0, 1.0, -0.5], [0.3, 0.0, 1.0]])
+    means = np.array([X0[Y0 == k].mean(axis=0) for k in range(3)])
+    cov = np.cov(X0.T)
+    ref = ConceptMMDT(C, random_state=0).fit_mixture(means, cov)
+    est = ConceptMMDT(C * scale, random_state=0).fit_mixture(means, cov)
+    assert np.array_equal(est.tree_.feature, ref.tree_.feature)
+    assert same_partition(est.predict(X0), ref.predict(X0))
+    fitted = ConceptMMDT(C * scale, random_state=0).fit(X0, Y0)  # from data too
+    assert same_partition(fitted.predict(X0), ConceptMMDT(C, random_state=0).fit(X0, Y0).predict(X0))
+
+
 @pytest.mark.parametrize("name", ["SpExKNN", "ExKMC", "TAO"])
 def test_a_single_huge_outlier_is_reported_not_absorbed(name):
     """Issue: one 1e300 outlier silently wrecked SpExKNN (ARI .666 -> .001) and ExKMC (.867 -> .567)."""

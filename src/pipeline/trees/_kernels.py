@@ -698,13 +698,16 @@ if AVAILABLE:
 
 
     @numba.njit(cache=True, nogil=True)
-    def cut_neighbours(X, cols, ptr, T, lo, hi):
+    def cut_neighbours(X, cols, ptr, T):
         """The training values nearest each axis cut, in one pass over the rows: group g cuts
         column ``cols[g]`` at the sorted distinct thresholds ``T[ptr[g]:ptr[g + 1]]``; each value
         falls in the bin between two of them (a binary search), bins keep their extremes, and
         then ``lo[j]`` = the largest value <= ``T[j]``, ``hi[j]`` = the smallest > ``T[j]``
-        (-inf / inf where none): :func:`pipeline.trees.display._sorted_neighbours` per column."""
+        (-inf / inf where none): :func:`pipeline.trees.display._sorted_neighbours` per column.
+        Returns (lo, hi)."""
         G = cols.shape[0]
+        lo = np.empty(T.shape[0])
+        hi = np.empty(T.shape[0])
         top = np.full(T.shape[0] + G, -np.inf)  # group g's bins start at ptr[g] + g
         bottom = np.full(T.shape[0] + G, np.inf)
         for i in range(X.shape[0]):
@@ -733,6 +736,7 @@ if AVAILABLE:
                 if bottom[j + g + 1] < run:
                     run = bottom[j + g + 1]
                 hi[j] = run
+        return lo, hi
 
 PARALLEL_MIN_WORK = 1 << 17  # below this many elements a kernel runs serially: waking threads costs more
 _MIN_WORK: contextvars.ContextVar[int] = contextvars.ContextVar("parallel_min_work", default=PARALLEL_MIN_WORK)

@@ -31,6 +31,7 @@ may itself be the printed threshold, as percentiles are) and ``condition(name, o
 
 from __future__ import annotations
 
+import math
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
 from typing import Sequence
 
@@ -107,10 +108,6 @@ def _complete(lo: float | None, hi: float | None, t: float) -> tuple[float, floa
     return lo, hi
 
 
-def _side(x: float) -> float | None:
-    return None if not np.isfinite(x) else float(x)
-
-
 def _sorted_neighbours(v: np.ndarray, T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For sorted distinct cuts ``T``: ``lo[j] = max{v <= T[j]}``, ``hi[j] = min{v > T[j]}``
     (-inf / inf where none): one pass over ``v`` (a binary search per value)."""
@@ -138,45 +135,44 @@ def cut_neighbours(tree, X) -> dict[int, tuple]:
 
     import scipy.sparse as sp
 
+    feature, threshold = tree._feature, tree._threshold  # the node lists (no array conversion: ~us matter on iris)
     by_feature: dict[int, set] = {}
     oblique = []
-    for n in range(tree.n_nodes):
-        if tree.is_leaf(n):
-            continue
-        if tree.is_oblique(n):
+    for n, f in enumerate(feature):
+        if f >= 0:
+            by_feature.setdefault(f, set()).add(threshold[n])
+        elif f != -1:  # OBLIQUE (-1 is a leaf)
             oblique.append(n)
-        else:
-            by_feature.setdefault(int(tree.feature[n]), set()).add(float(tree.threshold[n]))
     out: dict[int, tuple] = {}
     if X.shape[0] == 0:
         return out
     if by_feature:
-        cols = np.array(sorted(by_feature), dtype=np.int64)
-        cuts = [np.array(sorted(by_feature[f])) for f in cols]
-        ptr = np.zeros(cols.size + 1, dtype=np.int64)
-        ptr[1:] = np.cumsum([c.size for c in cuts])
-        T = np.concatenate(cuts)
-        lo, hi = np.empty(T.size), np.empty(T.size)
+        fs = sorted(by_feature)
+        cuts = [sorted(by_feature[f]) for f in fs]
+        offsets = [0]
+        for c in cuts:
+            offsets.append(offsets[-1] + len(c))
+        T = np.array([t for c in cuts for t in c], dtype=np.float64)
         kernels = sys.modules.get("pipeline.trees._kernels")
-        if sp.issparse(X):
-            Xc = X.tocsc()
-            for g, f in enumerate(cols):
-                v = Xc[:, int(f)].toarray().ravel()
-                lo[ptr[g]:ptr[g + 1]], hi[ptr[g]:ptr[g + 1]] = _sorted_neighbours(v, cuts[g])
-        elif kernels is not None and kernels.AVAILABLE and X.dtype == np.float64:
-            kernels.cut_neighbours(X, cols, ptr, T, lo, hi)
+        if not sp.issparse(X) and kernels is not None and kernels.AVAILABLE and X.dtype == np.float64:
+            lo, hi = kernels.cut_neighbours(X, np.array(fs, dtype=np.int64), np.array(offsets, dtype=np.int64), T)
         else:
-            for g, f in enumerate(cols):
-                lo[ptr[g]:ptr[g + 1]], hi[ptr[g]:ptr[g + 1]] = _sorted_neighbours(np.asarray(X[:, f], float), cuts[g])
-        where = {(int(f), float(t)): j for g, f in enumerate(cols) for j, t in enumerate(cuts[g], start=ptr[g])}
-        for n in range(tree.n_nodes):
-            if not tree.is_leaf(n) and not tree.is_oblique(n):
-                j = where[(int(tree.feature[n]), float(tree.threshold[n]))]
-                out[n] = (_side(lo[j]), _side(hi[j]))
+            lo, hi = np.empty(T.size), np.empty(T.size)
+            Xc = X.tocsc() if sp.issparse(X) else X
+            for g, f in enumerate(fs):
+                v = Xc[:, f].toarray().ravel() if sp.issparse(X) else np.asarray(X[:, f], dtype=np.float64)
+                a, b = offsets[g], offsets[g + 1]
+                lo[a:b], hi[a:b] = _sorted_neighbours(v, T[a:b])
+        lo, hi = lo.tolist(), hi.tolist()
+        where = {(f, t): j for g, f in enumerate(fs) for j, t in enumerate(cuts[g], start=offsets[g])}
+        for n, f in enumerate(feature):
+            if f >= 0:
+                j = where[(f, threshold[n])]
+                out[n] = (lo[j] if lo[j] != -math.inf else None, hi[j] if hi[j] != math.inf else None)
     if oblique:
         dense = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
         for n in oblique:
-            out[n] = _oblique_neighbours(dense, tree.weights(n), float(tree.threshold[n]))
+            out[n] = _oblique_neighbours(dense, tree.weights(n), float(threshold[n]))
     return out
 
 

@@ -256,7 +256,24 @@ class _MeansTree(ReferenceTree):
         Uses ``gmm.means_`` and σ_j = max_k sqrt(Σ_k[j, j]) for any ``covariance_type``.
         ``predict`` then returns the component index, like ``gmm.predict``.
         """
-        check_is_fitted(gmm, "means_")
+        if not hasattr(gmm, "means_") and not hasattr(gmm, "covariances_"):
+            if hasattr(gmm, "cluster_centers_"):  # a fitted KMeans (or alike): centres, but no spread
+                raise InvalidInputError(
+                    f"fit_gaussian_mixture needs a fitted GaussianMixture (means_ and covariances_); got a fitted "
+                    f"{type(gmm).__name__}, which has cluster centres but no per-cluster spread. Fit on the data "
+                    f"instead, {type(self).__name__}().fit(X, {type(gmm).__name__.lower()}.labels_) (σ from the "
+                    f"clusters' spread), or pass the centres with a per-axis σ: "
+                    f"fit_mixture({type(gmm).__name__.lower()}.cluster_centers_, sigma)."
+                )
+            from sklearn.mixture import BayesianGaussianMixture, GaussianMixture
+
+            if not isinstance(gmm, (GaussianMixture, BayesianGaussianMixture)):
+                raise InvalidInputError(
+                    f"fit_gaussian_mixture needs a fitted sklearn.mixture.GaussianMixture (or "
+                    f"BayesianGaussianMixture); got {type(gmm).__name__}. Use fit(X, labels) or "
+                    "fit_mixture(means, sigma) for other clusterings."
+                )
+        check_is_fitted(gmm, "means_")  # an unfitted GaussianMixture: scikit-learn's "not fitted yet"
         covs = gmm_covariances(gmm)
         return self.fit_mixture(gmm.means_, mixture_sigma(covs), feature_names)
 
@@ -419,9 +436,17 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
         self._validate_params()
         means = check_means(means, name="means")
         C = self._cavs(means.shape[1])
-        covs = project_covariances(covariance, C, means.shape[0])
         self.classes_ = np.arange(means.shape[0])
         reset_features(self, C.shape[1])
+        # The tree is invariant to each concept's scale: CAVs of extreme magnitude (1e-300: their
+        # variances c Σ cᵀ would underflow to 0 and the means look like duplicates) are divided by a
+        # power of two per CAV, exactly, and the thresholds mapped back.
+        cav_scale = power_of_two_scale(C.T, per_column=True)
+        if np.any(cav_scale != 1.0):
+            Cn = C / cav_scale[:, None]
+            covs = project_covariances(covariance, Cn, means.shape[0])
+            return self._grow_concepts(means, C, project(means, Cn), np.sqrt(covs.max(axis=0)), cav_scale)
+        covs = project_covariances(covariance, C, means.shape[0])
         return self._grow(means, C, np.sqrt(covs.max(axis=0)))
 
     def fit(self, Z, y):

@@ -109,7 +109,11 @@ class TAO(ClusterMixin, BaseEstimator):
         Centers optimal for ``labels_`` (a cluster no leaf predicts keeps its last center).
     kmeans_cost_ : float
         Clustering cost E of ``labels_`` with ``cluster_centers_`` (k-means: sum of squared
-        distances).
+        distances). ``inf`` only when the cost lies beyond float64's range (data near 1e154
+        or larger: squared distances overflow); fitting then warns, naming the cost.
+    kmeans_cost_log10_ : float
+        ``log10(kmeans_cost_)``, finite also where ``kmeans_cost_`` overflows (computed from the
+        internal, rescaled units); ``-inf`` for a zero cost.
     free_labels_, free_centers_, free_cost_ :
         The free (unconstrained) clustering the optimisation started from.
     history_ : list of dict
@@ -261,25 +265,45 @@ class TAO(ClusterMixin, BaseEstimator):
         labels_kept = self.labels_[keep]
         self.assignments_ = self._full(z, keep)
         self.free_labels_ = self._full(self.free_labels_, keep)
-        self.cluster_centers_, self.kmeans_cost_ = self._final_cost(cost, X_orig, X, labels_kept, psi, s, c, cf)
+        self.cluster_centers_, self.kmeans_cost_, self.kmeans_cost_log10_ = self._final_cost(
+            cost, X_orig, X, labels_kept, psi, s, c, cf)
+        over = not np.isfinite(self.kmeans_cost_)
+        if over or (self.kmeans_cost_ == 0.0 and np.isfinite(self.kmeans_cost_log10_)):
+            exp = int(np.floor(self.kmeans_cost_log10_))
+            value = f"{10 ** (self.kmeans_cost_log10_ - exp):.4g}e{exp:+d}"
+            warnings.warn(
+                f"TAO: the k-means cost of the fitted tree is {value} in X's units, "
+                + ("beyond float64's largest value (1.8e+308), so kmeans_cost_ (and the costs in history_) read inf"
+                   if over else "below float64's smallest value (5e-324), so kmeans_cost_ (and the costs in "
+                   "history_) read 0")
+                + f"; kmeans_cost_log10_ = {self.kmeans_cost_log10_:.6g} holds it. The tree is unaffected. For a "
+                "representable cost, fit on X " + ("divided" if over else "multiplied")
+                + " by a power of ten (the cost scales by its square, the cuts by the same factor).",
+                UserWarning, stacklevel=2)
         return self
 
     @staticmethod
     def _final_cost(cost, X_orig, X, labels, psi, s, c, cf):
-        """Centres and cost in X's units; on data so large that squared distances overflow
-        (beyond ~1e154) both come from the internal units, and the cost is ``inf`` when it
-        exceeds float64's range (never NaN)."""
-        with np.errstate(over="ignore", invalid="ignore"):
+        """Centres, cost and log10(cost) in X's units; on data so large that squared distances
+        overflow (beyond ~1e154) all come from the internal units, and the cost is ``inf`` when it
+        exceeds float64's range (never NaN) while its log10 stays finite."""
+        def log10(v):
+            with np.errstate(divide="ignore"):
+                return float(np.log10(v))
+
+        kmeans = type(cost) is KMeansCost
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            inner = cost.update_centers(X, labels, psi)
+            inner_total = cost.total(X, labels, inner)  # internal units: neither overflows nor underflows
+            log = log10(inner_total) + (2 * log10(s) if kmeans else 0.0)  # cf = s * s (k-means), else 1
             centers = cost.update_centers(X_orig, labels, psi * s + c)
             if np.all(np.isfinite(centers)):
                 total = cost.total(X_orig, labels, centers)
                 if np.isfinite(total):
-                    return centers, total
-            if type(cost) is not KMeansCost:  # the spherical cost has unit centres: no overflow
-                return centers, cost.total(X_orig, labels, centers)
-            inner = cost.update_centers(X, labels, psi)
-            total = cost.total(X, labels, inner)
-            return inner * s + c, (0.0 if total == 0.0 else float(np.float64(total) * cf))
+                    return centers, total, log
+            if not kmeans:  # the spherical cost has unit centres: no overflow
+                return centers, cost.total(X_orig, labels, centers), log
+            return inner * s + c, (0.0 if inner_total == 0.0 else float(np.float64(inner_total) * cf)), log
 
     @staticmethod
     def _full(z, keep):
