@@ -61,8 +61,11 @@ def test_tree_figure_in_every_format_with_leaf_annotations(make):
     assert "pts · " in svg and "% pure" in svg and "mostly" in svg  # SVG keeps text as text
     assert "MMDT on d: 3 leaves" in svg and "mmdt (mmdt)" not in svg
     assert figure_bytes(fig, "svg") == figure_bytes(fig, "svg")  # reproducible bytes
-    if tree.is_oblique(0):
-        assert "+ 3 more" in svg  # the three largest terms, then the count of the rest
+    if tree.is_oblique(0):  # every term of the oblique test, wrapped between terms, never cut
+        assert "more" not in svg and all(f"concept {j}" in svg for j in range(6))
+        indented = plot_tree(tree, X, layout_name="indented")
+        lines = [t.get_text() for t in indented.axes[0].texts if "concept 5" in t.get_text()]
+        assert lines and all(len(line) <= 80 for text in lines for line in text.split("\n"))
 
 
 def test_layout_scales_with_the_number_of_leaves():

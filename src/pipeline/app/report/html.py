@@ -176,7 +176,7 @@ def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y
     leaf_of = tree.apply(X) if kind not in (None, "image", "text") and data is not None else None
     leaves = []
     for rule in rules:
-        view = LeafView(rule.leaf, rule.format(None))
+        view = LeafView(rule.leaf, rule.format())
         rows = picks.get(rule.leaf, np.array([], dtype=int))
         if kind == "image":
             view.thumbnails = [thumbnail_png(data[i]) for i in rows]
@@ -186,8 +186,8 @@ def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y
             members = np.flatnonzero(leaf_of == rule.leaf)
             view.features = feature_summary(data, members, data_feature_names)
         leaves.append(view)
-    return TreeView(row, title, svg_of(fig), [r.format(None) for r in rules],
-                    [r.format(None, simplified=False) for r in rules], leaves)
+    return TreeView(row, title, svg_of(fig), [r.format() for r in rules],
+                    [r.format(simplified=False) for r in rules], leaves)
 
 
 # ----------------------------------------------------------------------------- rendering

@@ -97,8 +97,8 @@ def rules_text(row: str, fit: FitArtifact, data: dict | None = None) -> str:
     ann = ("each rule: one interval per feature (root first) → leaf cluster · points · purity (share in the leaf's "
            "reference cluster)" + (" · majority ground-truth class (share)" if data and data.get("y") is not None
                                    else ""))
-    full = [r.format(None) for r in rules]
-    raws = [r.format(None, simplified=False) for r in rules]
+    full = [r.format() for r in rules]
+    raws = [r.format(simplified=False) for r in rules]
     if raws != full:
         raw = "Raw path conditions (as the tree tests them):\n" + "\n".join(f"- {r}" for r in raws)
     else:
