@@ -4,7 +4,9 @@ bad labels and hostile tree documents (library only; the CLI and disk-full cases
     PYTHONPATH=src .venv/bin/python benchmarks/edge_battery.py [--label after]
     PYTHONPATH=/path/to/old/src .venv/bin/python benchmarks/edge_battery.py --label before
 
-Each case ends in one outcome: ``same`` (the partition of the unscaled data, ARI 1 against the
+The ``issue36`` section (item 9 of issue 36) records TAO's cost on data whose k-means cost lies
+beyond float64, ``fit_gaussian_mixture`` given a fitted KMeans, and Concept-MMDT with CAVs
+scaled by 1e-300. Each case ends in one outcome: ``same`` (the partition of the unscaled data, ARI 1 against the
 estimator's own tree on the base data), ``wrong`` (a different partition, with its ARI),
 ``error`` (the exception's class and first words) or ``nan-cost``; ``differs`` marks a partition
 that legitimately changes (per-feature scaling for Euclidean methods, one more point). Runs of different code
@@ -155,6 +157,45 @@ def degenerate_cases(X, y):
     return out
 
 
+def issue36_cases(X, y):
+    """Issue 36, item 9: a cost beyond float64, a KMeans where a mixture is expected, CAVs at 1e-300."""
+    from sklearn.cluster import KMeans
+
+    from pipeline.trees import TAO, ConceptMMDT, MMDT, RandomizedMMDT
+
+    def tao_cost(Xs):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est = TAO(n_clusters=3, depth=2, max_rounds=5, random_state=0).fit(Xs, init_labels=y)
+        said = [str(w.message) for w in caught if "k-means cost" in str(w.message)]
+        log10 = getattr(est, "kmeans_cost_log10_", None)
+        return (f"kmeans_cost_={est.kmeans_cost_:.4g}" + (f", log10={log10:.4f}" if log10 is not None else "")
+                + (f"; warns: {said[0][:110]}" if said else "; no warning"))
+
+    km = KMeans(3, n_init=3, random_state=0).fit(X)
+    means = np.array([X[y == k].mean(axis=0) for k in range(3)])
+    cavs = np.random.default_rng(0).normal(size=(3, X.shape[1]))
+    cases = {
+        "TAO one feature x 1e300: cost": lambda: tao_cost(X * np.array([1e300, 1.0, 1.0, 1.0])),
+        "TAO near 1.7e308: cost": lambda: tao_cost(X / np.abs(X).max() * 1.7e308),
+        "TAO all x 1e-300: cost": lambda: tao_cost(X * 1e-300),
+        "MMDT.fit_gaussian_mixture(fitted KMeans)": lambda: MMDT().fit_gaussian_mixture(km),
+        "RandomizedMMDT.fit_gaussian_mixture(fitted KMeans)": lambda: RandomizedMMDT().fit_gaussian_mixture(km),
+        "ConceptMMDT(CAVs x 1e-300).fit_mixture": lambda: ConceptMMDT(cavs * 1e-300).fit_mixture(means, np.cov(X.T)),
+        "ConceptMMDT(CAVs x 1e-300).fit": lambda: ConceptMMDT(cavs * 1e-300).fit(X, y),
+    }
+    out = {}
+    for name, fn in cases.items():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = fn()
+            out[name] = result if isinstance(result, str) else f"ok ({result.tree_.n_leaves} leaves)"
+        except Exception as exc:  # noqa: BLE001
+            out[name] = f"error: {type(exc).__name__}: {str(exc)[:160]}"
+    return out
+
+
 def vade_case(X, y):
     from pipeline.encoders import VaDEEncoder
 
@@ -185,6 +226,7 @@ def main() -> None:
     labels = {name: {case: outcome(name, make, Xc, yc) for case, (Xc, yc) in label_cases(X, y).items()}
               for name, make in makers.items() if name != "ConceptMMDT"}
     run = {"magnitudes": magnitudes, "labels": labels, "degenerate": degenerate_cases(X, y), "json": json_cases(),
+           "issue36": issue36_cases(X, y),
            "vade_transform_x1e300": vade_case(X, y), "seconds": round(time.perf_counter() - start, 1),
            "load_average": os.getloadavg()[0]}
     data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
@@ -195,7 +237,7 @@ def main() -> None:
         for name, cases in run[section].items():
             for case, result in cases.items():
                 print(f"{section:10s} {name:15s} {case:28s} {result}")
-    for section in ("degenerate", "json"):
+    for section in ("degenerate", "json", "issue36"):
         for case, result in run[section].items():
             print(f"{section:10s} {case:44s} {result}")
     print(f"vade transform of X*1e300: {run['vade_transform_x1e300']}")

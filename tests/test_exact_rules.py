@@ -9,57 +9,29 @@ in their 6th to 12th significant digit.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pipeline.trees import (CART, EMN, IMM, MMDT, TAO, ConceptMMDT, ExKMC, ExplanationTree, RandomizedMMDT,
-                            SpExClique, SpExKNN)
+from pipeline.trees import CART, IMM, ExplanationTree
 from pipeline.trees.display import cut_neighbours
 from pipeline.validation import InvalidInputError
 
 NAMES = ["f0", "f1", "f2"]
-_NUM = r"(-?\d[\d.]*(?:e[+-]?\d+)?)"
+# the parser of printed rules is the benchmark's (benchmarks/exact_rules.py measures the same thing)
+_spec = importlib.util.spec_from_file_location("exact_rules", Path(__file__).parents[1] / "benchmarks" / "exact_rules.py")
+exact_rules = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(exact_rules)
+holds, rule_selects = exact_rules.holds, exact_rules.rule_selects
 
 
 # ------------------------------------------------------------------ reading printed text back
-def lhs_values(lhs: str, X: np.ndarray, names) -> np.ndarray:
-    """A feature's values, or a printed weighted sum ``2.5·f0 - 0.125·f1`` added left to right."""
-    if "·" not in lhs:
-        return X[:, names.index(lhs)]
-    terms = re.findall(r"(^|[+-]) ?" + r"(\d[\d.]*(?:e[+-]?\d+)?)·(\w+)", lhs.strip())
-    assert "".join(f"{s}{w}{n}" for s, w, n in terms).replace(" ", "") == lhs.replace(" ", "").replace("·", ""), lhs
-    total = np.zeros(len(X))
-    for sign, w, name in terms:
-        total = total + (-float(w) if sign == "-" else float(w)) * X[:, names.index(name)]
-    return total
-
-
-def holds(cond: str, X: np.ndarray, names) -> np.ndarray:
-    cond = cond.strip()
-    m = re.fullmatch(_NUM + r" < (.+) <= " + _NUM, cond)
-    if m:
-        v = lhs_values(m[2], X, names)
-        return (v > float(m[1])) & (v <= float(m[3]))
-    m = re.fullmatch(r"(.+) (<=|>) " + _NUM, cond)
-    assert m, f"unparsed condition {cond!r}"
-    v = lhs_values(m[1], X, names)
-    return v <= float(m[3]) if m[2] == "<=" else v > float(m[3])
-
-
-def rule_selects(text: str, X: np.ndarray, names) -> np.ndarray:
-    body = text.split(" → ")[0]
-    mask = np.ones(len(X), dtype=bool)
-    if body != "always":
-        for cond in body.split(" and "):
-            mask &= holds(cond, X, names)
-    return mask
-
-
 def node_goes_left(tree: ExplanationTree, n: int, X: np.ndarray) -> np.ndarray:
     """The tree's own test at node ``n`` on every row (not only those reaching it)."""
     probe = ExplanationTree(tree.n_features)
@@ -117,28 +89,7 @@ def near_tie_data(draw):
     return X, np.unique(y, return_inverse=True)[1], rng
 
 
-def _fit(name: str, X, y, rng):
-    k = int(y.max()) + 1
-    if name == "ConceptMMDT":
-        C = rng.normal(size=(3, 3)) + 3 * np.eye(3)
-        est = ConceptMMDT(cavs=C, concept_names=NAMES, random_state=0).fit(X, y)
-        return est, est.transform(X)
-    make = {
-        "MMDT": lambda: MMDT(random_state=0), "RandomizedMMDT": lambda: RandomizedMMDT(random_state=0),
-        "CART": lambda: CART(random_state=0), "IMM": lambda: IMM(random_state=0), "EMN": lambda: EMN(random_state=0),
-        "ExKMC": lambda: ExKMC(min(k + 2, len(X)), random_state=0), "SpExClique": lambda: SpExClique(random_state=0),
-        "SpExKNN": lambda: SpExKNN(k, n_neighbors=5, random_state=0),
-        "TAO": lambda: TAO(k, depth=2, max_rounds=4, max_tao_iter=3, random_state=0),
-    }[name]
-    est = make()
-    if name == "TAO":
-        est.fit(X, init_labels=y, feature_names=NAMES)
-    else:
-        est.fit(X, y, feature_names=NAMES)
-    return est, X
-
-
-ESTIMATORS = ["MMDT", "RandomizedMMDT", "ConceptMMDT", "CART", "IMM", "EMN", "ExKMC", "SpExClique", "SpExKNN", "TAO"]
+ESTIMATORS = exact_rules.ESTIMATORS  # all ten, fitted as benchmarks/exact_rules.py fits them
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # ExKMC/CART stopping early on tiny data
@@ -148,10 +99,9 @@ ESTIMATORS = ["MMDT", "RandomizedMMDT", "ConceptMMDT", "CART", "IMM", "EMN", "Ex
 def test_printed_rules_parsed_back_route_every_training_point_without_X(name, data):
     X, y, rng = data
     try:
-        est, rows = _fit(name, X, y, rng)
+        tree, rows = exact_rules.fit(name, X, y, rng, NAMES)
     except InvalidInputError:  # e.g. means closer than MMDT separates: an error, not a tree
         assume(False)
-    tree = est.tree_
     assert tree.neighbours()  # kept at fit time
     check_every_printed_form(tree, rows)
     again = ExplanationTree.from_json(tree.to_json())  # the JSON keeps what exactness needs
