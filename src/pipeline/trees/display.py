@@ -37,6 +37,10 @@ from typing import Sequence
 
 import numpy as np
 
+from pipeline.trees.rules import full_decimal, oblique_terms, weighted_sum
+
+__all__ = ["RuleDisplay", "cut_neighbours", "full_decimal", "shortest_decimal"]
+
 MIN_WEIGHT_DIGITS = 3
 
 
@@ -86,17 +90,6 @@ def _plain(d: Decimal) -> str:
 def _sig(w: float, digits: int) -> str:
     text = f"{w:.{digits}g}"
     return _plain(Decimal(text)) if "e" in text else text
-
-
-def full_decimal(t: float) -> str:
-    """The float ``t`` written exactly (its shortest round-trip decimal, ``2`` for ``2.0``): the
-    text of a cut for which no training values are known, exact for every point."""
-    t = float(t)
-    if t == 0:
-        return "0"
-    if 1e-6 <= abs(t) < 1e16:  # positional where that stays short: 0.00012, not 1.2e-04
-        return np.format_float_positional(t, unique=True, trim="-")
-    return repr(t)
 
 
 def _complete(lo: float | None, hi: float | None, t: float) -> tuple[float, float]:
@@ -182,8 +175,6 @@ def _extremes(v: np.ndarray, left: np.ndarray) -> tuple[float | None, float | No
 
 def _oblique_neighbours(X: np.ndarray, weights: dict[int, float], t: float) -> tuple:
     """(lo, hi, digits) of an oblique test ``weights · x <= t`` on the rows of ``X`` (see :func:`cut_neighbours`)."""
-    from pipeline.trees.rules import oblique_terms, weighted_sum
-
     cols, w = oblique_terms(weights)  # the printed order, in which the tree adds the terms too
     left = weighted_sum(X, cols, w) <= t  # as the tree routes
     # At 17 significant digits every printed weight reads back as the tree's own float, so the
@@ -261,8 +252,6 @@ class RuleDisplay:
         return ("raw", f, shortest_decimal(lo, hi, near=t), False)
 
     def _oblique(self, weights: dict[int, float], t: float, kept: tuple | None, X) -> tuple:
-        from pipeline.trees.rules import oblique_terms, weighted_sum
-
         cols, w = oblique_terms(weights)
         if kept is not None and X is not None:  # the kept digits, if they still separate the rows passed now
             lo, hi, digits = kept

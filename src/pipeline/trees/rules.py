@@ -23,10 +23,15 @@ def _name(names: Sequence[str] | None, j: int) -> str:
     return names[j] if names is not None else f"x[{j}]"
 
 
-def _exact(t: float) -> str:
-    from pipeline.trees.display import full_decimal
-
-    return full_decimal(t)
+def full_decimal(t: float) -> str:
+    """The float ``t`` written exactly (its shortest round-trip decimal, ``2`` for ``2.0``): the
+    text of a cut for which no training values are known, exact for every point."""
+    t = float(t)
+    if t == 0:
+        return "0"
+    if 1e-6 <= abs(t) < 1e16:  # positional where that stays short: 0.00012, not 1.2e-04
+        return np.format_float_positional(t, unique=True, trim="-")
+    return repr(t)
 
 
 def lhs_text(feature: int | None, weights: dict[int, float] | None, names: Sequence[str] | None) -> str:
@@ -34,7 +39,7 @@ def lhs_text(feature: int | None, weights: dict[int, float] | None, names: Seque
     weight first; weights in full, as the tree adds them)."""
     if weights is None:
         return _name(names, feature)
-    terms = [f"{'-' if w < 0 else '+'} {_exact(abs(w))}·{_name(names, j)}" for j, w in zip(*oblique_terms(weights))]
+    terms = [f"{'-' if w < 0 else '+'} {full_decimal(abs(w))}·{_name(names, j)}" for j, w in zip(*oblique_terms(weights))]
     text = " ".join(terms)
     return text[2:] if text.startswith("+ ") else "-" + text[2:]
 
@@ -86,7 +91,7 @@ class Condition:
         shortest exact threshold in display units; without one the stored float in full."""
         if self.display is not None:
             return self.display.condition(self.node, self.op)
-        return f"{self.lhs()} {self.op} {_exact(self.threshold)}"
+        return f"{self.lhs()} {self.op} {full_decimal(self.threshold)}"
 
     def __str__(self) -> str:
         return self.format()
@@ -125,10 +130,10 @@ class Interval:
             return self.display.interval(self.low_node, self.high_node)
         lhs = self.lhs()
         if self.low is None:
-            return f"{lhs} <= {_exact(self.high)}"
+            return f"{lhs} <= {full_decimal(self.high)}"
         if self.high is None:
-            return f"{lhs} > {_exact(self.low)}"
-        return f"{_exact(self.low)} < {lhs} <= {_exact(self.high)}"
+            return f"{lhs} > {full_decimal(self.low)}"
+        return f"{full_decimal(self.low)} < {lhs} <= {full_decimal(self.high)}"
 
     def __str__(self) -> str:
         return self.format()
