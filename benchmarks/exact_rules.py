@@ -7,6 +7,7 @@ it on the training rows and counts the rows it sends to another leaf than the tr
 
     PYTHONPATH=src .venv/bin/python benchmarks/exact_rules.py [--glass glass.csv] [--label after]
     PYTHONPATH=/path/to/old/src .venv/bin/python benchmarks/exact_rules.py --glass glass.csv --label before
+    PYTHONPATH=src .venv/bin/python benchmarks/exact_rules.py --glass glass.csv --speed   # + what the neighbours cost
 
 Data: near ties (three columns whose values differ in their 6th-12th significant digit, labels
 following those differences; 20 seeded draws per estimator) and, with ``--glass``, the UCI glass
@@ -166,16 +167,56 @@ def glass(path: Path) -> dict:
     return out
 
 
+def speed() -> dict:
+    """What keeping the neighbours costs: ``record_neighbours`` (run at the end of every fit) against
+    the whole fit, medians in one process at 1 thread, on iris and on fair_speed.py's 50k x 512 blobs."""
+    from sklearn.cluster import KMeans
+    from sklearn.datasets import load_iris, make_blobs
+
+    from pipeline.threads import limit_threads
+    from pipeline.trees import CART, IMM, MMDT, ExKMC, SpExClique
+
+    def median(f, reps):
+        times = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t)
+        return float(np.median(times))
+
+    out = {}
+    with limit_threads(1):
+        Xi = load_iris().data
+        yi = KMeans(3, n_init=3, random_state=0).fit_predict(Xi)
+        Xb, _ = make_blobs(50000, 512, centers=10, cluster_std=6, random_state=0)
+        yb = KMeans(10, n_init=3, random_state=0).fit_predict(Xb)
+        for name, make, X, y, reps in [("IMM iris", lambda: IMM(random_state=0), Xi, yi, 301),
+                                       ("ExKMC(6) iris", lambda: ExKMC(6, random_state=0), Xi, yi, 201),
+                                       ("CART iris", lambda: CART(random_state=0), Xi, yi, 201),
+                                       ("MMDT iris", lambda: MMDT(random_state=0), Xi, yi, 201),
+                                       ("IMM 50k x 512", lambda: IMM(random_state=0), Xb, yb, 3),
+                                       ("SpExClique 50k x 512", lambda: SpExClique(random_state=0), Xb, yb, 3)]:
+            tree = make().fit(X, y).tree_
+            fit_s = median(lambda: make().fit(X, y), reps)
+            keep_s = median(lambda: tree.record_neighbours(X), reps)
+            out[name] = {"fit_ms": round(fit_s * 1e3, 4), "record_neighbours_ms": round(keep_s * 1e3, 4),
+                         "share_of_fit": round(keep_s / fit_s, 4), "internal_nodes": (tree.n_nodes - 1) // 2,
+                         "load_average": os.getloadavg()[0]}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--glass", type=Path, help="CSV of the UCI glass data (RI ... Fe, Type)")
     ap.add_argument("--draws", type=int, default=20, help="near-tie data sets per estimator")
     ap.add_argument("--label", default="after", help="key of this run in the JSON (e.g. before / after)")
+    ap.add_argument("--speed", action="store_true", help="also time record_neighbours against the fits")
     args = ap.parse_args()
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        run = {"near_ties": near_ties(args.draws), **({"glass": glass(args.glass)} if args.glass else {})}
+        run = {"near_ties": near_ties(args.draws), **({"glass": glass(args.glass)} if args.glass else {}),
+               **({"speed": speed()} if args.speed else {})}
     run.update(seconds=round(time.perf_counter() - start, 1), load_average=os.getloadavg()[0])
     data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     data[args.label] = run
@@ -188,6 +229,8 @@ def main() -> None:
         for text in r["RI rules"]:
             print(f"             {text}")
         print(f"             cuts on RI: {r['RI cuts (threshold, largest RI going left, smallest going right)']}")
+    for case, r in run.get("speed", {}).items():
+        print(f"speed      {case}: {r}")
     print(f"wrote {RESULTS} [{args.label}]")
 
 
