@@ -179,3 +179,24 @@ def test_neighbours_kernel_matches_brute_force():
             v, t = dense[:, int(tree.feature[n])], float(tree.threshold[n])
             assert lo == (v[v <= t].max() if (v <= t).any() else None)
             assert hi == (v[v > t].min() if (v > t).any() else None)
+
+
+def test_the_runs_mixture_trees_keep_the_runs_rows():
+    """MMDT and Concept-MMDT grow from a mixture's parameters in a run (no rows seen): the fit stage
+    lets their trees keep the run's rows, so the tree JSON prints exact rules without the data."""
+    from sklearn.mixture import GaussianMixture
+
+    from pipeline.app.explainers import PROTOCOLS, FitInputs
+    from pipeline.trees import MMDT, ConceptMMDT
+
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(c, 1e-4, (30, 3)) for c in ([1.5200, 0, 0], [1.5210, 1e-3, 0])])
+    X = np.round(X, 7)  # values 1e-7 apart: a 4-digit rule would misroute
+    gmm = GaussianMixture(2, reg_covar=1e-12, random_state=0).fit(X)
+    d = FitInputs(X=X, labels=gmm.predict(X), feature_names=NAMES, n_clusters=2,
+                  mixture=(gmm.weights_, gmm.means_, gmm.covariances_), latent=X,
+                  latent_mixture=(gmm.weights_, gmm.means_, gmm.covariances_))
+    for est, protocol in ((MMDT(random_state=0), "mixture"), (ConceptMMDT(np.eye(3), NAMES), "concept_mixture")):
+        tree = PROTOCOLS[protocol].fit(est, d).tree_
+        assert tree.neighbours()
+        check_every_printed_form(ExplanationTree.from_json(tree.to_json()), X)

@@ -116,16 +116,26 @@ def _fit_graph(est, d: FitInputs):
     return est.fit(d.X, d.graph, feature_names=d.feature_names, y=d.labels)
 
 
+def _keep_exact(est, rows):
+    """A tree grown from a mixture's parameters saw no rows: let it keep the run's rows nearest each
+    cut, so its JSON and every printed rule route them exactly without the data (issue 36)."""
+    tree = getattr(est, "tree_", None)
+    if hasattr(tree, "record_neighbours") and rows is not None:
+        tree.record_neighbours(rows)
+    return est
+
+
 def _fit_mixture(est, d: FitInputs):
     if d.mixture is not None:  # Algorithm 1 on the reference mixture itself
         _, means, covs = d.mixture
-        return est.fit_mixture(means, mixture_sigma(covs), feature_names=d.feature_names)
+        return _keep_exact(est.fit_mixture(means, mixture_sigma(covs), feature_names=d.feature_names), d.X)
     return _fit_labels(est, d)  # means and σ estimated per reference cluster
 
 
 def _fit_concept_mixture(est, d: FitInputs):
     _, means, covs = d.latent_mixture
-    return est.fit_mixture(means, covs)
+    est = est.fit_mixture(means, covs)
+    return _keep_exact(est, est.transform(d.latent) if d.latent is not None and hasattr(est, "transform") else None)
 
 
 def _predict_x(est, d: FitInputs) -> np.ndarray:
