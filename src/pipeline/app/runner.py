@@ -132,6 +132,9 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
                                 "dataset.chunk_rows too, or drop fit.sample_rows.")
     check_request(cfg)
     done = run_pipeline(cfg, RunContext(cache, Path(out_dir), keep_going), declared_stages(cfg))
+    from pipeline.app.explainer_bundle import write_run_bundle
+
+    write_run_bundle(cfg, done, Path(out_dir))  # <run>/explainer/: the run applied to new data (docs/explain.md)
     print_summary(cfg, done, show=summary)
     return done["report"].artifact.df
 
