@@ -121,10 +121,19 @@ def _box(tree, path, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None
 
 
 def _move_into_box(X: np.ndarray, box) -> np.ndarray:
+    """``delta`` with ``low < X + delta <= high`` as computed in floating point (``target - X``
+    added back to ``X`` can round onto the cut, so the last ulps are fixed where it does)."""
     low, high, _ = box
     above = np.nextafter(low, np.inf)  # strictly above a right-going cut
     target = np.minimum(np.maximum(X, np.where(np.isfinite(low), above, -np.inf)), high)
-    return target - X
+    delta = target - X
+    for _ in range(8):
+        moved = X + delta
+        under, over = moved <= low, moved > high
+        if not (under.any() or over.any()):
+            break
+        delta = np.where(under, np.nextafter(delta, np.inf), np.where(over, np.nextafter(delta, -np.inf), delta))
+    return delta
 
 
 def _move_into_polytope(tree, path, X: np.ndarray, s: np.ndarray, n_iter: int = 200) -> np.ndarray:
