@@ -276,3 +276,59 @@ def test_the_counterfactual_moves_the_sample_to_the_stated_leaf(seed, oblique):
                 continue
             d = np.linalg.norm(leaf_moves._move_into_box(X[rows], box) / scale, axis=1)
             assert np.all(moves.distance[rows] <= d + 1e-9)
+
+
+# ------------------------------------------------------------------ the documented commands
+DOC = ROOT / "docs" / "explain.md"
+
+
+def doc_blocks(kind: str) -> list[str]:
+    return re.findall(rf"```{kind}\n(.*?)```", DOC.read_text(), flags=re.S)
+
+
+def test_the_documented_commands_and_snippet_run(tmp_path):
+    """docs/explain.md's bash block, line by line, then its Python block, in a fresh folder."""
+    import shlex
+
+    from sklearn.datasets import load_iris
+
+    iris = load_iris(as_frame=True).frame.drop(columns="target")
+    iris.sample(20, random_state=0).to_csv(tmp_path / "new_flowers.csv", index=False)
+    extra = {"pipeline": [f"paths.cache_dir={tmp_path / 'cache'}", "report.figures=false"],
+             "pipeline.explain": [f"paths.cache_dir={tmp_path / 'cache'}"]}
+    lines = [ln for ln in doc_blocks("bash")[0].splitlines() if ln.strip()]
+    assert len(lines) == 3
+    for line in lines:
+        args = shlex.split(line)
+        assert args[:2] == ["python", "-m"]
+        proc = subprocess.run([sys.executable, *args[1:], *extra[args[2]]], env=ENV, cwd=tmp_path,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, (line, proc.stderr[-3000:])
+    assert len(pd.read_parquet(tmp_path / "outputs" / "iris-new" / "explanations.parquet")) == 20
+    assert len(list((tmp_path / "outputs" / "iris" / "explanations").glob("iris-*/explanations.parquet"))) == 1
+    cwd = os.getcwd()
+    try:
+        os.chdir(tmp_path)
+        exec(compile(doc_blocks("python")[0], "docs/explain.md[python]", "exec"), {})
+    finally:
+        os.chdir(cwd)
+    assert (tmp_path / "outputs" / "iris-explainer" / "SHA256SUMS").is_file()
+
+
+def test_every_documented_explain_command_composes(tmp_path):
+    """Every `python -m pipeline.explain` line of README.md and docs/*.md names data that compose
+    (the quick-start block above also runs them to the end)."""
+    import shlex
+
+    from pipeline.app.explain_run import OWN_KEYS, _compose
+
+    lines = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for block in re.findall(r"```(?:bash|sh|console|shell)?\n(.*?)```", path.read_text(), flags=re.S):
+            lines += [ln.split(" #")[0].strip() for ln in block.replace("\\\n", " ").splitlines()
+                      if ln.strip().startswith("python -m pipeline.explain ")]
+    assert len(lines) >= 3
+    for line in lines:
+        args = [a for a in shlex.split(line)[4:] if a.split("=", 1)[0] not in OWN_KEYS]
+        cfg = _compose(args, tmp_path)
+        assert cfg["dataset"]["name"]
