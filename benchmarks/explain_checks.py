@@ -1,0 +1,175 @@
+"""Issue 37's checks: a finished run applied to new data (docs/explain.md, "Measured").
+
+    python benchmarks/explain_checks.py self <run-dir> <the run's overrides...>   # own training inputs: identical?
+    python benchmarks/explain_checks.py digits <mnist-run-dir>                    # sklearn's 1,797 digits at 28 x 28
+    python benchmarks/explain_checks.py unseen-emails <spam-run-dir> <the run's overrides...> [--rows N]
+    python benchmarks/explain_checks.py copy <run-dir>                            # saved, copied, loaded elsewhere
+    python benchmarks/explain_checks.py throughput <run-dir> <the run's overrides...> [--rows N]
+
+Each prints its numbers and the load average. The run's overrides (e.g. ``dataset=iris``, plus
+``paths.cache_dir=...``) recompose its config so that its stages are read back from the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def stages(overrides: list[str]):
+    from pipeline.app.cache import StageCache
+    from pipeline.app.config import compose_config
+    from pipeline.app.runner import run_stages, to_plain
+
+    cfg = to_plain(compose_config([*overrides, f"paths.output_dir={tempfile.mkdtemp()}"]))
+    return run_stages(cfg, StageCache(Path(cfg["paths"]["cache_dir"])))[:2]
+
+
+def load_avg() -> str:
+    return "load average " + " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def check_self(run_dir: str, overrides: list[str]) -> None:
+    from pipeline import ConceptExplainer
+
+    done, fits = stages(overrides)
+    ex = ConceptExplainer.load(run_dir, models_dir=_models(overrides))
+    load = done["load"].artifact
+    t = time.perf_counter()
+    df = ex.explain(load.inputs)
+    seconds = time.perf_counter() - t
+    ref = done["cluster"].artifact.labels
+    print(f"{len(df)} training inputs re-explained from raw inputs in {seconds:.1f} s ({load_avg()})")
+    print(f"  reference: {int((df['reference'].to_numpy() == ref).sum())}/{len(df)} identical")
+    for row, fit in fits.items():
+        print(f"  {row}: {int((df[f'{row}.cluster'].to_numpy() == fit.predictions).sum())}/{len(df)} identical")
+
+
+def _models(overrides: list[str]) -> str | None:
+    found = [o.split("=", 1)[1] for o in overrides if o.startswith("paths.models_dir=")]
+    return found[-1] if found else None
+
+
+def _report(ex, df, y=None) -> None:
+    from pipeline.app.explain_run import generalisation
+
+    table = generalisation(ex, df, y)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep=""))
+    print(f"  out of the training range: {int(df['out_of_range'].sum())}/{len(df)}")
+
+
+def check_digits(run_dir: str, models_dir: str | None) -> None:
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    from pipeline import ConceptExplainer
+
+    d = load_digits()
+    small = np.round(d.images * (255.0 / 16.0)).astype(np.uint8)
+    images = np.stack([np.asarray(Image.fromarray(im).resize((28, 28), Image.BILINEAR)) for im in small])[..., None]
+    ex = ConceptExplainer.load(run_dir, models_dir=models_dir)
+    t = time.perf_counter()
+    df = ex.explain(images)
+    print(f"sklearn digits: {len(df)} images 8x8 -> 28x28 (bilinear), explained in {time.perf_counter() - t:.1f} s "
+          f"({load_avg()})")
+    _report(ex, df, d.target)
+
+
+def check_unseen_emails(run_dir: str, overrides: list[str], rows: int | None) -> None:
+    from pipeline import ConceptExplainer
+    from pipeline.app.config import compose_config
+    from pipeline.app.explain_run import load_data
+    from pipeline.app.runner import to_plain
+
+    done, _ = stages(overrides)
+    seen = set((done["load"].artifact.meta or {}).get("ids") or [])
+    full_overrides = [o for o in overrides if not o.startswith("dataset.n_samples=")]
+    full = load_data(to_plain(compose_config([*full_overrides, f"paths.output_dir={tempfile.mkdtemp()}"])))
+    ids = list((full.meta or {}).get("ids") or [])
+    unseen = [i for i, k in enumerate(ids) if k not in seen]
+    if rows is not None and rows < len(unseen):
+        unseen = sorted(np.random.default_rng(0).choice(unseen, size=rows, replace=False).tolist())
+    texts = [full.texts[i] for i in unseen]
+    y = np.asarray(full.y)[unseen]
+    ex = ConceptExplainer.load(run_dir)
+    t = time.perf_counter()
+    df = ex.explain(texts)
+    print(f"e-mails the run did not see: {len(texts)} of {len(ids) - len(seen)} (the run saw {len(seen)}), explained "
+          f"in {time.perf_counter() - t:.1f} s ({load_avg()})")
+    _report(ex, df, y)
+
+
+def check_copy(run_dir: str) -> None:
+    from pipeline import ConceptExplainer
+
+    ex = ConceptExplainer.load(run_dir)
+    tmp = Path(tempfile.mkdtemp())
+    saved = ex.save(tmp / "saved")
+    moved = tmp / "another" / "folder"
+    shutil.copytree(saved, moved)
+    X = np.asarray(ex.bundle_.arrays["feature_min"])  # any latents-free probe: the trees' own coordinates
+    code = ("import sys, json; from pipeline import ConceptExplainer; import numpy as np; "
+            f"ex = ConceptExplainer.load({str(moved)!r}); print(ex)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    print(f"saved to {saved}, copied to {moved}, loaded in a fresh process: rc={out.returncode}: {out.stdout.strip()}"
+          f"{out.stderr.strip()[-500:]}")
+    print(f"  files: {sorted(p.relative_to(moved).as_posix() for p in moved.rglob('*') if p.is_file())}; "
+          f"{sum(p.stat().st_size for p in moved.rglob('*') if p.is_file()) / 1024:.1f} KiB; "
+          f"tree coordinates {X.shape}")
+
+
+def check_throughput(run_dir: str, overrides: list[str], rows: int) -> None:
+    from pipeline import ConceptExplainer
+
+    done, _ = stages(overrides)
+    ex = ConceptExplainer.load(run_dir, models_dir=_models(overrides))
+    Z = np.asarray(done["encode"].artifact.Z)
+    big = Z[np.random.default_rng(0).integers(0, len(Z), size=rows)]
+    ex.explain(big[:100], latents=True)  # warm-up
+    t = time.perf_counter()
+    ex.explain(big, latents=True)
+    s = time.perf_counter() - t
+    print(f"embeddings: {rows} rows in {s:.2f} s = {rows / s:,.0f} rows/s (explain, latents=True; {load_avg()})")
+    inputs = done["load"].artifact.inputs
+    n = min(len(inputs), 2000)
+    part = inputs[:n]
+    ex.explain(part[:16])  # the encoder loaded
+    t = time.perf_counter()
+    ex.explain(part)
+    s = time.perf_counter() - t
+    print(f"raw inputs ({done['load'].artifact.kind}, encoder {ex.bundle_.doc['encoder']['name']}): {n} in {s:.2f} s = "
+          f"{n / s:,.1f} rows/s ({load_avg()})")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("check", choices=["self", "digits", "unseen-emails", "copy", "throughput"])
+    parser.add_argument("run_dir")
+    parser.add_argument("--rows", type=int, default=None)
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args(argv)
+    if args.check == "self":
+        check_self(args.run_dir, args.overrides)
+    elif args.check == "digits":
+        check_digits(args.run_dir, _models(args.overrides))
+    elif args.check == "unseen-emails":
+        check_unseen_emails(args.run_dir, args.overrides, args.rows)
+    elif args.check == "copy":
+        check_copy(args.run_dir)
+    else:
+        check_throughput(args.run_dir, args.overrides, args.rows or 100_000)
+
+
+if __name__ == "__main__":
+    main()
