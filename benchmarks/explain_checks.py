@@ -117,16 +117,27 @@ def check_copy(run_dir: str) -> None:
     saved = ex.save(tmp / "saved")
     moved = tmp / "another" / "folder"
     shutil.copytree(saved, moved)
-    X = np.asarray(ex.bundle_.arrays["feature_min"])  # any latents-free probe: the trees' own coordinates
-    code = ("import sys, json; from pipeline import ConceptExplainer; import numpy as np; "
-            f"ex = ConceptExplainer.load({str(moved)!r}); print(ex)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp,
-                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-    print(f"saved to {saved}, copied to {moved}, loaded in a fresh process: rc={out.returncode}: {out.stdout.strip()}"
-          f"{out.stderr.strip()[-500:]}")
-    print(f"  files: {sorted(p.relative_to(moved).as_posix() for p in moved.rglob('*') if p.is_file())}; "
-          f"{sum(p.stat().st_size for p in moved.rglob('*') if p.is_file()) / 1024:.1f} KiB; "
-          f"tree coordinates {X.shape}")
+    width = int(ex.bundle_.doc["encoder"]["width"])
+    Z = np.random.default_rng(0).normal(size=(500, width)).astype(np.float32)  # latents: no encoder needed
+    np.save(tmp / "Z.npy", Z)
+    here = {t: ex.predict(Z, tree=t, latents=True).tolist() for t in ex.tree_names_}
+    here["reference"] = ex.predict(Z, latents=True).tolist()
+    code = ("import json, numpy as np; from pipeline import ConceptExplainer; "
+            f"ex = ConceptExplainer.load({str(moved)!r}); Z = np.load({str(tmp / 'Z.npy')!r}); "
+            "out = {t: ex.predict(Z, tree=t, latents=True).tolist() for t in ex.tree_names_}; "
+            "out['reference'] = ex.predict(Z, latents=True).tolist(); print(json.dumps(out))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    import json
+
+    there = json.loads(proc.stdout) if proc.returncode == 0 else {}
+    print(f"saved to {saved}, copied to {moved}, loaded in a fresh process (rc={proc.returncode}){proc.stderr[-300:]}")
+    for name, labels in here.items():
+        same = sum(a == b for a, b in zip(labels, there.get(name, [])))
+        print(f"  {name}: {same}/{len(labels)} of 500 random latents assigned alike in both processes")
+    files = [p for p in moved.rglob("*") if p.is_file()]
+    print(f"  files: {sorted(p.relative_to(moved).as_posix() for p in files)}; "
+          f"{sum(p.stat().st_size for p in files) / 1024:.1f} KiB")
 
 
 def check_throughput(run_dir: str, overrides: list[str], rows: int) -> None:

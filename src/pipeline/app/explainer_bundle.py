@@ -77,7 +77,10 @@ def package_versions() -> dict:
 def rule_texts(tree, X, units=None) -> dict[str, dict]:
     """Per leaf (id as str): the rule as the run prints it (``text``, exact shortest decimals in
     the run's units, without the leaf annotations) and its raw path (``raw``)."""
-    rules = tree.rules(X, units=units)
+    try:
+        rules = tree.rules(X, units=units)
+    except InvalidInputError:  # deeper than rules are printed: routed and explained, without rule text
+        return {}
     return {str(r.leaf): {"text": dataclasses.replace(r, stats=None).format(None),
                           "raw": dataclasses.replace(r, stats=None).format(None, simplified=False)} for r in rules}
 
