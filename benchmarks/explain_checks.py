@@ -168,8 +168,7 @@ def main(argv=None) -> None:
     parser.add_argument("check", choices=["self", "digits", "unseen-emails", "copy", "throughput"])
     parser.add_argument("run_dir")
     parser.add_argument("--rows", type=int, default=None)
-    parser.add_argument("overrides", nargs="*")
-    args = parser.parse_args(argv)
+    args, args.overrides = parser.parse_known_args(argv)  # the rest: the run's overrides
     if args.check == "self":
         check_self(args.run_dir, args.overrides)
     elif args.check == "digits":

@@ -159,6 +159,26 @@ def test_a_missing_encoder_checkpoint_is_one_paragraph(iris_run):
     assert len(ex.explain(np.zeros((1, 4)), latents=True)) == 1  # latents need no encoder
 
 
+def test_a_replaced_checkpoint_and_other_package_versions_are_named(iris_run, tmp_path):
+    from pipeline import ConceptExplainer
+    from pipeline.app.cache import file_digest
+    from pipeline.app.explainer_bundle import version_differences
+
+    ckpt = tmp_path / "vade" / "abc.pt"
+    ckpt.parent.mkdir()
+    ckpt.write_bytes(b"retrained weights")
+    st = ckpt.stat()
+    ckpt.with_suffix(".json").write_text(json.dumps({"sha256": file_digest(ckpt), "size": st.st_size,
+                                                     "mtime_ns": st.st_mtime_ns}))
+    ex = ConceptExplainer.load(iris_run[0])
+    ex.bundle_.doc["encoder"].update(checkpoint=str(ckpt), checkpoint_sha256="0" * 64)
+    with pytest.raises(InvalidInputError, match="not the one this explainer was saved with"):
+        ex.explain(np.zeros((1, 4)))
+    assert version_differences({"numpy": "0.0.1", "scikit-learn": "0.1"}) == [
+        f"numpy 0.0.1 when saved, {np.__version__} here",
+        f"scikit-learn 0.1 when saved, {__import__('sklearn').__version__} here"]
+
+
 def test_a_run_without_concepts_has_no_concept_columns(iris_run):
     from pipeline import ConceptExplainer
 
