@@ -140,7 +140,7 @@ def check_copy(run_dir: str) -> None:
           f"{sum(p.stat().st_size for p in files) / 1024:.1f} KiB")
 
 
-def check_throughput(run_dir: str, overrides: list[str], rows: int) -> None:
+def check_throughput(run_dir: str, overrides: list[str], rows: int, raw_rows: int = 2000) -> None:
     from pipeline import ConceptExplainer
 
     done, _ = stages(overrides)
@@ -153,7 +153,9 @@ def check_throughput(run_dir: str, overrides: list[str], rows: int) -> None:
     s = time.perf_counter() - t
     print(f"embeddings: {rows} rows in {s:.2f} s = {rows / s:,.0f} rows/s (explain, latents=True; {load_avg()})")
     inputs = done["load"].artifact.inputs
-    n = min(len(inputs), 2000)
+    n = min(len(inputs), raw_rows)
+    if n == 0:
+        return
     part = inputs[:n]
     ex.explain(part[:16])  # the encoder loaded
     t = time.perf_counter()
@@ -168,6 +170,7 @@ def main(argv=None) -> None:
     parser.add_argument("check", choices=["self", "digits", "unseen-emails", "copy", "throughput"])
     parser.add_argument("run_dir")
     parser.add_argument("--rows", type=int, default=None)
+    parser.add_argument("--raw-rows", type=int, default=2000, help="throughput: raw inputs timed (0: none)")
     args, args.overrides = parser.parse_known_args(argv)  # the rest: the run's overrides
     if args.check == "self":
         check_self(args.run_dir, args.overrides)
@@ -178,7 +181,7 @@ def main(argv=None) -> None:
     elif args.check == "copy":
         check_copy(args.run_dir)
     else:
-        check_throughput(args.run_dir, args.overrides, args.rows or 100_000)
+        check_throughput(args.run_dir, args.overrides, args.rows or 100_000, args.raw_rows)
 
 
 if __name__ == "__main__":

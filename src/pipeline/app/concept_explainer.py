@@ -238,9 +238,13 @@ class ConceptExplainer:
             from pipeline.streaming import assign_mixture
 
             cov = a["ref_covariances"]
-            chol = np.stack([np.linalg.inv(np.linalg.cholesky(c)).T for c in cov])
-            return assign_mixture(np.asarray(Z, dtype=np.float64), a["ref_weights"], a["ref_means"], cov, chol,
-                                  "full").astype(np.int64)
+            if "ref_precisions_cholesky" not in a:  # once per explainer (as GaussianMixture keeps it)
+                from scipy.linalg import solve_triangular
+
+                a["ref_precisions_cholesky"] = np.stack([
+                    solve_triangular(np.linalg.cholesky(c), np.eye(len(c)), lower=True).T for c in cov])
+            return assign_mixture(np.asarray(Z, dtype=np.float64), a["ref_weights"], a["ref_means"], cov,
+                                  a["ref_precisions_cholesky"], "full").astype(np.int64)
         if "ref_centers" in a:
             from pipeline.streaming import assign_nearest
 
@@ -281,20 +285,32 @@ class ConceptExplainer:
             out[col] = X[:, j] if u is None else np.asarray(u(X[:, j]), dtype=np.float64)
         return out
 
-    def _change_text(self, x: np.ndarray, delta: np.ndarray) -> str:
-        if not np.all(np.isfinite(delta)):
-            return ""
-        parts = []
-        for j in np.argsort(-np.abs(delta / self.bundle_.arrays["feature_scale"]), kind="stable"):
-            if delta[j] == 0:
+    def _shown(self, X: np.ndarray) -> np.ndarray:
+        """``X`` in the run's display units, column by column."""
+        if self.units_ is None:
+            return X
+        return np.column_stack([X[:, j] if u is None else np.asarray(u(X[:, j]), dtype=np.float64)
+                                for j, u in enumerate(self.units_)]) if X.size else X
+
+    def _change_texts(self, X: np.ndarray, delta: np.ndarray) -> list[str]:
+        """Per row: ``"P(loop) 0.21 → 0.62, ..."``, largest change (in training σ) first; ``""`` for no move."""
+        ok = np.all(np.isfinite(delta), axis=1)
+        moved = np.where(ok[:, None], X + np.where(ok[:, None], delta, 0.0), X)
+        before, after = self._shown(X), self._shown(moved)
+        labels = []
+        for j, name in enumerate(self.feature_names_):
+            kind = getattr(None if self.units_ is None else self.units_[j], "kind", "raw")
+            labels.append({"probability": f"P({name})", "percentile": f"{name} percentile"}.get(kind, name))
+        size = np.abs(np.where(ok[:, None], delta, 0.0)) / self.bundle_.arrays["feature_scale"]
+        order = np.argsort(-size, axis=1, kind="stable")
+        out = []
+        for i in range(len(X)):
+            if not ok[i]:
+                out.append("")
                 continue
-            name = self.feature_names_[j]
-            u = None if self.units_ is None else self.units_[j]
-            a, b = (x[j], x[j] + delta[j]) if u is None else (float(u(np.array([x[j]]))[0]),
-                                                               float(u(np.array([x[j] + delta[j]]))[0]))
-            label = {"probability": f"P({name})", "percentile": f"{name} percentile"}.get(getattr(u, "kind", "raw"), name)
-            parts.append(f"{label} {a:.3g} → {b:.3g}")
-        return ", ".join(parts)
+            out.append(", ".join(f"{labels[j]} {before[i, j]:.3g} → {after[i, j]:.3g}" for j in order[i]
+                                 if delta[i, j] != 0))
+        return out
 
     def explain(self, inputs, latents: bool = False, ids=None):
         """One row per input (a pandas DataFrame): ``row``, ``reference``, the concept values in the
@@ -332,7 +348,7 @@ class ConceptExplainer:
             moves = nearest_other_leaf(tree, X, scale)
             cols[f"{row}.to_cluster"] = moves.label
             cols[f"{row}.to_leaf"] = moves.leaf
-            cols[f"{row}.change"] = [self._change_text(X[i], moves.delta[i]) for i in range(n)]
+            cols[f"{row}.change"] = self._change_texts(X, moves.delta)
             cols[f"{row}.change_size"] = moves.distance
         return pd.DataFrame(cols)
 
