@@ -75,6 +75,7 @@ def test_round_trip_equals_the_runs_own_assignments(which, request):
     for row, fit in fits.items():
         np.testing.assert_array_equal(df[f"{row}.cluster"].to_numpy(), fit.predictions)
         np.testing.assert_array_equal(ex.predict(load.inputs, tree=row), fit.predictions)
+        assert df[f"{row}.rule_holds"].all()  # every training point satisfies its printed rule
     np.testing.assert_allclose(ex.transform(load.inputs), done["project"].artifact.X)
     assert not df["out_of_range"].any()  # the training data are inside their own range
     if which == "concept_run":
@@ -177,6 +178,21 @@ def test_a_replaced_checkpoint_and_other_package_versions_are_named(iris_run, tm
     assert version_differences({"numpy": "0.0.1", "scikit-learn": "0.1"}) == [
         f"numpy 0.0.1 when saved, {np.__version__} here",
         f"scikit-learn 0.1 when saved, {__import__('sklearn').__version__} here"]
+
+
+def test_a_new_sample_between_a_printed_decimal_and_the_cut_is_flagged(iris_run):
+    from pipeline import ConceptExplainer
+
+    ex = ConceptExplainer.load(iris_run[0])
+    tree = ex.trees_["mmdt"]
+    root = int(tree.feature[0]), float(tree.threshold[0])
+    printed = ex.bundle_.doc["trees"]["mmdt"]["printed_tests"]["0"]["threshold"]
+    assert printed != root[1]  # the shortest decimal between training neighbours, not the cut itself
+    x = np.full((1, 4), 1.0)
+    x[0, root[0]] = (printed + root[1]) / 2  # between them: the tree and the printed text disagree
+    df = ex.explain(x)
+    assert not df["mmdt.rule_holds"].iloc[0]
+    assert df["mmdt.cluster"].iloc[0] == tree.predict(x)[0]  # routed by the exact cut
 
 
 def test_a_run_without_concepts_has_no_concept_columns(iris_run):

@@ -312,10 +312,47 @@ class ConceptExplainer:
                                  if delta[i, j] != 0))
         return out
 
+    def _printed_rule_holds(self, row: str, X: np.ndarray, leaf: np.ndarray) -> np.ndarray:
+        """Whether each sample satisfies its rule *as printed* (thresholds rounded to the shortest
+        decimal that routes every training point as the tree does, in the run's units): False for a
+        new sample lying between a printed threshold and the tree's exact cut (routed by the cut)."""
+        from pipeline.trees.leaf_moves import leaf_paths
+        from pipeline.trees.rules import weighted_sum
+
+        tests = self.bundle_.doc["trees"][row].get("printed_tests")
+        if tests is None:  # a bundle saved before the printed tests were: unknown, not "holds"
+            return np.full(len(X), None, dtype=object)
+        out = np.ones(len(X), dtype=bool)
+        shown = self._shown(X)
+        for node_leaf, path in leaf_paths(self.trees_[row]).items():
+            rows = np.flatnonzero(leaf == node_leaf)
+            if rows.size == 0:
+                continue
+            for node, right in path:
+                test = tests.get(str(node))
+                if test is None:
+                    continue
+                t = test["threshold"]
+                if test["kind"] == "oblique":
+                    cols = np.array([j for j, _ in test["terms"]], dtype=np.int64)
+                    v = weighted_sum(X[rows], cols, np.array([w for _, w in test["terms"]], dtype=np.float64))
+                elif test["kind"] == "units":
+                    v = shown[rows, test["feature"]]
+                else:
+                    v = X[rows, test["feature"]]
+                if test["flip"]:  # a decreasing map: left reads "> t", right "< t"
+                    ok = v > t if not right else v < t
+                else:
+                    ok = v <= t if not right else v > t
+                out[rows[~ok]] = False
+        return out
+
     def explain(self, inputs, latents: bool = False, ids=None):
         """One row per input (a pandas DataFrame): ``row``, ``reference``, the concept values in the
         run's units, ``out_of_range`` (+ the concepts outside the training range), and per tree
-        ``<tree>.cluster``, ``.leaf``, ``.rule`` (as the run printed it), ``.margin`` (distance to
+        ``<tree>.cluster``, ``.leaf``, ``.rule`` (as the run printed it), ``.rule_holds`` (the sample
+        satisfies the rule as printed; False: it lies between a printed decimal and the exact cut),
+        ``.margin`` (distance to
         the nearest cut on the path, in training standard deviations), ``.to_cluster`` /
         ``.to_leaf`` / ``.change`` / ``.change_size`` (the smallest change of the coordinates, in
         training standard deviations, that moves the input to a leaf of another cluster)."""
@@ -344,6 +381,7 @@ class ConceptExplainer:
             cols[f"{row}.cluster"] = tree.label[leaf]
             cols[f"{row}.leaf"] = leaf
             cols[f"{row}.rule"] = [rules.get(str(int(v)), {}).get("text", "") for v in leaf]
+            cols[f"{row}.rule_holds"] = self._printed_rule_holds(row, X, leaf)
             cols[f"{row}.margin"] = path_margins(tree, X, scale)[0]
             moves = nearest_other_leaf(tree, X, scale)
             cols[f"{row}.to_cluster"] = moves.label

@@ -119,6 +119,11 @@ def console_table(ex: ConceptExplainer, df: pd.DataFrame, show: int = 10) -> str
         change = first[f"{t}.change"] or "none reaches another cluster"
         lines += ["", f"row {first['row']}, {t}: {first[f'{t}.rule']}; nearest other cluster "
                       f"{first[f'{t}.to_cluster']} by {change}"]
+    for t in ex.tree_names_:
+        off = int((df[f"{t}.rule_holds"] == False).sum())  # noqa: E712 - None (not checked) is not False
+        if off:
+            lines.append(f"{t}: {off} samples lie between a printed threshold and the tree's exact cut "
+                         f"({t}.rule_holds false): the tree routes them by the cut")
     if int(df["out_of_range"].sum()):
         lines.append(f"{int(df['out_of_range'].sum())} of {len(df)} samples have values outside the training range "
                      "(out_of_range; their explanations extrapolate)")

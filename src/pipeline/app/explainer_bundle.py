@@ -85,6 +85,29 @@ def rule_texts(tree, X, units=None) -> dict[str, dict]:
                           "raw": dataclasses.replace(r, stats=None).format(None, simplified=False)} for r in rules}
 
 
+def printed_tests(tree, X, units=None) -> dict[str, dict]:
+    """Per internal node (id as str): its test as the rules print it, so that a new sample can be
+    checked against the printed text (:func:`printed_rule_holds`): ``kind`` raw / units / oblique,
+    the feature or the printed weights, the printed threshold and, for a decreasing display map,
+    ``flip``."""
+    from pipeline.trees.display import RuleDisplay
+
+    out = {}
+    display = RuleDisplay(tree, X, units)
+    for n, (kind, what, thr, flip) in display._node.items():
+        try:
+            t = float(thr)
+        except ValueError:
+            continue
+        test = {"kind": kind, "threshold": t, "flip": bool(flip)}
+        if kind == "oblique":
+            test["terms"] = [[int(j), float(w)] for j, w, _ in what]
+        else:
+            test["feature"] = int(what)
+        out[str(n)] = test
+    return out
+
+
 def _reference(cluster, Z) -> tuple[dict, dict]:
     """How the reference clustering assigns a new latent point, and the arrays it needs."""
     method = cluster.method
@@ -181,7 +204,8 @@ def bundle_from_run(cfg: dict, done: dict, out_dir: Path | None = None) -> Bundl
             if "misassignment" in training:
                 training["agreement"] = 1.0 - training["misassignment"]
         tree_docs[row] = {"method": fit.name, "file": f"trees/{row}.json", "n_leaves": tree.n_leaves,
-                          "depth": tree.depth, "rules": rule_texts(tree, X, project.units), "training": training}
+                          "depth": tree.depth, "rules": rule_texts(tree, X, project.units),
+                          "printed_tests": printed_tests(tree, X, project.units), "training": training}
     ref_train = {}
     if "explainer" in results.columns and (results["explainer"] == "reference").any():
         r = results[results["explainer"] == "reference"].iloc[0]

@@ -62,6 +62,11 @@ def _paths(tree) -> dict[int, list[tuple[int, bool]]]:
     return out
 
 
+def leaf_paths(tree) -> dict[int, list[tuple[int, bool]]]:
+    """Leaf id -> the ``(node, goes_right)`` tests on its path, root first."""
+    return _paths(tree)
+
+
 def _scale(scale, d: int) -> np.ndarray:
     if scale is None:
         return np.ones(d)
@@ -207,4 +212,4 @@ def nearest_other_leaf(tree, X, scale=None) -> LeafMoves:
     return LeafMoves(leaf=out_leaf, label=label, delta=out_delta, distance=best)
 
 
-__all__ = ["LeafMoves", "nearest_other_leaf", "path_margins"]
+__all__ = ["LeafMoves", "leaf_paths", "nearest_other_leaf", "path_margins"]
