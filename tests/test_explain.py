@@ -368,3 +368,20 @@ def test_every_documented_explain_command_composes(tmp_path):
         args = [a for a in shlex.split(line)[4:] if a.split("=", 1)[0] not in OWN_KEYS]
         cfg = _compose(args, tmp_path)
         assert cfg["dataset"]["name"]
+
+
+@pytest.mark.slow
+def test_the_default_mnist_run_re_explains_its_own_digits(tmp_path):
+    """The default run (VaDE -> GMM -> mnist_geometric CAVs -> Concept-MMDT + Concept-CART; VaDE is
+    trained on first use into models/, 3.5 min of a core): its 5,000 digits, re-embedded from their
+    pixels by the checkpoint the bundle names, get the run's own assignments from every tree."""
+    from pipeline import ConceptExplainer
+
+    run_dir, _, done, fits = finished_run(tmp_path, "threads=1")
+    ex = ConceptExplainer.load(run_dir)
+    assert ex.bundle_.doc["encoder"]["checkpoint_sha256"] == done["encode"].artifact.checkpoint_sha256
+    df = ex.explain(done["load"].artifact.inputs)
+    np.testing.assert_array_equal(df["reference"].to_numpy(), done["cluster"].artifact.labels)
+    for row, fit in fits.items():
+        np.testing.assert_array_equal(df[f"{row}.cluster"].to_numpy(), fit.predictions)
+    assert {"P(loop)", "P(vertical_line)"} <= set(df.columns)
