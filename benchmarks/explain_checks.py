@@ -1,7 +1,7 @@
 """Issue 37's checks: a finished run applied to new data (docs/explain.md, "Measured").
 
     python benchmarks/explain_checks.py self <run-dir> <the run's overrides...>   # own training inputs: identical?
-    python benchmarks/explain_checks.py digits <mnist-run-dir>                    # sklearn's 1,797 digits at 28 x 28
+    python benchmarks/explain_checks.py digits <mnist-run-dir> [--mnist-style]    # sklearn's 1,797 digits at 28 x 28
     python benchmarks/explain_checks.py unseen-emails <spam-run-dir> <the run's overrides...> [--rows N]
     python benchmarks/explain_checks.py copy <run-dir>                            # saved, copied, loaded elsewhere
     python benchmarks/explain_checks.py throughput <run-dir> <the run's overrides...> [--rows N]
@@ -68,7 +68,7 @@ def _report(ex, df, y=None) -> None:
     print(f"  out of the training range: {int(df['out_of_range'].sum())}/{len(df)}")
 
 
-def check_digits(run_dir: str, models_dir: str | None) -> None:
+def check_digits(run_dir: str, models_dir: str | None, mnist_style: bool = False) -> None:
     from PIL import Image
     from sklearn.datasets import load_digits
 
@@ -76,11 +76,18 @@ def check_digits(run_dir: str, models_dir: str | None) -> None:
 
     d = load_digits()
     small = np.round(d.images * (255.0 / 16.0)).astype(np.uint8)
-    images = np.stack([np.asarray(Image.fromarray(im).resize((28, 28), Image.BILINEAR)) for im in small])[..., None]
+    if mnist_style:  # as MNIST was made: the digit in a 20 x 20 box, centred in 28 x 28 (4 px margin)
+        images = np.zeros((len(small), 28, 28), dtype=np.uint8)
+        images[:, 4:24, 4:24] = np.stack([np.asarray(Image.fromarray(im).resize((20, 20), Image.BILINEAR))
+                                          for im in small])
+        images = images[..., None]
+    else:
+        images = np.stack([np.asarray(Image.fromarray(im).resize((28, 28), Image.BILINEAR)) for im in small])[..., None]
     ex = ConceptExplainer.load(run_dir, models_dir=models_dir)
     t = time.perf_counter()
     df = ex.explain(images)
-    print(f"sklearn digits: {len(df)} images 8x8 -> 28x28 (bilinear), explained in {time.perf_counter() - t:.1f} s "
+    how = "20x20 centred in 28x28, MNIST style" if mnist_style else "28x28"
+    print(f"sklearn digits: {len(df)} images 8x8 -> {how} (bilinear), explained in {time.perf_counter() - t:.1f} s "
           f"({load_avg()})")
     _report(ex, df, d.target)
 
@@ -170,12 +177,13 @@ def main(argv=None) -> None:
     parser.add_argument("check", choices=["self", "digits", "unseen-emails", "copy", "throughput"])
     parser.add_argument("run_dir")
     parser.add_argument("--rows", type=int, default=None)
+    parser.add_argument("--mnist-style", action="store_true", help="digits: 20 x 20 centred in 28 x 28")
     parser.add_argument("--raw-rows", type=int, default=2000, help="throughput: raw inputs timed (0: none)")
     args, args.overrides = parser.parse_known_args(argv)  # the rest: the run's overrides
     if args.check == "self":
         check_self(args.run_dir, args.overrides)
     elif args.check == "digits":
-        check_digits(args.run_dir, _models(args.overrides))
+        check_digits(args.run_dir, _models(args.overrides), args.mnist_style)
     elif args.check == "unseen-emails":
         check_unseen_emails(args.run_dir, args.overrides, args.rows)
     elif args.check == "copy":
