@@ -116,12 +116,12 @@ def check_unseen_emails(run_dir: str, overrides: list[str], rows: int | None) ->
     _report(ex, df, y)
 
 
-def check_copy(run_dir: str) -> None:
+def check_copy(run_dir: str, copy_weights: bool = False, overrides: list[str] = ()) -> None:
     from pipeline import ConceptExplainer
 
-    ex = ConceptExplainer.load(run_dir)
+    ex = ConceptExplainer.load(run_dir, models_dir=_models(list(overrides)))
     tmp = Path(tempfile.mkdtemp())
-    saved = ex.save(tmp / "saved")
+    saved = ex.save(tmp / "saved", copy_weights=copy_weights)
     moved = tmp / "another" / "folder"
     shutil.copytree(saved, moved)
     width = int(ex.bundle_.doc["encoder"]["width"])
@@ -142,6 +142,24 @@ def check_copy(run_dir: str) -> None:
     for name, labels in here.items():
         same = sum(a == b for a, b in zip(labels, there.get(name, [])))
         print(f"  {name}: {same}/{len(labels)} of 500 random latents assigned alike in both processes")
+    if copy_weights:  # raw inputs in the fresh process, through the checkpoint copied into the bundle
+        done, _ = stages(list(overrides))
+        inputs = np.asarray(done["load"].artifact.inputs[:200])
+        np.save(tmp / "inputs.npy", inputs)
+        mine = ex.explain(inputs)
+        code = ("import json, numpy as np; from pipeline import ConceptExplainer; "
+                f"ex = ConceptExplainer.load({str(moved)!r}); df = ex.explain(np.load({str(tmp / 'inputs.npy')!r})); "
+                "print(df.drop(columns=[c for c in df.columns if c.endswith('rule_holds')]).to_json())")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp,
+                              env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+        import pandas as pd
+
+        theirs = pd.read_json(__import__("io").StringIO(proc.stdout)) if proc.returncode == 0 else None
+        same = theirs is not None and all((mine[c].to_numpy() == theirs[c].to_numpy()).all()
+                                          for c in mine.columns if c.endswith((".cluster", ".leaf")) or c == "reference")
+        print(f"  copy_weights=True: 200 raw inputs explained in a fresh process from the copied bundle "
+              f"(checkpoint {ex.bundle_.doc['encoder']['checkpoint']} not used: weights/ inside); clusters and "
+              f"leaves identical: {same} (rc={proc.returncode}{proc.stderr[-300:]})")
     files = [p for p in moved.rglob("*") if p.is_file()]
     print(f"  files: {sorted(p.relative_to(moved).as_posix() for p in files)}; "
           f"{sum(p.stat().st_size for p in files) / 1024:.1f} KiB")
@@ -177,6 +195,7 @@ def main(argv=None) -> None:
     parser.add_argument("check", choices=["self", "digits", "unseen-emails", "copy", "throughput"])
     parser.add_argument("run_dir")
     parser.add_argument("--rows", type=int, default=None)
+    parser.add_argument("--copy-weights", action="store_true", help="copy: save the encoder checkpoint too")
     parser.add_argument("--mnist-style", action="store_true", help="digits: 20 x 20 centred in 28 x 28")
     parser.add_argument("--raw-rows", type=int, default=2000, help="throughput: raw inputs timed (0: none)")
     args, args.overrides = parser.parse_known_args(argv)  # the rest: the run's overrides
@@ -187,7 +206,7 @@ def main(argv=None) -> None:
     elif args.check == "unseen-emails":
         check_unseen_emails(args.run_dir, args.overrides, args.rows)
     elif args.check == "copy":
-        check_copy(args.run_dir)
+        check_copy(args.run_dir, args.copy_weights, args.overrides)
     else:
         check_throughput(args.run_dir, args.overrides, args.rows or 100_000, args.raw_rows)
 
