@@ -5,6 +5,7 @@
     python benchmarks/explain_checks.py unseen-emails <spam-run-dir> <the run's overrides...> [--rows N]
     python benchmarks/explain_checks.py copy <run-dir>                            # saved, copied, loaded elsewhere
     python benchmarks/explain_checks.py throughput <run-dir> <the run's overrides...> [--rows N]
+    python benchmarks/explain_checks.py latents <run-dir> --npz <file with Z, y>  # latents from the encode stage
 
 Each prints its numbers and the load average. The run's overrides (e.g. ``dataset=iris``, plus
 ``paths.cache_dir=...``) recompose its config so that its stages are read back from the cache.
@@ -116,6 +117,22 @@ def check_unseen_emails(run_dir: str, overrides: list[str], rows: int | None) ->
     _report(ex, df, y)
 
 
+def check_latents(run_dir: str, npz: str) -> None:
+    """Latents computed apart by the run's own encode stage (an ``.npz`` with ``Z`` and ``y``)."""
+    from pipeline import ConceptExplainer
+
+    with np.load(npz, allow_pickle=False) as data:
+        Z, y = data["Z"], data["y"] if "y" in data.files else None
+    ex = ConceptExplainer.load(run_dir)
+    t = time.perf_counter()
+    df = ex.explain(Z, latents=True)
+    print(f"{len(df)} latents from {npz} explained in {time.perf_counter() - t:.1f} s ({load_avg()})")
+    _report(ex, df, y)
+    for row in ex.tree_names_:
+        print(f"  {row}: rule as printed holds for {int((df[f'{row}.rule_holds'] == True).sum())}/{len(df)}"  # noqa: E712
+              f"; median margin {float(np.median(df[f'{row}.margin'])):.3g} sd")
+
+
 def check_copy(run_dir: str, copy_weights: bool = False, overrides: list[str] = ()) -> None:
     from pipeline import ConceptExplainer
 
@@ -192,7 +209,8 @@ def check_throughput(run_dir: str, overrides: list[str], rows: int, raw_rows: in
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("check", choices=["self", "digits", "unseen-emails", "copy", "throughput"])
+    parser.add_argument("check", choices=["self", "digits", "unseen-emails", "copy", "throughput", "latents"])
+    parser.add_argument("--npz", default=None, help="latents: an .npz with Z (and y)")
     parser.add_argument("run_dir")
     parser.add_argument("--rows", type=int, default=None)
     parser.add_argument("--copy-weights", action="store_true", help="copy: save the encoder checkpoint too")
@@ -205,6 +223,8 @@ def main(argv=None) -> None:
         check_digits(args.run_dir, _models(args.overrides), args.mnist_style)
     elif args.check == "unseen-emails":
         check_unseen_emails(args.run_dir, args.overrides, args.rows)
+    elif args.check == "latents":
+        check_latents(args.run_dir, args.npz)
     elif args.check == "copy":
         check_copy(args.run_dir, args.copy_weights, args.overrides)
     else:
