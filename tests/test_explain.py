@@ -78,6 +78,8 @@ def test_round_trip_equals_the_runs_own_assignments(which, request):
         assert df[f"{row}.rule_holds"].all()  # every training point satisfies its printed rule
     np.testing.assert_allclose(ex.transform(load.inputs), done["project"].artifact.X)
     assert not df["out_of_range"].any()  # the training data are inside their own range
+    if which == "iris_run":  # identity encoder: the float64 rows as latents give the same answers
+        pd.testing.assert_frame_equal(ex.explain(np.asarray(load.X, dtype=np.float64), latents=True), df)
     if which == "concept_run":
         assert {f"{name} (percentile)" for name in ex.feature_names_} <= set(df.columns)  # the run's units
         rules = (run_dir / "trees" / "concept_mmdt.rules.txt").read_text()

@@ -204,9 +204,11 @@ class ConceptExplainer:
 
     def _latents(self, inputs, latents: bool) -> np.ndarray:
         width = int(self.bundle_.doc["encoder"]["width"])
-        if latents:
+        if latents:  # as the encode stage hands them on (pipeline.app.stages.encode.embed): float32
             Z = np.asarray(inputs)
-            Z = Z if Z.dtype in (np.float32, np.float64) else Z.astype(np.float64)
+            if Z.dtype.kind not in "biuf":
+                raise InvalidInputError(f"latents=True: expected numbers, shape (n, {width}); got {Z.dtype} values.")
+            Z = Z.astype(np.float32)
         else:
             Z = self.embed(inputs)
         if latents and (Z.ndim != 2 or Z.shape[1] != width):
