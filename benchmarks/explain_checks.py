@@ -40,17 +40,18 @@ def load_avg() -> str:
     return "load average " + " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
-def check_self(run_dir: str, overrides: list[str]) -> None:
+def check_self(run_dir: str, overrides: list[str], latents: bool = False) -> None:
     from pipeline import ConceptExplainer
 
     done, fits = stages(overrides)
     ex = ConceptExplainer.load(run_dir, models_dir=_models(overrides))
     load = done["load"].artifact
     t = time.perf_counter()
-    df = ex.explain(load.inputs)
+    df = ex.explain(done["encode"].artifact.Z, latents=True) if latents else ex.explain(load.inputs)
     seconds = time.perf_counter() - t
     ref = done["cluster"].artifact.labels
-    print(f"{len(df)} training inputs re-explained from raw inputs in {seconds:.1f} s ({load_avg()})")
+    what = "the run's cached latents" if latents else "raw inputs"
+    print(f"{len(df)} training inputs re-explained from {what} in {seconds:.1f} s ({load_avg()})")
     print(f"  reference: {int((df['reference'].to_numpy() == ref).sum())}/{len(df)} identical")
     for row, fit in fits.items():
         print(f"  {row}: {int((df[f'{row}.cluster'].to_numpy() == fit.predictions).sum())}/{len(df)} identical")
@@ -213,12 +214,13 @@ def main(argv=None) -> None:
     parser.add_argument("--npz", default=None, help="latents: an .npz with Z (and y)")
     parser.add_argument("run_dir")
     parser.add_argument("--rows", type=int, default=None)
+    parser.add_argument("--latents", action="store_true", help="self: from the run's cached latents")
     parser.add_argument("--copy-weights", action="store_true", help="copy: save the encoder checkpoint too")
     parser.add_argument("--mnist-style", action="store_true", help="digits: 20 x 20 centred in 28 x 28")
     parser.add_argument("--raw-rows", type=int, default=2000, help="throughput: raw inputs timed (0: none)")
     args, args.overrides = parser.parse_known_args(argv)  # the rest: the run's overrides
     if args.check == "self":
-        check_self(args.run_dir, args.overrides)
+        check_self(args.run_dir, args.overrides, args.latents)
     elif args.check == "digits":
         check_digits(args.run_dir, _models(args.overrides), args.mnist_style)
     elif args.check == "unseen-emails":
