@@ -69,7 +69,7 @@ def module_name(path: Path, src: Path = SRC) -> str:
 
 
 # Command-line doors into the application layer: ``python -m pipeline``, ``python -m pipeline.collect``.
-ENTRY_POINTS = ("__main__.py", "collect.py")
+ENTRY_POINTS = ("__main__.py", "collect.py", "explain.py", "__init__.py")  # the root __init__: a lazy door (ConceptExplainer)
 
 
 def is_library(path: Path, package: Path = PACKAGE) -> bool:

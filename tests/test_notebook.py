@@ -26,8 +26,10 @@ def test_inspect_concept_tree_notebook_executes(tmp_path, monkeypatch):
                         "concepts=mnist_geometric", "explainer=[concept_mmdt,concept_cart]",
                         "dataset.n_samples=300", "cav.params.n_repeats=2", "cav.params.cv=2", "report.figures=false"]))
     monkeypatch.delenv("CONCEPT_RUN_DIR", raising=False)
-    monkeypatch.setenv("PIPELINE_LOG_DIR", str(tmp_path))  # the notebook finds the newest run there
+    monkeypatch.setenv("PIPELINE_LOG_DIR", str(tmp_path / "elsewhere"))  # nothing to find there: RUN_DIR opens it
     nb = nbformat.read(NOTEBOOK, as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    first.source = first.source.replace("RUN_DIR = None", f"RUN_DIR = {str(run_dir)!r}")  # as papermill -p does
     nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
@@ -37,6 +39,8 @@ def test_inspect_concept_tree_notebook_executes(tmp_path, monkeypatch):
     text = "".join(o.get("text", "") for o in outputs)
     assert str(run_dir) in text and "→ cluster" in text and "% pure" in text
     assert "P(" in text  # the rules read in the run's units, as the report prints them (issue 25)
+    shown = "".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    assert "concept_mmdt.rule" in shown and "concept_mmdt.change" in shown  # explain on new samples (issue 37)
 
 
 def test_a_loaded_run_prints_the_rules_in_the_units_the_report_used(tmp_path):

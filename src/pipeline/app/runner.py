@@ -113,6 +113,19 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
         print(f"report: {report.html}")
 
 
+def save_explainer(cfg: dict, done: dict[str, StageOutput], out_dir: Path) -> None:
+    """``<run>/explainer/``, the run applied to new data (docs/explain.md). The run's results stand
+    without it: a bundle that cannot be written is a warning naming why, not a failed run."""
+    from pipeline.app.explainer_bundle import write_run_bundle
+    from pipeline.app.write_errors import WriteFailedError
+
+    try:
+        write_run_bundle(cfg, done, out_dir)
+    except (InvalidInputError, WriteFailedError, OSError, ValueError, KeyError) as exc:
+        log.warning("the run's explainer (%s) was not saved: %s: %s; python -m pipeline.explain cannot use this "
+                    "run", out_dir / "explainer", type(exc).__name__, exc)
+
+
 def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = False, summary: bool = True):
     """One dataset: the stage loop, then the summary. Returns the results DataFrame.
 
@@ -132,6 +145,7 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
                                 "dataset.chunk_rows too, or drop fit.sample_rows.")
     check_request(cfg)
     done = run_pipeline(cfg, RunContext(cache, Path(out_dir), keep_going), declared_stages(cfg))
+    save_explainer(cfg, done, Path(out_dir))
     print_summary(cfg, done, show=summary)
     return done["report"].artifact.df
 

@@ -1,0 +1,396 @@
+"""``ConceptExplainer``: a finished run applied to new data (docs/explain.md).
+
+    from pipeline import ConceptExplainer
+    ex = ConceptExplainer.load("outputs/runs/2026-11-27/09-00-00")   # a run, or a copied explainer folder
+    ex.explain(images)            # DataFrame: reference cluster, each tree's cluster, leaf, rule, ...
+    ex.predict(images, tree="concept_mmdt")
+    ex.transform(images)          # the coordinates the trees cut on (Z Cᵀ, or the latents)
+    ex.save("my_explainer/")      # the portable bundle (pipeline.app.explainer_bundle)
+
+scikit-learn conventions: fitted by the run (attributes end in ``_``), ``transform`` /
+``predict`` take an array-like of inputs and return arrays, nothing is refitted. Inputs are
+what the run's encoder takes: images (n, H, W[, C]), texts (a list of str), rows (an array or
+a DataFrame with the run's columns), or, with ``latents=True``, the encoder's outputs. The
+encoder is loaded on first use, from the checkpoint or pretrained weights the bundle names,
+after their sha256 is checked.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.app.explainer_bundle import Bundle, read_bundle, write_bundle
+from pipeline.validation import InvalidInputError
+
+log = logging.getLogger(__name__)
+
+
+class ConceptExplainer:
+    """The explainer of one finished run (load it with :meth:`load`)."""
+
+    def __init__(self, bundle: Bundle, models_dir: str | None = None):
+        self.bundle_ = bundle
+        self.models_dir = models_dir
+        doc = bundle.doc
+        self.feature_names_ = list(doc["features"]["names"])
+        self.tree_names_ = list(bundle.trees)
+        self.trees_ = dict(bundle.trees)
+        self.has_concepts_ = doc["features"]["space"] == "concepts"
+        self.units_ = self._units()
+        self._encoder = None
+
+    # ------------------------------------------------------------------ files
+    @classmethod
+    def load(cls, path, models_dir: str | None = None) -> "ConceptExplainer":
+        """The explainer saved with a run (``path``: the run directory or a bundle folder, such as a
+        copied ``<run>/explainer/``), every checksum verified. ``models_dir``: where to look for the
+        encoder checkpoint when it is no longer at the recorded path (e.g. another machine's models/)."""
+        return cls(read_bundle(path), models_dir=models_dir)
+
+    def save(self, path, copy_weights: bool = False) -> Path:
+        """Write the portable bundle to the new folder ``path``. The encoder is referenced (checkpoint
+        path + sha256, or pretrained weights id + sha256), not copied, unless ``copy_weights=True``."""
+        checkpoint = None
+        enc = self.bundle_.doc["encoder"]
+        if copy_weights and enc.get("checkpoint"):
+            checkpoint = self._checkpoint_path()
+        if not copy_weights and enc.get("copied"):
+            # a bundle holding its weights saved without them: reference the copy it came with
+            self.bundle_.doc["encoder"] = {**enc, "checkpoint": str(self._checkpoint_path()), "copied": None}
+        try:
+            return write_bundle(self.bundle_, Path(path), copy_weights=copy_weights, checkpoint=checkpoint)
+        finally:
+            self.bundle_.doc["encoder"] = enc
+
+    def __repr__(self) -> str:
+        doc = self.bundle_.doc
+        return (f"ConceptExplainer({doc['run']['dataset']}, encoder={doc['encoder']['name']}, "
+                f"reference={doc['reference']['method']}, trees={self.tree_names_}, "
+                f"features={len(self.feature_names_)} {doc['features']['space']})")
+
+    # ------------------------------------------------------------------ the encoder
+    def _checkpoint_path(self) -> Path:
+        enc = self.bundle_.doc["encoder"]
+        candidates = []
+        if enc.get("copied") and self.bundle_.path is not None:
+            candidates.append(self.bundle_.path / enc["copied"])
+        candidates.append(Path(enc["checkpoint"]))
+        if self.models_dir and enc.get("checkpoint_portable"):
+            from pipeline.app.cache import localize
+
+            candidates.append(Path(localize(enc["checkpoint_portable"], {"models_dir": self.models_dir})))
+        for p in candidates:
+            if p.is_file():
+                return p
+        raise InvalidInputError(
+            f"the {enc['name']} encoder checkpoint this explainer needs is missing: looked for "
+            f"{', '.join(str(p) for p in candidates)} (sha256 {str(enc.get('checkpoint_sha256'))[:12]}...). Copy the "
+            "checkpoint there, pass models_dir=<folder holding <encoder>/<key>.pt> (ConceptExplainer.load(path, "
+            "models_dir=...) or paths.models_dir=... on the command line), or save the explainer with "
+            "copy_weights=True on the machine that has it. Inputs that are already latents work without it "
+            "(latents=True).")
+
+    def encoder_(self):
+        """The run's encoder (loaded once; checkpoint or weights sha256 checked)."""
+        if self._encoder is not None:
+            return self._encoder
+        from pipeline.app.artifacts import EncodeArtifact
+        from pipeline.app.stages.encode import build, fitted_encoder
+
+        enc = self.bundle_.doc["encoder"]
+        cfg = {"encoder": enc["config"], "paths": {"models_dir": self.models_dir or ""}}
+        if enc.get("checkpoint"):
+            path = self._checkpoint_path()
+            art = EncodeArtifact(Z=np.zeros((0, 0)), latent_names=[], checkpoint=str(path),
+                                 checkpoint_sha256=enc["checkpoint_sha256"])
+            from pipeline.app.stages.encode import _checkpoint_sha
+
+            if _checkpoint_sha(path) != enc["checkpoint_sha256"]:
+                raise InvalidInputError(
+                    f"the encoder checkpoint {path} is not the one this explainer was saved with: its sha256 differs "
+                    f"from the recorded {enc['checkpoint_sha256'][:12]}... (retrained or replaced since). The latents "
+                    "would not be the run's. Use the original checkpoint, or rerun the pipeline and explain with the "
+                    "new run.")
+            encoder = fitted_encoder(cfg, art)
+        else:
+            encoder = build(cfg)
+            if getattr(encoder, "may_substitute_model", False):
+                encoder.fit(None)
+                used = encoder.model_used_.split(" (")[0]
+                if enc.get("model_used") and used != enc["model_used"]:
+                    raise InvalidInputError(
+                        f"the run embedded its texts with {enc['model_used']}, but here the {enc['name']} encoder "
+                        f"loads {used}; the latents would not be comparable. Install or point to the same model "
+                        f"(encoder.params.model_name) and load again.")
+        self._encoder = encoder
+        return encoder
+
+    # ------------------------------------------------------------------ inputs
+    def _check_inputs(self, inputs):
+        """The inputs as the encoder takes them, or one paragraph on what is wrong."""
+        spec = self.bundle_.doc["input"]
+        kind = spec["kind"]
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover
+            pd = None
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        if pd is not None and isinstance(inputs, pd.Series):
+            inputs = inputs.tolist()
+        if kind == "text":
+            if pd is not None and isinstance(inputs, pd.DataFrame):
+                cols = [c for c in inputs.columns if inputs[c].dtype == object]
+                if "text" in inputs.columns:
+                    cols = ["text"]
+                if len(cols) != 1:
+                    raise InvalidInputError(f"this run's encoder ({self.bundle_.doc['encoder']['name']}) takes texts; "
+                                            f"the DataFrame has {len(cols)} text columns {cols}: name one 'text'.")
+                inputs = inputs[cols[0]].tolist()
+            if not isinstance(inputs, (list, tuple)) or not all(isinstance(t, str) for t in inputs):
+                raise InvalidInputError(self._kind_message("texts (a list of str)", inputs))
+            return list(inputs)
+        if pd is not None and isinstance(inputs, pd.DataFrame):
+            names = spec.get("feature_names")
+            if kind in ("table", "tabular") and names and set(names) <= set(map(str, inputs.columns)):
+                inputs = inputs[[c for c in inputs.columns if str(c) in set(names)]][names]
+            inputs = inputs.to_numpy()
+        if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(t, str) for t in inputs):
+            raise InvalidInputError(self._kind_message(self._what(spec), inputs))
+        arr = np.asarray(inputs)
+        if arr.dtype.kind not in "biuf":
+            raise InvalidInputError(self._kind_message(self._what(spec), inputs))
+        shape = tuple(spec.get("shape") or ())
+        if arr.ndim == len(shape) and arr.ndim >= 1 and tuple(arr.shape) == shape:
+            arr = arr[None]  # one sample
+        if kind == "image" and len(shape) == 3 and shape[-1] == 1 and arr.shape[1:] == shape[:2]:
+            arr = arr[..., None]  # grey images without their channel axis
+        if tuple(arr.shape[1:]) != shape:
+            raise InvalidInputError(
+                f"the inputs have shape {tuple(arr.shape)} (n, ...) but this run's {self.bundle_.doc['encoder']['name']} "
+                f"encoder takes {self._what(spec)} of shape (n, {', '.join(map(str, shape))}). "
+                + ("Resize the images to that size first (e.g. PIL's Image.resize) and keep the channels. "
+                   if kind == "image" else "Give the same columns, in the same order, as the run's data. ")
+                + "Arrays that are already the encoder's latents go in with latents=True.")
+        if spec.get("dtype") == "uint8" and arr.dtype != np.uint8:
+            if arr.size and (np.nanmin(arr) < 0 or np.nanmax(arr) > 255):
+                raise InvalidInputError(f"this run's images are uint8 pixel values (0..255); these inputs range "
+                                        f"{np.nanmin(arr):.3g}..{np.nanmax(arr):.3g}. Scale them to 0..255.")
+            if arr.size and np.nanmax(arr) <= 1.0:
+                log.warning("the run's images are 0..255 but these inputs are all <= 1: if they were scaled to 0..1, "
+                            "multiply by 255 first")
+        return arr
+
+    @staticmethod
+    def _what(spec) -> str:
+        return {"image": "images", "table": "rows of a table", "tabular": "rows of a table", "text": "texts"}.get(spec["kind"], spec["kind"])
+
+    def _kind_message(self, wanted: str, inputs) -> str:
+        got = type(inputs).__name__
+        if isinstance(inputs, (list, tuple)) and inputs:
+            got += f" of {type(inputs[0]).__name__}"
+        return (f"this run's {self.bundle_.doc['encoder']['name']} encoder takes {wanted}, but got {got}. Give inputs "
+                "of the kind the run was fitted on (or the encoder's latents with latents=True).")
+
+    # ------------------------------------------------------------------ the maths
+    def embed(self, inputs) -> np.ndarray:
+        """The encoder's latents (n, m) of raw ``inputs``."""
+        from pipeline.app.stages.encode import embed
+
+        return embed(self.encoder_(), self._check_inputs(inputs))["Z"]
+
+    def _latents(self, inputs, latents: bool) -> np.ndarray:
+        width = int(self.bundle_.doc["encoder"]["width"])
+        if latents:  # as the encode stage hands them on (pipeline.app.stages.encode.embed): float32
+            Z = np.asarray(inputs)
+            if Z.dtype.kind not in "biuf":
+                raise InvalidInputError(f"latents=True: expected numbers, shape (n, {width}); got {Z.dtype} values.")
+            Z = Z.astype(np.float32)
+        else:
+            Z = self.embed(inputs)
+        if latents and (Z.ndim != 2 or Z.shape[1] != width):
+            raise InvalidInputError(f"latents=True: expected the encoder's latents, shape (n, {width}); got "
+                                    f"{Z.shape}.")
+        if latents and not np.all(np.isfinite(Z)):
+            raise InvalidInputError("latents=True: the latents hold NaN or inf values.")
+        return Z
+
+    def _coordinates(self, Z: np.ndarray) -> np.ndarray:
+        C = self.bundle_.arrays.get("cavs")
+        if C is None:
+            return np.asarray(Z, dtype=np.float64)
+        from pipeline.concepts.projection import project
+
+        return np.asarray(project(Z, C), dtype=np.float64)  # as the project stage (float32 latents stay so)
+
+    def transform(self, inputs, latents: bool = False) -> np.ndarray:
+        """The coordinates the trees cut on (n, d): concept coordinates Z Cᵀ (raw, as the trees
+        use them), or the latents for a run without concepts."""
+        return self._coordinates(self._latents(inputs, latents))
+
+    def _reference(self, Z: np.ndarray, inputs=None) -> np.ndarray:
+        ref, a = self.bundle_.doc["reference"], self.bundle_.arrays
+        assign = ref["assign"]
+        if assign == "encoder_head" and inputs is not None:
+            return np.asarray(self.encoder_().predict_clusters(self._check_inputs(inputs)), dtype=np.int64)
+        if assign in ("mixture", "encoder_head") and "ref_means" in a:
+            from pipeline.streaming import assign_mixture
+
+            cov = a["ref_covariances"]
+            if "ref_precisions_cholesky" not in a:  # once per explainer (as GaussianMixture keeps it)
+                from scipy.linalg import solve_triangular
+
+                a["ref_precisions_cholesky"] = np.stack([
+                    solve_triangular(np.linalg.cholesky(c), np.eye(len(c)), lower=True).T for c in cov])
+            return assign_mixture(np.asarray(Z, dtype=np.float64), a["ref_weights"], a["ref_means"], cov,
+                                  a["ref_precisions_cholesky"], "full").astype(np.int64)
+        if "ref_centers" in a:
+            from pipeline.streaming import assign_nearest
+
+            idx = assign_nearest(np.asarray(Z, dtype=np.float64), a["ref_centers"]).astype(np.int64)
+            return a["ref_center_labels"][idx] if "ref_center_labels" in a else idx
+        return np.full(len(Z), -1, dtype=np.int64)
+
+    def predict(self, inputs, tree: str | None = None, latents: bool = False) -> np.ndarray:
+        """Cluster of every input: the reference clustering's (``tree=None``) or that of the tree
+        named as in ``results.csv`` (``explainer`` column)."""
+        Z = self._latents(inputs, latents)
+        if tree is None:
+            return self._reference(Z, None if latents else inputs)
+        return self._tree(tree).predict(self._coordinates(Z))
+
+    def _tree(self, name: str):
+        if name not in self.trees_:
+            raise InvalidInputError(f"this run has no tree {name!r}; its trees are {self.tree_names_}.")
+        return self.trees_[name]
+
+    def _units(self):
+        from pipeline.app.report.concept_run import units_from_record
+
+        record = self.bundle_.doc["features"].get("display_units")
+        if record is None:
+            return None
+        values = self.bundle_.arrays.get("percentile_values")
+        X = values if values is not None else np.zeros((2, len(record)))
+        return units_from_record(record, X)
+
+    def display_values(self, X: np.ndarray) -> dict:
+        """Concept columns in the run's units: ``P(name)``, ``name (percentile)`` or ``name``."""
+        out = {}
+        for j, name in enumerate(self.feature_names_):
+            u = None if self.units_ is None else self.units_[j]
+            kind = getattr(u, "kind", "raw")
+            col = {"probability": f"P({name})", "percentile": f"{name} (percentile)"}.get(kind, name)
+            out[col] = X[:, j] if u is None else np.asarray(u(X[:, j]), dtype=np.float64)
+        return out
+
+    def _shown(self, X: np.ndarray) -> np.ndarray:
+        """``X`` in the run's display units, column by column."""
+        if self.units_ is None:
+            return X
+        return np.column_stack([X[:, j] if u is None else np.asarray(u(X[:, j]), dtype=np.float64)
+                                for j, u in enumerate(self.units_)]) if X.size else X
+
+    def _change_texts(self, X: np.ndarray, delta: np.ndarray) -> list[str]:
+        """Per row: ``"P(loop) 0.21 → 0.62, ..."``, largest change (in training σ) first; ``""`` for no move."""
+        ok = np.all(np.isfinite(delta), axis=1)
+        moved = np.where(ok[:, None], X + np.where(ok[:, None], delta, 0.0), X)
+        before, after = self._shown(X), self._shown(moved)
+        labels = []
+        for j, name in enumerate(self.feature_names_):
+            kind = getattr(None if self.units_ is None else self.units_[j], "kind", "raw")
+            labels.append({"probability": f"P({name})", "percentile": f"{name} percentile"}.get(kind, name))
+        size = np.abs(np.where(ok[:, None], delta, 0.0)) / self.bundle_.arrays["feature_scale"]
+        order = np.argsort(-size, axis=1, kind="stable")
+        out = []
+        for i in range(len(X)):
+            if not ok[i]:
+                out.append("")
+                continue
+            out.append(", ".join(f"{labels[j]} {before[i, j]:.3g} → {after[i, j]:.3g}" for j in order[i]
+                                 if delta[i, j] != 0))
+        return out
+
+    def _printed_rule_holds(self, row: str, X: np.ndarray, leaf: np.ndarray) -> np.ndarray:
+        """Whether each sample satisfies its rule *as printed* (thresholds rounded to the shortest
+        decimal that routes every training point as the tree does, in the run's units): False for a
+        new sample lying between a printed threshold and the tree's exact cut (routed by the cut)."""
+        from pipeline.trees.leaf_moves import leaf_paths
+        from pipeline.trees.rules import weighted_sum
+
+        tests = self.bundle_.doc["trees"][row].get("printed_tests")
+        if tests is None:  # a bundle saved before the printed tests were: unknown, not "holds"
+            return np.full(len(X), None, dtype=object)
+        out = np.ones(len(X), dtype=bool)
+        shown = self._shown(X)
+        for node_leaf, path in leaf_paths(self.trees_[row]).items():
+            rows = np.flatnonzero(leaf == node_leaf)
+            if rows.size == 0:
+                continue
+            for node, right in path:
+                test = tests.get(str(node))
+                if test is None:
+                    continue
+                t = test["threshold"]
+                if test["kind"] == "oblique":
+                    cols = np.array([j for j, _ in test["terms"]], dtype=np.int64)
+                    v = weighted_sum(X[rows], cols, np.array([w for _, w in test["terms"]], dtype=np.float64))
+                elif test["kind"] == "units":
+                    v = shown[rows, test["feature"]]
+                else:
+                    v = X[rows, test["feature"]]
+                if test["flip"]:  # a decreasing map: left reads "> t", right "< t"
+                    ok = v > t if not right else v < t
+                else:
+                    ok = v <= t if not right else v > t
+                out[rows[~ok]] = False
+        return out
+
+    def explain(self, inputs, latents: bool = False, ids=None):
+        """One row per input (a pandas DataFrame): ``row``, ``reference``, the concept values in the
+        run's units, ``out_of_range`` (+ the concepts outside the training range), and per tree
+        ``<tree>.cluster``, ``.leaf``, ``.rule`` (as the run printed it), ``.rule_holds`` (the sample
+        satisfies the rule as printed; False: it lies between a printed decimal and the exact cut),
+        ``.margin`` (distance to
+        the nearest cut on the path, in training standard deviations), ``.to_cluster`` /
+        ``.to_leaf`` / ``.change`` / ``.change_size`` (the smallest change of the coordinates, in
+        training standard deviations, that moves the input to a leaf of another cluster)."""
+        import pandas as pd
+
+        from pipeline.trees.leaf_moves import nearest_other_leaf, path_margins
+
+        Z = self._latents(inputs, latents)
+        X = self._coordinates(Z)
+        a = self.bundle_.arrays
+        n = len(X)
+        cols: dict = {"row": np.arange(n) if ids is None else np.asarray(ids)}
+        if len(cols["row"]) != n:
+            raise InvalidInputError(f"ids has {len(cols['row'])} entries for {n} inputs.")
+        cols["reference"] = self._reference(Z, None if latents else inputs)
+        if self.has_concepts_:
+            cols.update(self.display_values(X))
+        outside = (X < a["feature_min"]) | (X > a["feature_max"])
+        cols["out_of_range"] = outside.any(axis=1)
+        cols["out_of_range_features"] = [", ".join(self.feature_names_[j] for j in np.flatnonzero(r)) for r in outside]
+        scale = a["feature_scale"]
+        for row in self.tree_names_:
+            tree = self.trees_[row]
+            rules = self.bundle_.doc["trees"][row]["rules"]
+            leaf = tree.apply(X)
+            cols[f"{row}.cluster"] = tree.label[leaf]
+            cols[f"{row}.leaf"] = leaf
+            cols[f"{row}.rule"] = [rules.get(str(int(v)), {}).get("text", "") for v in leaf]
+            cols[f"{row}.rule_holds"] = self._printed_rule_holds(row, X, leaf)
+            cols[f"{row}.margin"] = path_margins(tree, X, scale)[0]
+            moves = nearest_other_leaf(tree, X, scale)
+            cols[f"{row}.to_cluster"] = moves.label
+            cols[f"{row}.to_leaf"] = moves.leaf
+            cols[f"{row}.change"] = self._change_texts(X, moves.delta)
+            cols[f"{row}.change_size"] = moves.distance
+        return pd.DataFrame(cols)
+
+
+__all__ = ["ConceptExplainer"]

