@@ -190,7 +190,19 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
                          cav_summary=concepts.cav_summary if concepts is not None else None, scatter_svg=scatter,
                          counterfactuals=cf_table, counterfactual_svgs=cf_svgs, cav_boundary=boundary,
                          discovered=discovered,
-                         discovery_method=concepts.discovery_method if concepts is not None else None)
+                         discovery_method=concepts.discovery_method if concepts is not None else None,
+                         cav_test=concepts.cav_test if concepts is not None else None,
+                         concept_notes=concept_notes(concepts))
+
+
+def concept_notes(concepts: ConceptsArtifact | None) -> list[str]:
+    """What the report says under the CAV table: the concepts learned from the run itself (with
+    their marks), unavailable concepts, near-parallel CAVs and discovery notes."""
+    if concepts is None:
+        return []
+    from pipeline.app.report.concept_run import provenance_lines
+
+    return provenance_lines(concepts.provenance, concepts.cav_dropped) + list(concepts.concept_notes or [])
 
 
 def page_title(cfg: dict, load: LoadArtifact, concepts: ConceptsArtifact | None) -> str:
