@@ -152,9 +152,13 @@ def boundaries(cav_summary: list[dict], names: list[str] | None, units: list | N
 
 
 def discovery_frame(discovery: list[dict]) -> pd.DataFrame:
-    """Discovered concepts: name, the label it is most associated with, its AUC, importance."""
+    """Discovered concepts: name, its association with the labels (``≈ Sneaker, AUC .96``: a column of
+    its own, never the name), importance, and the automatic name where the user renamed it."""
     df = pd.DataFrame(discovery)
-    return df[[c for c in ("concept", "associated with", "AUC", "importance", "automatic name") if c in df.columns]]
+    cols = ["concept", "association", "importance"]
+    if "automatic name" in df.columns and (df["automatic name"] != df["concept"]).any():
+        cols.append("automatic name")
+    return df[[c for c in cols if c in df.columns]]
 
 
 def _fmt(df: pd.DataFrame) -> str:
@@ -188,8 +192,9 @@ def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped:
     if prov:
         lines += [""] + prov
     if discovery:
-        lines += ["", "Discovered concepts (named by the class they separate best, ROC AUC of the concept coordinate):",
-                  _fmt(discovery_frame(discovery))]
+        how = discovery[0].get("named by", "position")
+        lines += ["", f"Discovered concepts (named by {how}; association: the class the concept coordinate separates "
+                      "best, ROC AUC):", _fmt(discovery_frame(discovery))]
     if notes:
         lines += ["", "Notes: " + "; ".join(notes)]
     if dropped:

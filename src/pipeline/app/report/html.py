@@ -90,9 +90,7 @@ def concept_views(discovery: list[dict], top_examples, kind: str | None, data=No
     top examples apart (tables), each captioned ``≈ label, AUC .93``."""
     out = []
     for row, rows in zip(discovery, np.asarray(top_examples, dtype=int)):
-        auc = row.get("AUC")
-        caption = (f"≈ {row['associated with']}, AUC {auc:.2f}".replace("AUC 0.", "AUC .")
-                   if row.get("associated with") and auc == auc else "no class association")
+        caption = row.get("association") or "no class association"
         caption += f" · importance {row.get('importance', float('nan')):.0%}"
         view = ConceptView(str(row["concept"]), caption)
         if data is not None and kind == "image":
@@ -334,8 +332,9 @@ def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[T
         how = {"nmf": "non-negative matrix factorisation", "ica": "independent component analysis (FastICA)"}
         body += ['<h2 id="discovered">Discovered concepts</h2>',
                  f'<p class="sub">concepts found in the representation by {_e(how.get(discovery_method, "factorisation"))}'
-                 "; each is named after the class its coordinate separates best (ROC AUC) and shown by the examples "
-                 "expressing it most.</p>"] + [_concept_html(v) for v in discovered]
+                 "; each is named from the data, not the labels, and shown by the examples expressing it most (a "
+                 "contact sheet for images); ≈ gives the class its coordinate separates best (ROC AUC).</p>"]
+        body += [_concept_html(v) for v in discovered]
     if scatter_svg:
         body += ["<h2>Clusters in concept space</h2>", f'<div class="fig">{scatter_svg}</div>']
     if counterfactuals is not None and len(counterfactuals):
