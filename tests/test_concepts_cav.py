@@ -217,7 +217,7 @@ def test_no_significance_beside_an_undefined_accuracy():
     cf = CAVFitter(fitter=MeanDifferenceFitter, n_repeats=5, cv=0, random_state=0).fit(Z, labels, ["a", "b"])
     rows = cf.summary()
     assert all(np.isnan(r["score"]) and np.isnan(r["ci_low"]) and r["significant"] is None for r in rows)
-    assert cf.test_line().startswith("significance: not tested (cv=0")
+    assert cf.test_line().startswith("significance: not tested, and no held-out accuracy or interval (cv=0")
     cf = CAVFitter(n_repeats=5, cv=3, random_state=0).fit(Z, labels, ["a", "b"])
     assert cf.tested_.all() and "Welch t-test" in cf.test_line() and "5 random-split CAVs" in cf.test_line()
     assert "Bonferroni over 2 concept(s)" in cf.test_line()

@@ -409,9 +409,10 @@ class CAVFitter(BaseEstimator):
         what = "R²" if self._continuous else "accuracy"
         ci = ("95% t-intervals over the repeats (capped at 1)" if self._continuous else
               "95% Wilson intervals on the held-out predictions")
+        if int(self.cv) == 0:
+            return "significance: not tested, and no held-out accuracy or interval (cv=0: no held-out folds)."
         if M == 0:
-            why = ("cv=0: no held-out score" if int(self.cv) == 0 else
-                   f"n_repeats={R} (needs >= 3)" if R < 3 else "no defined held-out score")
+            why = f"n_repeats={R} (needs >= 3)" if R < 3 else "no defined held-out score"
             return f"significance: not tested ({why}); {ci}."
         return (f"significance: one-sided Welch t-test of the held-out {what} of {R} CAVs per concept against "
                 f"{R} random-split CAVs (the same examples, labels permuted) per concept, Bonferroni over {M} "

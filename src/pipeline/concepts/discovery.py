@@ -191,6 +191,13 @@ def concept_associations(coords, labels: Mapping[str, np.ndarray]) -> list[tuple
     return out
 
 
+# Left out of text names besides scikit-learn's English stop words: the stems of contractions that the
+# tokenizer leaves behind ("don't" -> "don") and the residue of URLs, e-mail addresses and HTML (&nbsp;).
+EXTRA_STOP_WORDS = ("don", "doesn", "didn", "isn", "wasn", "aren", "weren", "won", "wouldn", "couldn", "shouldn",
+                    "haven", "hasn", "hadn", "ll", "ve", "com", "www", "http", "https", "html", "htm", "nbsp", "org",
+                    "net", "mailto")
+
+
 def distinctive_words(texts: Sequence[str], top, n_words: int = 3, stop_words="english") -> list[list[str]]:
     """The ``n_words`` most distinctive words of each concept's top documents (class-based TF-IDF).
 
@@ -199,11 +206,16 @@ def distinctive_words(texts: Sequence[str], top, n_words: int = 3, stop_words="e
     there times ``log(1 + A / f)``, with ``f`` its frequency in the whole corpus and ``A`` the mean
     number of words per class document (Grootendorst 2022, BERTopic's c-TF-IDF), so words common
     everywhere ("the", a mailing list's footer) sink and words of those documents rise. Words of
-    three or more letters, English stop words left out (scikit-learn ``CountVectorizer``).
+    three or more letters; English stop words (``stop_words="english"``: scikit-learn's list plus
+    :data:`EXTRA_STOP_WORDS`) left out; HTML entities decoded first (scikit-learn ``CountVectorizer``).
     """
-    from sklearn.feature_extraction.text import CountVectorizer
+    import html
 
-    texts = [str(t) for t in texts]
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
+
+    if stop_words == "english":
+        stop_words = sorted(ENGLISH_STOP_WORDS | set(EXTRA_STOP_WORDS))
+    texts = [html.unescape(str(t)) for t in texts]
     top = [np.asarray(t, dtype=np.int64) for t in top]
     vec = CountVectorizer(stop_words=stop_words, token_pattern=r"(?u)\b[^\W\d_]{3,}\b", lowercase=True)
     try:

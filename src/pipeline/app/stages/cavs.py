@@ -113,7 +113,9 @@ def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> ConceptsArtifact:
         if p is not None:
             row["examples"] = p["note"]
         row["concept"] = marked.get(row["concept"], row["concept"])
-    dropped = {**(examples.meta.get("unavailable") or {}), **fitter.dropped_}
+    dropped = {**(examples.meta.get("unavailable") or {}), **{
+        n: (f"{why} (both {prov[n]['note']})" if why.startswith("has the same examples") and n in prov else why)
+        for n, why in fitter.dropped_.items()}}
     notes = [f"{marked.get(n, n)}: {why}" for n, why in fitter.similar_.items()]
     log.info("CAVs: %s", ", ".join(f"{r['concept']}={r['score']:.3f}" for r in summary))
     names = [marked.get(n, n) for n in fitter.concept_names_]
