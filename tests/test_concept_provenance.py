@@ -101,6 +101,7 @@ def test_a_planted_concept_equal_to_a_class_is_marked_everywhere(tmp_path, capsy
     rules = "".join((tmp_path / "run" / "trees" / f"{r}.rules.txt").read_text() for r in ("concept_mmdt", "concept_cart"))
     used = [n for n in meta["concept_names"] if n.rstrip("†‡") in rules]
     assert used and all(n in rules for n in used)  # every concept a rule names carries its mark
+    assert "† learned from this run's own classes: restates the class labels." in rules  # and says what it means
     cavs = pd.read_csv(tmp_path / "run" / "concepts" / "cavs.csv", comment="#")
     assert cavs.loc[0, "concept"] == "setosa_like†" and "restates the class" in cavs.loc[0, "examples"]
     assert (tmp_path / "run" / "concepts" / "cavs.csv").read_text().splitlines()[-1].startswith(
