@@ -51,6 +51,7 @@ def test_class_attribute_provenance_and_the_strict_protocol():
     # laced: no class outside the run has it, so it is learned from this run's Sneaker and Ankle boot images
     assert prov["laced"]["from_run"] == "classes"
     assert prov["laced"]["note"] == "learned from this run's Sneaker, Ankle boot images: restates the class"
+    assert prov["laced"]["strict_available"]  # exclude_run_classes=true would leave it out: the run names the option
     assert prov["footwear"]["from_run"] is None and prov["footwear"]["positives"].startswith("Sandal images")
     # the strict protocol leaves laced out, with the reason, and keeps the rest
     strict = class_attribute_examples("fashion_attributes", names, table, classes, run_ds, others=others,

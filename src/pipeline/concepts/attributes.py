@@ -115,7 +115,8 @@ def class_attribute_examples(set_name: str, names, table, table_classes, dataset
         else:
             note = (f"its negatives are this run's {class_list(lacking)} images (every class outside the run has "
                     "it): restates the class")
-        return provenance(pos + " images", neg + " images", "classes", note, held or lacking)
+        return provenance(pos + " images", neg + " images", "classes", note, held or lacking,
+                          strict_available=bool(outside))
 
     if others is None or len(others[0]) == 0:
         if exclude_run_classes:

@@ -34,14 +34,15 @@ MARK_MEANING = {"classes": "learned from this run's own classes: restates the cl
 
 
 def provenance(positives: str, negatives: str, from_run: str | None = None, note: str | None = None,
-               run_classes=()) -> dict:
+               run_classes=(), strict_available: bool = False) -> dict:
     """Where one concept's examples came from: ``positives`` / ``negatives`` (short descriptions),
     ``from_run`` (None, ``"classes"`` or ``"rows"``: a key of :data:`MARKS`), the run classes its
-    labels restate and a one-line ``note`` for the tables."""
+    labels restate, a one-line ``note`` for the tables and whether ``exclude_run_classes=true``
+    would learn it outside the run instead (``strict_available``: class-attribute sets)."""
     if from_run not in (None, *MARKS):
         raise ValueError(f"from_run must be None or one of {list(MARKS)}, got {from_run!r}")
     return {"positives": positives, "negatives": negatives, "from_run": from_run,
-            "run_classes": [str(c) for c in run_classes],
+            "run_classes": [str(c) for c in run_classes], "strict_available": bool(strict_available),
             "note": note or f"positives: {positives}; negatives: {negatives}"}
 
 

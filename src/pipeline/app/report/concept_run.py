@@ -97,8 +97,7 @@ def provenance_lines(provenance: list[dict] | None, dropped: dict | None = None)
     lines = ["Concepts learned from the run itself (" + "; ".join(f"{MARKS[k]} {MARK_MEANING[k]}" for k in kinds)
              + "):"] if marked else []
     lines += [f"  {p['concept']}: {p['note']}" for p in marked]
-    if any("images" in p.get("note", "") and p["from_run"] == "classes" and "restates" in p.get("note", "")
-           for p in marked):
+    if any(p.get("strict_available") for p in marked):
         lines.append("  class-attribute concepts only from classes outside the run (the strict protocol): "
                      "concepts.params.exclude_run_classes=true")
     if unavailable:
