@@ -113,9 +113,9 @@ def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> ConceptsArtifact:
         if p is not None:
             row["examples"] = p["note"]
         row["concept"] = marked.get(row["concept"], row["concept"])
-    dropped = {**(examples.meta.get("unavailable") or {}), **{
-        n: (f"{why} (both {prov[n]['note']})" if why.startswith("has the same examples") and n in prov else why)
-        for n, why in fitter.dropped_.items()}}
+    attributes = examples.meta.get("source") == "class attributes"  # examples are classes' images, not files
+    dropped = {**(examples.meta.get("unavailable") or {}), **{n: _same_as(why, prov.get(n) if attributes else None)
+                                                              for n, why in fitter.dropped_.items()}}
     notes = [f"{marked.get(n, n)}: {why}" for n, why in fitter.similar_.items()]
     log.info("CAVs: %s", ", ".join(f"{r['concept']}={r['score']:.3f}" for r in summary))
     names = [marked.get(n, n) for n in fitter.concept_names_]
@@ -132,6 +132,14 @@ def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> ConceptsArtifact:
                     for n in fitter.concept_names_],
         concept_notes=notes or None,
     )
+
+
+def _same_as(why: str, prov: dict | None) -> str:
+    """A class attribute's duplicate reason with the classes both concepts were learned from."""
+    if prov is None or not why.startswith("has the same examples"):
+        return why
+    return (why.split(", so it is")[0] + f", so on these examples it is the same concept (both {prov['note']}); "
+            "only images of other classes could tell them apart")
 
 
 CALIBRATED = ("logistic",)  # CAV fitters that are calibrated classifiers: default units = probability
