@@ -196,6 +196,7 @@ def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped:
                       "best, ROC AUC):", _fmt(discovery_frame(discovery))]
     if notes:
         lines += ["", "Notes: " + "; ".join(notes)]
+    dropped = {k: v for k, v in dropped.items() if "exclude_run_classes" not in v}  # listed above
     if dropped:
         lines += ["", "CAVs not used (why the independent count is lower): "
                   + "; ".join(f"{k} {v}" if v.startswith(("is ", "duplicates")) else f"{k}: {v}"
