@@ -97,7 +97,7 @@ def automatic_names(coords: np.ndarray, dataset, n_words: int = 3) -> tuple[list
         cols = top_columns(coords, X.astype(np.float64), dataset.feature_names, n=2)
         return [(" ".join(c) if c else f"c{j + 1}") for j, c in enumerate(cols)], (
             "the data columns the concept coordinate correlates with most (+ grows with it, - falls)")
-    return [f"c{j + 1}" for j in range(k)], "position (see each concept's top examples)"
+    return [f"c{j + 1}" for j in range(k)], "position, c1, c2 ... (their top examples: the contact sheet in report.html)"
 
 
 def _attribute_table(path, dataset, id_column) -> dict[str, np.ndarray]:
