@@ -160,3 +160,15 @@ def test_two_concepts_with_identical_examples(tmp_path, capsys):
     assert list(df["explainer"]) == ["reference", "concept_cart"]
     names = json.loads((tmp_path / "run" / "concepts" / "run.json").read_text())["concept_names"]
     assert names == ["bright", "dim"]  # dim's examples differ: kept, whatever its direction
+
+
+def test_text_concepts_with_corpus_negatives_are_in_sample():
+    from pipeline.concepts.sets import text_prompt_examples
+
+    data = Dataset("mails", ["buy now", "meeting at noon", "free offer", "the patch"], np.array([0, 1, 0, 1]), "text")
+    spec = {"name": "topics", "concepts": {"offer": ["a special offer"], "meeting": ["see you at 3pm"]}}
+    own = text_prompt_examples(spec, data)
+    assert not any(p["from_run"] for p in own.meta["provenance"].values())  # phrases only: no mark
+    corpus = text_prompt_examples({**spec, "negatives": "corpus", "n_negatives": 3}, data)
+    p = corpus.meta["provenance"]["offer"]
+    assert p["from_run"] == "rows" and "3 texts of the explained data (in-sample)" in p["note"]
