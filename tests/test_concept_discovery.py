@@ -11,8 +11,8 @@ from scipy.optimize import linear_sum_assignment
 
 from pipeline.app.config import compose_config
 from pipeline.app.runner import run
-from pipeline.concepts.discovery import (ConceptDiscovery, concept_associations, label_table, name_concepts,
-                                         top_examples)
+from pipeline.concepts.discovery import (ConceptDiscovery, association_text, concept_associations,
+                                         distinctive_words, label_table, name_concepts, top_columns, top_examples)
 from pipeline.validation import InvalidInputError
 
 
@@ -72,10 +72,12 @@ def test_naming_by_auc_finds_the_planted_label():
     assoc = concept_associations(S, {"sandal": planted, "noise": rng.integers(0, 2, len(Z)).astype(float)})
     j = int(np.argmax(np.abs(np.corrcoef(S.T, U[:, 2])[-1, :-1])))  # the concept matching factor 2
     assert assoc[j][0] == "sandal" and assoc[j][1] > 0.9
-    names = name_concepts(assoc)
-    assert names[j] == "≈sandal"
-    assert all(n.startswith("concept_") for i, n in enumerate(names) if assoc[i][1] < 0.6)
-    assert name_concepts(assoc, {"≈sandal": "strappy"})[j] == "strappy"
+    # the association is a column of its own, never the name
+    assert association_text(*assoc[j]) in ("≈ sandal, AUC 1.00", *(f"≈ sandal, AUC .9{d}" for d in range(10)))
+    assert association_text("noise", 0.55) == "none (best: noise, AUC .55)"
+    auto = [f"c{i + 1}" for i in range(5)]
+    assert name_concepts(auto) == auto and name_concepts(auto, {f"c{j + 1}": "strappy"})[j] == "strappy"
+    assert name_concepts(auto, {f"concept_{j}": "strappy"})[j] == "strappy"
     top = top_examples(S, 4)
     assert top.shape == (5, 4) and S[top[j, 0], j] == S[:, j].max()
 
@@ -95,12 +97,38 @@ def test_bad_discovery_input_is_explained():
     with pytest.raises(InvalidInputError, match="method='ica'"):
         ConceptDiscovery(3, method="nmf").fit(Z - 1.0)
     with pytest.raises(InvalidInputError, match="not discovered concepts"):
-        name_concepts([("a", 0.9), ("b", 0.8)], {"≈c": "x"})
+        name_concepts(["a", "b"], {"c": "x"})
     with pytest.raises(InvalidInputError, match="same name"):
-        name_concepts([("a", 0.9), ("b", 0.8)], {"≈a": "x", "≈b": "x"})
+        name_concepts(["a", "b"], {"a": "x", "b": "x"})
+    assert name_concepts(["a", "a", ""]) == ["a", "a#2", "c3"]
+
+
+def test_text_names_come_from_the_documents_words():
+    docs = (["click here to unsubscribe from this offer, click now"] * 5 + ["the kernel patch fails to compile"] * 5
+            + ["the weather is nice today"] * 10)
+    words = distinctive_words(docs, [np.arange(5), np.arange(5, 10)], 3)
+    assert set(words[0]) <= set("click here unsubscribe offer".split()) and words[0][0] == "click"
+    assert set(words[1]) <= set("kernel patch fails compile".split()) and len(words[1]) == 3
+    for w, top in zip(words, [range(5), range(5, 10)]):  # every word is in the concept's own documents
+        assert all(any(x in docs[i] for i in top) for x in w)
+    assert distinctive_words(["a b", "c d"], [np.array([0])]) == [[]]  # no word of 3+ letters: no name
+
+
+def test_table_names_are_the_top_loading_columns():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4))
+    S = np.column_stack([2 * X[:, 2] - X[:, 0], -X[:, 3]])
+    cols = top_columns(S, X, ["alcohol", "ash", "proline", "hue"])
+    assert cols == [["proline+", "alcohol-"], ["hue-"] + cols[1][1:]]
+    assert top_columns(S, np.column_stack([X[:, 0], np.ones(200)]), ["a", "const"], n=2)[0] == ["a-"]
 
 
 # ------------------------------------------------------------------ the pipeline
+def meta_columns(tmp_path) -> set[str]:
+    from sklearn.datasets import load_digits
+
+    return {f"pixel_{i}_{j}" for i in range(8) for j in range(8)} | set(load_digits().feature_names)
+
 def _compose(tmp_path, *overrides):
     return compose_config([f"paths.output_dir={tmp_path / 'run'}", f"paths.cache_dir={tmp_path / 'cache'}",
                            f"paths.models_dir={tmp_path / 'models'}", "report.figures=false", "dataset=digits",
@@ -115,7 +143,10 @@ def test_discovered_concepts_run_end_to_end(tmp_path, capsys):
     assert np.isfinite(df.set_index("explainer").loc["concept_cart", "ari"])
     meta = json.loads((tmp_path / "run" / "concepts" / "run.json").read_text())
     assert meta["discovery_method"] == "nmf" and len(meta["discovery"]) == 8 and meta["units"] == "percentile"
-    assert any(n.startswith("≈") for n in meta["concept_names"])
+    # named without the labels: digits is a table of 64 pixel columns, so by the columns each concept follows
+    assert not any("≈" in n for n in meta["concept_names"]) and len(meta["concept_names"]) == 8
+    assert all(n.split()[0].rstrip("+-") in meta_columns(tmp_path) for n in meta["concept_names"])
+    assert any(r["association"].startswith("≈ ") for r in meta["discovery"])  # the labels: a separate column
     rules = (tmp_path / "run" / "trees" / "concept_cart.rules.txt").read_text()
     assert "%" in rules  # discovered concepts have no calibrated classifier: percentiles by default
     page = (tmp_path / "run" / "report.html").read_text()
@@ -130,7 +161,6 @@ def test_discovered_concepts_run_end_to_end(tmp_path, capsys):
 
 @pytest.mark.parametrize("override, message", [
     ("concepts.params.n_concepts=0", "between 1 and the dimension"),
-    ("concepts.params.n_concepts=65", "between 1 and the dimension"),
     ("concepts.params.names={nope: x}", "not discovered concepts"),
     ("concepts.units=probability", "calibrated classifiers"),
     ("concepts.units=furlongs", "not a unit"),
@@ -150,7 +180,8 @@ def test_concept_runs_print_probabilities_by_default(tmp_path, capsys):
 
 
 def test_an_attribute_table_names_the_concept_it_matches(tmp_path):
-    """concepts.params.attributes: a 0/1 column planted on one concept's top 20% names that concept."""
+    """concepts.params.attributes: a 0/1 column planted on one concept's top 20% is that concept's association
+    (a column of its own; the name stays the data's)."""
     import pandas as pd
 
     run(_compose(tmp_path, "concepts=discovered", "concepts.params.n_concepts=6", "dataset.n_samples=null"))
@@ -161,4 +192,22 @@ def test_an_attribute_table_names_the_concept_it_matches(tmp_path):
     run(_compose(tmp_path, "concepts=discovered", "concepts.params.n_concepts=6", "dataset.n_samples=null",
                  f"concepts.params.attributes={table}"))
     meta = json.loads((tmp_path / "run" / "concepts" / "run.json").read_text())
-    assert meta["concept_names"][2] == "≈planted" and meta["discovery"][2]["AUC"] == 1.0
+    assert meta["discovery"][2]["association"] == "≈ planted, AUC 1.00" and meta["discovery"][2]["AUC"] == 1.0
+    assert "planted" not in meta["concept_names"][2]
+
+
+def test_discovered_concepts_on_a_one_column_table(tmp_path, capsys):
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(0, 1, 60), rng.normal(6, 1, 60)])
+    pd.DataFrame({"proline": x, "label": [0] * 60 + [1] * 60}).to_csv(tmp_path / "one.csv", index=False)
+    df = run(compose_config([f"paths.output_dir={tmp_path / 'run'}", f"paths.cache_dir={tmp_path / 'cache'}",
+                             "report.figures=false", "dataset=files", f"dataset.path={tmp_path / 'one.csv'}",
+                             "dataset.labels=label", "encoder=identity", "clustering=gmm",
+                             "explainer=[concept_mmdt,concept_cart]", "concepts=discovered"]))
+    out = capsys.readouterr().out
+    assert "representation has 1 dimension(s)" in out and "the concept trees are the trees on the column" in out
+    meta = json.loads((tmp_path / "run" / "concepts" / "run.json").read_text())
+    assert meta["concept_names"] == ["proline+"]  # the table's own column names the concept
+    assert df.set_index("explainer").loc["concept_cart", "ari"] > 0.9  # the rest of the run is reported

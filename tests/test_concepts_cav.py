@@ -104,7 +104,7 @@ def test_duplicate_concepts_are_dropped():
     Z, labels, _ = planted(M=1)
     L = np.column_stack([labels[:, 0], labels[:, 0]])
     cf = CAVFitter(fitter=MeanDifferenceFitter, n_repeats=1, subsample=1.0, cv=0).fit(Z, L, ["x", "x_again"])
-    assert cf.concept_names_ == ["x"] and "duplicates" in cf.dropped_["x_again"]
+    assert cf.concept_names_ == ["x"] and "same examples and labels as 'x'" in cf.dropped_["x_again"]
 
 
 def test_bad_input_errors():
@@ -147,8 +147,10 @@ def test_build_fitter_accepts_instances():
 def test_significance_test_is_skipped_without_enough_repeats():
     Z, labels, _ = planted(M=2)
     cf = CAVFitter(n_repeats=2, cv=2, random_state=0).fit(Z, labels)
-    assert np.isnan(cf.p_values_).all() and cf.significant_.all()
+    assert np.isnan(cf.p_values_).all() and not cf.significant_.any() and not cf.tested_.any()
     assert np.isfinite(cf.scores_).all()  # held-out accuracy is still reported
+    assert all(r["significant"] is None for r in cf.summary())  # "not tested", never "yes"
+    assert "not tested (n_repeats=2" in cf.test_line()
 
 
 @pytest.mark.parametrize("kwargs, param", [
@@ -207,3 +209,54 @@ def test_concepts_fitted_in_threads_give_the_same_cavs():
     a, b = fits
     assert np.array_equal(a.cavs_, b.cavs_) and np.array_equal(a.scores_, b.scores_, equal_nan=True)
     assert np.array_equal(a.random_scores_, b.random_scores_, equal_nan=True) and a.dropped_ == b.dropped_
+
+
+# ---- issue 34: honest statistics, duplicates by what the concepts are ------------------------
+def test_no_significance_beside_an_undefined_accuracy():
+    Z, labels, _ = planted(M=2)
+    cf = CAVFitter(fitter=MeanDifferenceFitter, n_repeats=5, cv=0, random_state=0).fit(Z, labels, ["a", "b"])
+    rows = cf.summary()
+    assert all(np.isnan(r["score"]) and np.isnan(r["ci_low"]) and r["significant"] is None for r in rows)
+    assert cf.test_line().startswith("significance: not tested, and no held-out accuracy or interval (cv=0")
+    cf = CAVFitter(n_repeats=5, cv=3, random_state=0).fit(Z, labels, ["a", "b"])
+    assert cf.tested_.all() and "Welch t-test" in cf.test_line() and "5 random-split CAVs" in cf.test_line()
+    assert "Bonferroni over 2 concept(s)" in cf.test_line()
+
+
+def test_accuracy_intervals_stay_inside_0_1():
+    from hypothesis import given, settings, strategies as st
+
+    from pipeline.concepts.cav import wilson_interval
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.floats(0, 1), st.integers(1, 10**6))
+    def check(p, n):
+        lo, hi = wilson_interval([p], [n])[0]
+        assert 0 <= lo <= p + 1e-12 and p - 1e-12 <= hi <= 1
+
+    check()
+    assert np.isnan(wilson_interval([np.nan, 0.5], [10, 0])).all()
+    # perfectly separable concepts: accuracy 1 on every repeat, the interval ends at 1 (was 1.005)
+    Z, labels, _ = planted(noise=0.0)
+    cf = CAVFitter(n_repeats=5, cv=3, random_state=0).fit(Z, labels)
+    assert (cf.score_ci_ >= 0).all() and (cf.score_ci_ <= 1).all()
+    assert (cf.score_ci_[:, 0] <= cf.score_mean_).all() and (cf.score_mean_ <= cf.score_ci_[:, 1]).all()
+
+
+def test_identical_examples_are_duplicates_different_examples_are_not():
+    Z, labels, _ = planted(M=1)
+    # the same examples given twice (a file copied into two folders): rows 0..n-1 and n..2n-1 are equal
+    Z2 = np.concatenate([Z, Z])
+    L = np.full((2 * len(Z), 2), np.nan)
+    L[:len(Z), 0] = labels[:, 0]
+    L[len(Z):, 1] = labels[:, 0]
+    cf = CAVFitter(n_repeats=3, cv=2, random_state=0).fit(Z2, L, ["a", "copy_of_a"])
+    assert cf.concept_names_ == ["a"] and "same examples and labels as 'a'" in cf.dropped_["copy_of_a"]
+    # different examples whose directions coincide: both kept, the high cosine is a note
+    half = len(Z) // 2
+    L = np.full((len(Z), 2), np.nan)
+    L[:half, 0], L[half:, 1] = labels[:half, 0], labels[half:, 0]
+    cf = CAVFitter(fitter=MeanDifferenceFitter, n_repeats=1, subsample=1.0, cv=0, duplicate_tol=0.2).fit(
+        Z, L, ["first_half", "second_half"])
+    assert cf.concept_names_ == ["first_half", "second_half"] and not cf.dropped_
+    assert "although their examples differ" in cf.similar_["second_half"]

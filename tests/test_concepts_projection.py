@@ -13,7 +13,7 @@ from pipeline.concepts import (
     pooled_concept_sigma,
     select_concepts,
 )
-from pipeline.concepts.projection import check_cavs, drop_duplicate_cavs
+from pipeline.concepts.projection import check_cavs, similar_cavs
 from pipeline.metrics import concept_explainability_to_noise_ratio
 from pipeline.validation import InvalidInputError
 
@@ -154,9 +154,8 @@ def test_rank_deficient_cavs_are_reported(caplog):
     with caplog.at_level(logging.WARNING):
         check_cavs(C)
     assert "span only 2 dimensions" in caplog.text
-    dropped = {}
-    keep = drop_duplicate_cavs(np.array([[1.0, 0], [0, 1.0], [-2.0, 0]]), ["a", "b", "minus_a"], dropped=dropped)
-    assert keep == [0, 1] and "'a'" in dropped["minus_a"]
+    notes = similar_cavs(np.array([[1.0, 0], [0, 1.0], [-2.0, 0]]), ["a", "b", "minus_a"])
+    assert list(notes) == ["minus_a"] and "opposite to 'a'" in notes["minus_a"]
 
 
 def test_selection_bad_input():

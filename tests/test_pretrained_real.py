@@ -326,8 +326,10 @@ def test_discovered_concepts_show_text_snippets_of_emails(tmp_path):
     fake_spam_tarball(tmp_path / "sa")
     mails = load_spam_assassin({"root": str(tmp_path / "sa")}, {"data_dir": str(tmp_path)}).X
     mails = [*mails, "Cheap <pills>\n\n  &   offers " + "x" * 300]
-    discovery = [{"concept": "offers", "associated with": "spam", "AUC": 0.91, "importance": 0.6},
-                 {"concept": "threads", "associated with": None, "AUC": float("nan"), "importance": 0.4}]
+    discovery = [{"concept": "offers", "association": "≈ spam, AUC .91", "associated with": "spam", "AUC": 0.91,
+                  "importance": 0.6},
+                 {"concept": "threads", "association": "", "associated with": None, "AUC": float("nan"),
+                  "importance": 0.4}]
     views = concept_views(discovery, [[3, 0, 1, 2], [1, 2, 0, 3]], "text", mails)
     assert [v.caption for v in views] == ["≈ spam, AUC .91 · importance 60%", "no class association · importance 40%"]
     assert len(views[0].snippets) == 3 and not views[0].thumbnails and views[0].features is None

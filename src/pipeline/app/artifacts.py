@@ -175,6 +175,9 @@ class ConceptsArtifact(Artifact):
     discovery: list | None = None  # concepts=discovered: one row per concept (name, association, AUC, ...)
     discovery_method: str | None = None  # nmf | ica
     top_examples: np.ndarray | None = None  # (n_concepts, n_examples) rows expressing each concept most
+    cav_test: str | None = None  # the significance test and intervals of the CAV table, in one line
+    provenance: list | None = None  # per concept: where its positives / negatives came from, from_run, note
+    concept_notes: list | None = None  # notes for the reader (near-parallel CAVs, discovery limits)
 
     @property
     def enabled(self) -> bool:

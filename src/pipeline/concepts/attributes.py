@@ -6,8 +6,11 @@ When a run clusters a subset of the classes, concepts fitted on those same image
 cluster labels in disguise (an attribute held by exactly one run class separates that class).
 So each attribute's CAV is fitted on images of the *other* classes of the dataset when the
 attribute varies there (some have it, some lack it), and only otherwise on all classes (the
-run's and the others'). :attr:`ConceptExamples.meta` ``["examples_from"]`` says which, per
-concept, for the CAV table. Library layer: the images arrive as arrays.
+run's and the others'): such a concept restates the run's classes and carries the mark ``†``
+(:data:`pipeline.concepts.sets.MARKS`). With ``exclude_run_classes=True`` (the strict protocol)
+those attributes are left out instead, each with the reason (``meta["unavailable"]``).
+:attr:`ConceptExamples.meta` ``["provenance"]`` says, per concept, which classes' images its
+positives and negatives are. Library layer: the images arrive as arrays.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import logging
 import numpy as np
 
 from pipeline.concepts.fitters import LinearRegressionFitter
-from pipeline.concepts.sets import ConceptExamples
+from pipeline.concepts.sets import ConceptExamples, class_list, provenance
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -61,7 +64,8 @@ def check_table(names, table, table_classes, what: str, continuous: bool = False
 
 def class_attribute_examples(set_name: str, names, table, table_classes, dataset, others=None,
                              per_class: int = 100, random_state: int = 0, continuous: bool = False,
-                             definitions: dict | None = None, strict: bool = True) -> ConceptExamples:
+                             definitions: dict | None = None, strict: bool = True,
+                             exclude_run_classes: bool = False) -> ConceptExamples:
     """Concept examples of a class-attribute table for ``dataset``.
 
     Parameters
@@ -83,6 +87,10 @@ def class_attribute_examples(set_name: str, names, table, table_classes, dataset
     strict : bool
         An attribute that every class or no class has is an error (True: a table written for the
         project) or left to the CAV fitter to drop (False: a published table such as AwA2's).
+    exclude_run_classes : bool
+        The strict protocol: learn every attribute only from classes outside the run; attributes
+        that do not vary there are left out (``meta["unavailable"]``: name -> why). False: they are
+        learned from all classes, the run's included, and marked as restating the run's classes.
     """
     what = f"concept set {set_name!r}"
     table = np.asarray(table, dtype=float)
@@ -90,12 +98,37 @@ def class_attribute_examples(set_name: str, names, table, table_classes, dataset
     if dataset.y is None or not dataset.class_names:
         raise InvalidInputError(f"{what} labels images by their class, but {dataset.name} has no class labels.")
     run_rows = table_rows(dataset.class_names, table_classes, what)
+    run_classes = [str(table_classes[r]) for r in sorted(set(run_rows.tolist()))]
     y = np.asarray(dataset.y)
     meta = {"definitions": dict(definitions or {}), "source": "class attributes"}
+
+    def restating(m: int, outside=()) -> dict:
+        """Provenance of attribute m learned with the run's images (and ``outside``: table rows)."""
+        held = [str(table_classes[r]) for r in sorted(set(run_rows.tolist())) if table[r, m] == 1]
+        lacking = [c for c in run_classes if c not in held]
+        held_out = [str(table_classes[r]) for r in outside if table[r, m] == 1]
+        lacking_out = [str(table_classes[r]) for r in outside if table[r, m] != 1]
+        pos = class_list([f"this run's {class_list(held)}"] * bool(held) + held_out)
+        neg = class_list([f"this run's {class_list(lacking)}"] * bool(lacking) + lacking_out)
+        if held and not held_out:
+            note = f"learned from this run's {class_list(held)} images: restates the class"
+        else:
+            note = (f"its negatives are this run's {class_list(lacking)} images (every class outside the run has "
+                    "it): restates the class")
+        return provenance(pos + " images", neg + " images", "classes", note, held or lacking,
+                          strict_available=bool(outside))
+
     if others is None or len(others[0]) == 0:
+        if exclude_run_classes:
+            raise InvalidInputError(
+                f"{what} with concepts.params.exclude_run_classes=true: the run covers every class of the table "
+                f"({len(run_classes)} classes) or no images of other classes were given, so no concept can be learned "
+                "outside the run. Cluster a subset of the classes (dataset.classes=[...]), or drop the option (the "
+                "concepts are then learned from the run's own images and marked †).")
         labels = np.full((len(y), len(names)), np.nan)
         labels[y >= 0] = table[run_rows[y[y >= 0]]]
         meta["examples_from"] = {n: "the run's classes" for n in names}
+        meta["provenance"] = {n: restating(m) for m, n in enumerate(names)}
         return ConceptExamples(set_name, list(names), labels, continuous=continuous,
                                fitter=LinearRegressionFitter if continuous else None, meta=meta)
     other_images, other_names = others
@@ -106,18 +139,44 @@ def class_attribute_examples(set_name: str, names, table, table_classes, dataset
     run_table_rows = run_rows[y[run_pick]]
     labels = np.full((len(other_rows) + len(run_pick), len(names)), np.nan)
     other_classes = sorted(set(other_rows.tolist()))
-    examples_from = {}
+    examples_from, prov, unavailable = {}, {}, {}
     for m, n in enumerate(names):
         col = table[other_rows, m]
         if len(np.unique(col)) > 1:  # the attribute varies among the other classes: fit there only
             labels[:len(other_rows), m] = col
             held = [str(table_classes[r]) for r in other_classes if table[r, m] == 1]
+            lacking = [str(table_classes[r]) for r in other_classes if table[r, m] != 1]
             examples_from[n] = f"other classes ({len(other_classes)}; with it: {', '.join(held) or 'none'})"
+            prov[n] = provenance(f"{class_list(held)} images (outside the run)",
+                                 f"{class_list(lacking)} images (outside the run)", None,
+                                 f"learned from {class_list(held)} vs {class_list(lacking)} images, all outside the run")
+        elif exclude_run_classes:
+            p = restating(m)
+            has = "has" if col[0] == 1 else "lacks"
+            unavailable[n] = (f"every class outside the run {has} it, so only this run's own images tell it apart "
+                              f"({'positives' if col[0] != 1 else 'negatives'}: this run's "
+                              f"{class_list(p['run_classes'])}); learned there it would restate the class "
+                              f"(exclude_run_classes=true leaves it out)")
         else:
             labels[:len(other_rows), m] = col
             labels[len(other_rows):, m] = table[run_table_rows, m]
             examples_from[n] = "all classes (constant among the other classes)"
+            prov[n] = restating(m, other_classes)
     meta["examples_from"] = examples_from
+    meta["provenance"] = prov
     inputs = np.concatenate([np.asarray(other_images), np.asarray(dataset.X)[run_pick]])
+    if unavailable:
+        meta["unavailable"] = unavailable
+        keep = [m for m, n in enumerate(names) if n not in unavailable]
+        if not keep:
+            raise InvalidInputError(
+                f"{what} with concepts.params.exclude_run_classes=true: no attribute varies among the classes "
+                f"outside the run, so none can be learned without the run's own images: "
+                + "; ".join(f"{n}: {r}" for n, r in unavailable.items())
+                + ". Drop the option (the concepts are then marked †) or add attributes that classes outside the run "
+                "have and lack.")
+        names, labels = [names[m] for m in keep], labels[:, keep]
+        used = np.isfinite(labels).any(axis=1)  # the run's images are examples of no kept attribute
+        labels, inputs = labels[used], inputs[used]
     return ConceptExamples(set_name, list(names), labels, inputs=inputs, input_kind="image", continuous=continuous,
                            fitter=LinearRegressionFitter if continuous else None, meta=meta)

@@ -14,7 +14,16 @@ fresh random draw of positives and negatives; the CAV is the normalised mean of 
 repeat directions, their angular spread is reported, and the held-out accuracy of the
 concept repeats is compared with that of random-split CAVs (same examples, permuted
 labels) by a one-sided Welch t-test, Bonferroni-corrected over concepts. Concepts that
-are not linearly present in the latent space come out with ``significant_ = False``.
+are not linearly present in the latent space come out with ``significant_ = False``; where the
+test cannot run (``cv=0``, fewer than 3 repeats, an undefined accuracy) ``tested_`` is False and
+the summary says "not tested" rather than "significant". Accuracy intervals are Wilson score
+intervals on the held-out predictions (always inside [0, 1]); :meth:`CAVFitter.test_line`
+states the test in one line for the tables.
+
+Two concepts are duplicates when they *are* the same concept: the same examples (compared by
+their latent rows) with the same labels, or with positives and negatives swapped. CAVs of
+different example sets are kept even when their directions nearly coincide (e.g. after a
+degenerate standardisation of a few examples); such pairs are listed in ``similar_``.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
 from pipeline.concepts.fitters import Fitter, LogisticFitter, build_fitter
-from pipeline.concepts.projection import drop_duplicate_cavs, project
+from pipeline.concepts.projection import project, similar_cavs
 from pipeline.threads import blas_threads, current_threads
 from pipeline.validation import InvalidInputError, check_matrix, check_n_features
 
@@ -105,11 +114,11 @@ class CAVFitter(BaseEstimator):
     alpha : float, default=0.05
         Family-wise level of the significance test (Bonferroni over concepts).
     duplicate_tol : float, default=1e-3
-        CAVs with ``|cos| > 1 - duplicate_tol`` to an earlier CAV are dropped as duplicates.
-        A concept whose labels equal or complement an earlier concept's (binary concepts:
-        every example positive for one is negative for the other and vice versa, e.g.
-        curvature vs vertical_line in mnist_geometric) is dropped before fitting: its CAV
-        would be the same direction or its reverse, so it adds no independent cut.
+        CAV pairs with ``|cos| > 1 - duplicate_tol`` are listed in ``similar_`` (a note, not a
+        reason to drop them: their example sets differ). A concept whose examples and labels
+        equal or complement an earlier concept's (the same latent rows positive and negative,
+        or swapped, e.g. curvature vs vertical_line in mnist_geometric) is dropped before
+        fitting: it is the same concept, so it adds no independent cut.
     standardize : bool or None, default=None
         Fit each repeat on standardised inputs (zero mean, unit variance per feature) and map
         the direction back (``w / sd``), or on the inputs as they are. None: the fitter's
@@ -135,12 +144,21 @@ class CAVFitter(BaseEstimator):
     random_scores_ : ndarray of shape (n_concepts, n_repeats)
         The same for random-split CAVs.
     score_mean_, score_ci_ : ndarray of shape (n_concepts,), (n_concepts, 2)
-        Mean held-out score and its 95% t-interval over repeats.
+        Mean held-out score and its 95% interval: Wilson score interval of a proportion with
+        ``n_heldout_`` trials (binary fitters: accuracy, inside [0, 1]); continuous fitters:
+        the t-interval of R² over repeats, capped at 1. NaN where the score is undefined.
+    n_heldout_ : ndarray of int, shape (n_concepts,)
+        Held-out predictions behind each repeat's score (the rows of one draw; 0 with ``cv=0``).
     p_values_ : ndarray of shape (n_concepts,)
         Bonferroni-adjusted p-values of "concept beats random split" (NaN when the test
         is skipped: ``cv=0`` or ``n_repeats < 3``).
     significant_ : ndarray of bool, shape (n_concepts,)
-        ``p_values_ < alpha`` (all True when the test is skipped).
+        ``p_values_ < alpha`` (False where the test did not run: see ``tested_``).
+    tested_ : ndarray of bool, shape (n_concepts,)
+        Whether the significance test ran for the concept (``cv >= 2``, ``n_repeats >= 3`` and
+        a defined held-out score).
+    similar_ : dict of str -> str
+        Concepts whose CAV is nearly parallel to an earlier one's although their examples differ.
     spread_deg_ : ndarray of shape (n_concepts,)
         Mean angle (degrees) between the repeat directions and the final CAV.
     n_positives_, n_negatives_ : ndarray of int, shape (n_concepts,)
@@ -205,9 +223,10 @@ class CAVFitter(BaseEstimator):
         self.n_features_in_ = Z.shape[1]
 
         plans, kept, self.dropped_ = [], [], {}
+        rows = _row_ids(Z)  # identical latent rows = the same example (a file copied into two folders)
         for m in range(labels.shape[1]):  # every random draw first, in one fixed order
             reason = (self._unusable(labels[:, m], fitter.continuous)
-                      or _same_examples(labels, m, kept, names, binary=not fitter.continuous))
+                      or _same_examples(labels, m, kept, names, rows, binary=not fitter.continuous))
             if reason:
                 log.warning("dropping concept %r: %s", names[m], reason)
                 self.dropped_[names[m]] = reason
@@ -230,11 +249,9 @@ class CAVFitter(BaseEstimator):
                 f"no concept could be fitted; reasons: {self.dropped_}. Provide more positive and negative "
                 f"examples per concept or lower min_positives (now {self.min_positives})."
             )
-        cavs = np.stack([r["cav"] for r in rows])
-        keep = drop_duplicate_cavs(cavs, [names[m] for m in kept], tol=self.duplicate_tol, dropped=self.dropped_)
-        rows = [rows[i] for i in keep]
-        self.cavs_ = cavs[keep]
-        self.concept_names_ = [names[kept[i]] for i in keep]
+        self.cavs_ = np.stack([r["cav"] for r in rows])
+        self.concept_names_ = [names[m] for m in kept]
+        self.similar_ = similar_cavs(self.cavs_, self.concept_names_, tol=self.duplicate_tol)
         self._collect(rows)
         return self
 
@@ -343,13 +360,14 @@ class CAVFitter(BaseEstimator):
             dirs.append(w / norm if norm > 0 else w)
             scores.append(self._heldout(fitter, Zs, ys, seed))
             random_scores.append(self._heldout(fitter, Zs, permuted, seed))
+        n_heldout = len(plan[0][0]) if plan and np.isfinite(scores).any() else 0
         dirs = np.stack(dirs)
         mean = dirs.mean(axis=0)
         norm = np.linalg.norm(mean)
         cav = mean / norm if norm > 0 else dirs[0]
         spread = np.degrees(np.arccos(np.clip(dirs @ cav, -1, 1))).mean()
         lab = y[np.isfinite(y)]
-        return dict(cav=cav, scores=scores, random_scores=random_scores, spread=spread,
+        return dict(cav=cav, scores=scores, random_scores=random_scores, spread=spread, n_heldout=n_heldout,
                     n_pos=int((lab == 1).sum()) if not fitter.continuous else lab.size,
                     n_neg=int((lab == 0).sum()) if not fitter.continuous else 0)
 
@@ -359,22 +377,46 @@ class CAVFitter(BaseEstimator):
         self.spread_deg_ = np.array([r["spread"] for r in rows])
         self.n_positives_ = np.array([r["n_pos"] for r in rows])
         self.n_negatives_ = np.array([r["n_neg"] for r in rows])
-        self.score_mean_ = self.scores_.mean(axis=1)
+        self.n_heldout_ = np.array([r["n_heldout"] for r in rows], dtype=np.int64)
+        with np.errstate(invalid="ignore"):
+            self.score_mean_ = self.scores_.mean(axis=1)
         R = self.scores_.shape[1]
-        half = stats.t.ppf(0.975, R - 1) * self.scores_.std(axis=1, ddof=1) / np.sqrt(R) if R > 1 else np.nan
-        self.score_ci_ = np.column_stack([self.score_mean_ - half, self.score_mean_ + half])
-        if int(self.cv) == 0 or R < 3:  # a t-test on 2 vs 2 scores has next to no power
-            log.info("CAV significance test skipped (needs cv >= 2 and n_repeats >= 3)")
-            self.p_values_ = np.full(len(rows), np.nan)
-            self.significant_ = np.ones(len(rows), dtype=bool)
-            return
-        p = np.array([_greater_p(a, b) for a, b in zip(self.scores_, self.random_scores_)])
-        self.p_values_ = np.minimum(1.0, p * len(rows))
-        self.significant_ = self.p_values_ < self.alpha
-        for name, ok, s in zip(self.concept_names_, self.significant_, self.score_mean_):
-            if not ok:
+        self._continuous = build_fitter(self.fitter, **(self.fitter_params or {})).continuous
+        if self._continuous:  # R² over repeats: a t-interval, capped at 1 (R² <= 1)
+            with np.errstate(invalid="ignore"):
+                half = (stats.t.ppf(0.975, R - 1) * self.scores_.std(axis=1, ddof=1) / np.sqrt(R) if R > 1
+                        else np.full(len(rows), np.nan))
+            self.score_ci_ = np.column_stack([self.score_mean_ - half, np.minimum(self.score_mean_ + half, 1.0)])
+        else:
+            self.score_ci_ = wilson_interval(self.score_mean_, self.n_heldout_)
+        self.tested_ = np.isfinite(self.score_mean_) & (int(self.cv) >= 2) & (R >= 3)
+        if not self.tested_.all():  # a t-test on 2 vs 2 scores has next to no power; NaN scores: nothing to test
+            log.info("CAV significance test skipped for %d concept(s) (needs cv >= 2, n_repeats >= 3 and a defined "
+                     "held-out score)", int((~self.tested_).sum()))
+        p = np.array([_greater_p(a, b) if t else np.nan
+                      for a, b, t in zip(self.scores_, self.random_scores_, self.tested_)])
+        self.p_values_ = np.minimum(1.0, p * max(int(self.tested_.sum()), 1))
+        self.significant_ = self.tested_ & (np.nan_to_num(self.p_values_, nan=1.0) < self.alpha)
+        for name, ok, t, s in zip(self.concept_names_, self.significant_, self.tested_, self.score_mean_):
+            if t and not ok:
                 log.warning("concept %r is not linearly present (held-out score %.3f does not beat "
                             "random-split CAVs at alpha=%g)", name, s, self.alpha)
+
+    def test_line(self) -> str:
+        """The significance test and the intervals in one line, for under the CAV table."""
+        check_is_fitted(self, "cavs_")
+        R, M = int(self.n_repeats), int(self.tested_.sum())
+        what = "R²" if self._continuous else "accuracy"
+        ci = ("95% t-intervals over the repeats (capped at 1)" if self._continuous else
+              "95% Wilson intervals on the held-out predictions")
+        if int(self.cv) == 0:
+            return "significance: not tested, and no held-out accuracy or interval (cv=0: no held-out folds)."
+        if M == 0:
+            why = f"n_repeats={R} (needs >= 3)" if R < 3 else "no defined held-out score"
+            return f"significance: not tested ({why}); {ci}."
+        return (f"significance: one-sided Welch t-test of the held-out {what} of {R} CAVs per concept against "
+                f"{R} random-split CAVs (the same examples, labels permuted) per concept, Bonferroni over {M} "
+                f"concept(s), alpha {self.alpha:g}; {ci}.")
 
     # ------------------------------------------------------------- use
     def project(self, Z) -> np.ndarray:
@@ -388,29 +430,61 @@ class CAVFitter(BaseEstimator):
         return [
             dict(concept=n, score=float(self.score_mean_[m]), ci_low=float(self.score_ci_[m, 0]),
                  ci_high=float(self.score_ci_[m, 1]), random_score=float(np.mean(self.random_scores_[m])),
-                 p_value=float(self.p_values_[m]), significant=bool(self.significant_[m]),
+                 p_value=float(self.p_values_[m]),
+                 significant=bool(self.significant_[m]) if self.tested_[m] else None,
                  spread_deg=float(self.spread_deg_[m]), n_positives=int(self.n_positives_[m]),
                  n_negatives=int(self.n_negatives_[m]))
             for m, n in enumerate(self.concept_names_)
         ]
 
 
-def _same_examples(labels: np.ndarray, m: int, kept: list[int], names, binary: bool = True) -> str | None:
-    """Reason to drop column m if it labels the examples like a kept concept, or as its
-    exact complement (binary labels: 1 where the other has 0 and 0 where it has 1)."""
-    col = labels[:, m]
-    for j in kept:
-        if np.array_equal(col, labels[:, j], equal_nan=True):
-            return f"duplicates the CAV of {names[j]!r} (identical concept labels)"
+def _row_ids(Z: np.ndarray) -> np.ndarray:
+    """One integer per row of ``Z``, equal for identical rows (the same example)."""
+    Z = np.ascontiguousarray(Z)
+    if Z.shape[1] == 0:
+        return np.zeros(len(Z), dtype=np.int64)
+    return np.unique(Z.view(np.dtype((np.void, Z.dtype.itemsize * Z.shape[1]))).ravel(), return_inverse=True)[1]
+
+
+def _same_examples(labels: np.ndarray, m: int, kept: list[int], names, rows: np.ndarray | None = None,
+                   binary: bool = True) -> str | None:
+    """Reason to drop column m if it *is* a kept concept: the same examples (rows of equal latents,
+    ``rows``) with the same labels, or (binary labels) with positives and negatives swapped."""
+    rows = np.arange(labels.shape[0]) if rows is None else rows
+
+    def sets(col):
         if not binary:
-            continue
-        other = labels[:, j]
-        used = np.isin(col, (0.0, 1.0)) & np.isin(other, (0.0, 1.0))
-        same_rows = np.array_equal(np.isin(col, (0.0, 1.0)), np.isin(other, (0.0, 1.0)))
-        if same_rows and used.any() and np.all(col[used] == 1.0 - other[used]):
-            return (f"is the complement of {names[j]!r} (positives and negatives swapped), so its CAV would be "
-                    f"the reverse of the {names[j]!r} CAV and give no independent cut")
+            used = np.isfinite(col)
+            order = np.lexsort((col[used], rows[used]))
+            return (rows[used][order].tobytes(), col[used][order].tobytes())
+        return (np.unique(rows[col == 1]).tobytes(), np.unique(rows[col == 0]).tobytes())
+
+    mine = sets(labels[:, m])
+    for j in kept:
+        other = sets(labels[:, j])
+        if mine == other:
+            n_pos, n_neg = int((labels[:, m] == 1).sum()), int((labels[:, m] == 0).sum())
+            what = f"{n_pos} positives, {n_neg} negatives" if binary else f"{int(np.isfinite(labels[:, m]).sum())} values"
+            return (f"has the same examples and labels as {names[j]!r} ({what}), so it is the same concept under "
+                    "another name; give it examples of its own or remove one of the two")
+        if binary and mine == other[::-1]:
+            return (f"is the complement of {names[j]!r} (the same examples, positives and negatives swapped), so its "
+                    f"CAV would be the reverse of the {names[j]!r} CAV and give no independent cut")
     return None
+
+
+def wilson_interval(p, n, z: float = 1.959963984540054) -> np.ndarray:
+    """Wilson score interval of proportions ``p`` observed on ``n`` trials, shape (len(p), 2):
+    always inside [0, 1]; NaN where ``p`` is NaN or ``n`` is 0."""
+    p = np.asarray(p, dtype=float)
+    n = np.asarray(n, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        denom = 1 + z * z / n
+        centre = (p + z * z / (2 * n)) / denom
+        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+        out = np.column_stack([np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)])
+    out[~(np.isfinite(p) & (n > 0))] = np.nan
+    return out
 
 
 def _greater_p(a: np.ndarray, b: np.ndarray) -> float:

@@ -191,18 +191,95 @@ def concept_associations(coords, labels: Mapping[str, np.ndarray]) -> list[tuple
     return out
 
 
-def name_concepts(associations: Sequence[tuple[str, float]], names: Mapping[str, str] | None = None,
-                  min_auc: float = 0.6) -> list[str]:
-    """Unique concept names: ``≈label`` from each concept's best association when its AUC is at
-    least ``min_auc`` (else ``concept_j``; repeated labels get ``#2``, ``#3``), then the renames
-    in ``names`` (keys: the automatic name or ``concept_j``)."""
-    auto = []
-    for j, (label, auc) in enumerate(associations):
-        base = f"≈{label}" if label and auc >= min_auc else f"concept_{j}"
+# Left out of text names besides scikit-learn's English stop words: the stems of contractions that the
+# tokenizer leaves behind ("don't" -> "don") and the residue of URLs, e-mail addresses and HTML (&nbsp;).
+EXTRA_STOP_WORDS = ("don", "doesn", "didn", "isn", "wasn", "aren", "weren", "won", "wouldn", "couldn", "shouldn",
+                    "haven", "hasn", "hadn", "ll", "ve", "com", "www", "http", "https", "html", "htm", "nbsp", "org",
+                    "net", "mailto")
+
+
+def distinctive_words(texts: Sequence[str], top, n_words: int = 3, stop_words="english") -> list[list[str]]:
+    """The ``n_words`` most distinctive words of each concept's top documents (class-based TF-IDF).
+
+    ``top``: per concept, the row indices of its top documents (e.g. :func:`top_examples`). Each
+    concept's documents are pooled into one "class document"; a word's weight is its frequency
+    there times ``log(1 + A / f)``, with ``f`` its frequency in the whole corpus and ``A`` the mean
+    number of words per class document (Grootendorst 2022, BERTopic's c-TF-IDF), so words common
+    everywhere ("the", a mailing list's footer) sink and words of those documents rise. Words of
+    three or more letters; English stop words (``stop_words="english"``: scikit-learn's list plus
+    :data:`EXTRA_STOP_WORDS`) left out; HTML entities decoded first (scikit-learn ``CountVectorizer``).
+    """
+    import html
+
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
+
+    if stop_words == "english":
+        stop_words = sorted(ENGLISH_STOP_WORDS | set(EXTRA_STOP_WORDS))
+    texts = [html.unescape(str(t)) for t in texts]
+    top = [np.asarray(t, dtype=np.int64) for t in top]
+    vec = CountVectorizer(stop_words=stop_words, token_pattern=r"(?u)\b[^\W\d_]{3,}\b", lowercase=True)
+    try:
+        counts = vec.fit_transform(texts)
+    except ValueError:  # no word of three letters anywhere (empty vocabulary)
+        return [[] for _ in top]
+    words = vec.get_feature_names_out()
+    corpus = np.asarray(counts.sum(axis=0)).ravel().astype(float)
+    classes = np.vstack([np.asarray(counts[t].sum(axis=0)).ravel() for t in top]).astype(float)
+    A = max(classes.sum(axis=1).mean(), 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tf = classes / np.maximum(classes.sum(axis=1, keepdims=True), 1.0)
+        score = tf * np.log1p(A / np.maximum(corpus, 1.0))[None, :]
+    out = []
+    for row in score:
+        order = np.argsort(-row, kind="stable")
+        out.append([str(words[i]) for i in order[:int(n_words)] if row[i] > 0])
+    return out
+
+
+def top_columns(coords, X, feature_names: Sequence[str] | None = None, n: int = 2) -> list[list[str]]:
+    """The ``n`` data columns each concept coordinate correlates with most, signed: ``proline+``
+    (the coordinate grows with the column), ``alcohol-`` (it falls). Constant columns are skipped."""
+    S = check_matrix(coords, "coords")
+    X = check_matrix(X, "X")
+    if X.shape[0] != S.shape[0]:
+        raise InvalidInputError(f"the data have {X.shape[0]} rows but there are {S.shape[0]} concept coordinates.")
+    names = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(X.shape[1])]
+    Xc, Sc = X - X.mean(axis=0), S - S.mean(axis=0)
+    xs, ss = np.linalg.norm(Xc, axis=0), np.linalg.norm(Sc, axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = (Sc.T @ Xc) / np.outer(ss, xs)
+    corr = np.where(np.isfinite(corr), corr, 0.0)
+    out = []
+    for row in corr:
+        order = np.argsort(-np.abs(row), kind="stable")
+        out.append([f"{names[j]}{'+' if row[j] > 0 else '-'}" for j in order[:int(n)] if row[j] != 0])
+    return out
+
+
+def unique_names(names: Sequence[str], fallback: str = "c") -> list[str]:
+    """``names`` made unique (repeats get ``#2``, ``#3``); an empty name becomes ``c<j+1>``."""
+    out = []
+    for j, n in enumerate(names):
+        base = str(n) or f"{fallback}{j + 1}"
         name, k = base, 2
-        while name in auto:
+        while name in out:
             name, k = f"{base}#{k}", k + 1
-        auto.append(name)
+        out.append(name)
+    return out
+
+
+def association_text(label: str, auc: float, min_auc: float = 0.6) -> str:
+    """``≈ Sneaker, AUC .96`` (the label a concept separates best), or ``none (best AUC .55)``."""
+    if not label or auc != auc:
+        return ""
+    text = f"{auc:.2f}".lstrip("0") if auc < 1 else "1.00"
+    return f"≈ {label}, AUC {text}" if auc >= min_auc else f"none (best: {label}, AUC {text})"
+
+
+def name_concepts(automatic: Sequence[str], names: Mapping[str, str] | None = None) -> list[str]:
+    """The concepts' final names: the ``automatic`` names (made unique) with the renames in
+    ``names`` applied (keys: the automatic name or ``concept_j``, by position)."""
+    auto = unique_names(automatic)
     names = dict(names or {})
     ids = [f"concept_{j}" for j in range(len(auto))]
     unknown = [k for k in names if k not in auto and k not in ids]

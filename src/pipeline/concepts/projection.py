@@ -116,24 +116,23 @@ def check_cavs(cavs, names: Sequence[str] | None = None) -> np.ndarray:
     return C
 
 
-def drop_duplicate_cavs(cavs: np.ndarray, names: Sequence[str], tol: float = 1e-3,
-                        dropped: dict | None = None) -> list[int]:
-    """Indices of CAVs to keep: a CAV with ``|cos| > 1 - tol`` to an earlier kept one is a
-    duplicate (or its negation) and is dropped with a log line (and recorded in ``dropped``)."""
+def similar_cavs(cavs: np.ndarray, names: Sequence[str], tol: float = 1e-3) -> dict[str, str]:
+    """Concepts whose CAV has ``|cos| > 1 - tol`` to an earlier one: name -> a note naming it.
+
+    A note, not a reason to drop the concept: two concepts are the same only when their examples
+    and labels are (:class:`pipeline.concepts.cav.CAVFitter` drops those before fitting); different
+    example sets can still give (nearly) parallel directions, e.g. after a degenerate
+    standardisation of a few examples, and the reader should know the two cuts coincide."""
     U = cavs / np.maximum(np.linalg.norm(cavs, axis=1, keepdims=True), 1e-300)
-    keep: list[int] = []
-    for m in range(U.shape[0]):
-        if keep:
-            cos = np.abs(U[keep] @ U[m])
-            j = int(np.argmax(cos))
-            if cos[j] > 1 - tol:
-                reason = f"duplicates the CAV of {names[keep[j]]!r} (|cos| = {cos[j]:.6f})"
-                log.warning("dropping concept %r: %s", names[m], reason)
-                if dropped is not None:
-                    dropped[names[m]] = reason
-                continue
-        keep.append(m)
-    return keep
+    out: dict[str, str] = {}
+    for m in range(1, U.shape[0]):
+        cos = U[:m] @ U[m]
+        j = int(np.argmax(np.abs(cos)))
+        if abs(cos[j]) > 1 - tol:
+            out[names[m]] = (f"its CAV is {'parallel' if cos[j] > 0 else 'opposite'} to {names[j]!r}'s "
+                             f"(cos {cos[j]:+.4f}) although their examples differ: the two cut the data alike")
+            log.warning("concept %r: %s", names[m], out[names[m]])
+    return out
 
 
 def check_covariance(covariance, n_features: int, name: str = "covariance", atol: float = 1e-8) -> np.ndarray:

@@ -25,6 +25,59 @@ log = logging.getLogger(__name__)
 
 TYPES = ("class_level", "class_attributes", "awa2_predicates", "broden", "text_prompts")
 
+# Marks on the names of concepts learned from the run being explained (docs/concepts.md, "Provenance"):
+# "classes": positives (or negatives) are classes of the run, so a cut on the concept restates them;
+# "rows": examples are rows of the explained data (fitted in-sample), labelled by something else.
+MARKS = {"classes": "†", "rows": "‡"}
+MARK_MEANING = {"classes": "learned from this run's own classes: restates the class labels",
+                "rows": "learned from rows of the explained data (in-sample)"}
+
+
+def provenance(positives: str, negatives: str, from_run: str | None = None, note: str | None = None,
+               run_classes=(), strict_available: bool = False) -> dict:
+    """Where one concept's examples came from: ``positives`` / ``negatives`` (short descriptions),
+    ``from_run`` (None, ``"classes"`` or ``"rows"``: a key of :data:`MARKS`), the run classes its
+    labels restate, a one-line ``note`` for the tables and whether ``exclude_run_classes=true``
+    would learn it outside the run instead (``strict_available``: class-attribute sets)."""
+    if from_run not in (None, *MARKS):
+        raise ValueError(f"from_run must be None or one of {list(MARKS)}, got {from_run!r}")
+    return {"positives": positives, "negatives": negatives, "from_run": from_run,
+            "run_classes": [str(c) for c in run_classes], "strict_available": bool(strict_available),
+            "note": note or f"positives: {positives}; negatives: {negatives}"}
+
+
+def class_list(names) -> str:
+    return ", ".join(str(n) for n in names) or "none"
+
+
+def row_provenance(labels: np.ndarray, names, y=None, class_names=None, unit: str = "rows") -> dict[str, dict]:
+    """Provenance of concepts whose examples are rows of the explained data (``labels``: one
+    column per concept over the data rows, 1 / 0 / NaN). With class labels ``y``, a concept whose
+    positive rows are exactly the rows of some of the run's classes (and its negatives the rows of
+    the others) restates those classes (``from_run="classes"``); any other is in-sample (``"rows"``)."""
+    labels = np.asarray(labels, dtype=float)
+    y = None if y is None else np.asarray(y)
+    out = {}
+    for m, n in enumerate(names):
+        pos, neg = labels[:, m] == 1, labels[:, m] == 0
+        counts = f"{int(pos.sum())} positive and {int(neg.sum())} negative {unit} of the explained data"
+        if y is not None and y.dtype.kind in "iu" and pos.any():
+            known = (pos | neg) & (y >= 0)
+            pos_classes = np.unique(y[pos & known])
+            if known.any() and np.array_equal(pos[known], np.isin(y[known], pos_classes)):
+                named = [class_names[c] if class_names is not None and 0 <= c < len(class_names) else str(c)
+                         for c in pos_classes.tolist()]
+                neg_named = [class_names[c] if class_names is not None and 0 <= c < len(class_names) else str(c)
+                             for c in np.unique(y[neg & known]).tolist()]
+                out[str(n)] = provenance(f"this run's {class_list(named)} {unit}", f"this run's {class_list(neg_named)}"
+                                         f" {unit}", "classes",
+                                         f"learned from this run's {class_list(named)} {unit}: restates the class",
+                                         named)
+                continue
+        out[str(n)] = provenance(f"{int(pos.sum())} {unit} of the explained data",
+                                 f"{int(neg.sum())} {unit} of the explained data", "rows", f"learned from {counts}")
+    return out
+
 
 @dataclass
 class ConceptExamples:
@@ -103,16 +156,31 @@ def _class_level(spec: dict, dataset) -> ConceptExamples:
                                    meta={"source": "pixels"})
         thresholds = {n: concepts[n].get("threshold") for n in names if concepts[n].get("threshold") is not None}
         labels = binarize_scores(scores, names, thresholds).astype(float)
-        return ConceptExamples(spec["name"], names, labels, meta={"source": "pixels", "scores": scores})
+        return ConceptExamples(spec["name"], names, labels, meta={
+            "source": "pixels", "scores": scores,
+            "provenance": row_provenance(labels, names, dataset.y, dataset.class_names, _unit(dataset))})
     if source != "classes":
         raise InvalidInputError(f"source must be 'classes' or 'pixels', got {source!r}.")
     if dataset.y is None:
         raise InvalidInputError(f"concept set {spec['name']!r} with source=classes needs class labels; "
                                 "this dataset has none — use source=pixels.")
+    if spec.get("exclude_run_classes"):
+        raise InvalidInputError(
+            f"concepts.params.exclude_run_classes=true: concept set {spec['name']!r} (type class_level) labels the "
+            "run's own images by their class, so every concept restates the run's classes and none is left under "
+            "the strict protocol. Use a class-attribute set (concepts=fashion_attributes, awa2_predicates), whose "
+            "concepts can be learned from classes outside the run, or concept examples of your own "
+            "(concepts=examples); or drop the option (the concepts are then marked †).")
     y = np.asarray(dataset.y)
     labels = np.column_stack([np.isin(y, concepts[n]["classes"]) for n in names]).astype(float)
     labels[y < 0] = np.nan
-    return ConceptExamples(spec["name"], names, labels, meta={"source": "classes"})
+    return ConceptExamples(spec["name"], names, labels, meta={
+        "source": "classes", "provenance": row_provenance(labels, names, y, dataset.class_names, _unit(dataset))})
+
+
+def _unit(dataset) -> str:
+    """What one row of ``dataset`` is called in provenance notes."""
+    return {"image": "images", "text": "texts"}.get(getattr(dataset, "kind", None), "rows")
 
 
 def text_prompt_examples(spec: dict, dataset=None) -> ConceptExamples:
@@ -128,6 +196,7 @@ def text_prompt_examples(spec: dict, dataset=None) -> ConceptExamples:
                                 "example phrases, e.g. 'unsubscribe: [click here to unsubscribe, remove me from this "
                                 "list]'.")
     negatives = spec.get("negatives") or []
+    from_corpus = negatives == "corpus"
     if negatives == "corpus":
         if dataset is None or dataset.kind != "text":
             raise InvalidInputError("negatives: corpus takes random texts of the data as the concepts' negatives, but "
@@ -152,5 +221,15 @@ def text_prompt_examples(spec: dict, dataset=None) -> ConceptExamples:
     names = list(spec["concepts"])
     owner = np.asarray(owner)
     labels = (owner[:, None] == np.arange(len(names))[None, :]).astype(float)
+    n_neg = len(negatives)
+    prov = {}
+    for m, n in enumerate(names):
+        pos = f"its {int((owner == m).sum())} example phrases"
+        if from_corpus:
+            neg = f"the other concepts' phrases and {n_neg} texts of the explained data"
+            prov[n] = provenance(pos, neg, "rows", f"positives: {pos}; negatives: {neg} (in-sample)")
+        else:
+            prov[n] = provenance(pos, f"the other concepts' phrases and {n_neg} generic phrases")
     return ConceptExamples(spec["name"], names, labels, inputs=texts, input_kind="text",
-                           fitter=spec.get("fitter") or MeanDifferenceFitter, meta={"n_prompts": len(texts)})
+                           fitter=spec.get("fitter") or MeanDifferenceFitter,
+                           meta={"n_prompts": len(texts), "provenance": prov})

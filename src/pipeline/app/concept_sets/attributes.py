@@ -130,8 +130,15 @@ def attribute_examples(spec: dict, dataset, cfg: dict | None = None, root: Path 
     names, table = select_attributes(names, table, spec.get("subset"), spec.get("subsets"))
     seed = int(cfg["seed"]) if cfg is not None else 0
     per_class = int(spec.get("per_class", 100))
+    exclude = spec.get("exclude_run_classes", False)
+    if not isinstance(exclude, bool):
+        raise InvalidInputError(f"concepts.params.exclude_run_classes must be true or false, got {exclude!r}.")
+    if exclude and spec.get("fit_on", "other") != "other":
+        raise InvalidInputError(f"concepts.params.exclude_run_classes=true learns every concept outside the run, but "
+                                f"concepts.params.fit_on={spec.get('fit_on')!r} fits on the run's own images; use "
+                                "fit_on=other (the default) with it.")
     others = other_class_images(cfg, dataset, len(classes), per_class, seed) if spec.get("fit_on", "other") == "other" \
         else None
     return class_attribute_examples(spec["name"], names, table, classes, dataset, others=others, per_class=per_class,
                                     random_state=seed, continuous=continuous, definitions=definitions,
-                                    strict=spec["type"] == "class_attributes")
+                                    strict=spec["type"] == "class_attributes", exclude_run_classes=exclude)

@@ -2,17 +2,20 @@
 
 The concept source of ``conf/concepts/discovered.yaml``. It factors the data's latents
 (:class:`pipeline.concepts.discovery.ConceptDiscovery`: NMF for non-negative activations,
-FastICA for signed latents), names each concept by its strongest association with what the
-run knows (the class labels; ``≈sandal``, AUC 0.93) and returns a finished concepts-stage
-artifact: the directions as CAV rows, so the project stage and the trees use them exactly
-like CAVs. Cached with the concepts stage (key: the concepts config, the seed, the data and
-encoder); the same seed gives the same concepts.
+FastICA for signed latents), names each concept without the labels (texts: the most
+distinctive words of the documents expressing it most, ``unsubscribe·offer·click``; tables:
+the columns it follows, ``proline+ alcohol+``; images: ``c1``, ``c2`` ... shown by a contact
+sheet of their top examples in the report and notebook), keeps its strongest association
+with the class labels as a separate column (``≈ Sneaker, AUC .96``) and returns a finished
+concepts-stage artifact: the directions as CAV rows, so the project stage and the trees use
+them exactly like CAVs. Cached with the concepts stage (key: the concepts config, the seed,
+the data and encoder); the same seed gives the same concepts.
 
-    python -m pipeline dataset=digits concepts=discovered concepts.params.n_concepts=10
+    python -m pipeline dataset=digits concepts=discovered concepts.params.n_concepts=5
     python -m pipeline dataset=digits concepts=discovered concepts.params.names='{concept_0: round}'
 
 (On the command line rename by position, ``concept_j``; in a YAML file the automatic name,
-``"≈0": round``, works too.)
+``c1: round``, works too.)
 """
 
 from __future__ import annotations
@@ -21,47 +24,80 @@ import logging
 
 import numpy as np
 
-from pipeline.concepts.discovery import ConceptDiscovery, concept_associations, label_table, name_concepts, top_examples
+from pipeline.concepts.discovery import (ConceptDiscovery, association_text, concept_associations, distinctive_words,
+                                         label_table, name_concepts, top_columns, top_examples)
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
 
-def discovered(Z, dataset, cfg: dict, n_concepts: int = 10, method: str = "auto", names: dict | None = None,
+def discovered(Z, dataset, cfg: dict, n_concepts: int = 5, method: str = "auto", names: dict | None = None,
                n_examples: int = 8, min_auc: float = 0.6, max_iter: int = 1000, attributes: str | None = None,
-               attributes_id_column: str | None = None, attributes_fingerprint=None) -> dict:
+               attributes_id_column: str | None = None, attributes_fingerprint=None, n_words: int = 3) -> dict:
     """Discover ``n_concepts`` concepts in the latents ``Z`` of ``dataset`` (seed: ``cfg['seed']``).
 
-    Names come from the class labels and, with ``attributes`` (a 0/1 table with one column per
-    attribute and one row per data row, read like a ``concepts=examples`` table; joined on
-    ``attributes_id_column`` if given), from its columns too.
+    Names come from the data, never from the labels (see the module docstring); the class labels
+    and, with ``attributes`` (a 0/1 table with one column per attribute and one row per data row,
+    read like a ``concepts=examples`` table; joined on ``attributes_id_column`` if given), its
+    columns give each concept's association (shown when its AUC is at least ``min_auc``).
 
     Returns the concepts-stage artifact: ``concept_names``, ``cavs`` (the unit directions),
-    ``discovery`` (one row per concept: automatic name, association, AUC, importance, method),
-    ``top_examples`` (rows expressing each concept most) and ``concept_set="discovered"``.
+    ``discovery`` (one row per concept: name, what it is named by, association, AUC,
+    importance, method), ``top_examples`` (rows expressing each concept most) and
+    ``concept_set="discovered"``.
     """
     if names is not None and not isinstance(names, dict):
         raise InvalidInputError(f"concepts.params.names must be a map from a discovered concept's name to a new "
-                                f"name (e.g. {{'≈0': round}}), got {names!r}.")
+                                f"name (e.g. {{'c1': round}}), got {names!r}.")
     if isinstance(n_concepts, bool) or not isinstance(n_concepts, (int, np.integer)):
         raise InvalidInputError(f"concepts.params.n_concepts must be a whole number, got {n_concepts!r}.")
     Z = np.asarray(Z, dtype=np.float64)
+    notes = []
+    if Z.ndim == 2 and 1 <= Z.shape[1] < int(n_concepts):
+        notes.append(
+            f"concepts.params.n_concepts={n_concepts} but the representation has {Z.shape[1]} dimension(s), so a "
+            f"factorisation finds at most {Z.shape[1]} concept(s); {Z.shape[1]} found."
+            + (" With one dimension the one concept is that dimension itself (its coordinate is the column, up to "
+               "sign and scale), so the concept trees are the trees on the column and the name says which column."
+               if Z.shape[1] == 1 else f" Set concepts.params.n_concepts<={Z.shape[1]} to silence this note."))
+        log.warning("discovered concepts: %s", notes[-1])
+        n_concepts = Z.shape[1]
     model = ConceptDiscovery(int(n_concepts), method=method, max_iter=max_iter, random_state=cfg["seed"]).fit(Z)
     coords = model.transform(Z)
     labels = label_table(dataset.y, dataset.class_names) if dataset.y is not None else {}
     if attributes is not None:
         labels.update(_attribute_table(attributes, dataset, attributes_id_column))
     assoc = concept_associations(coords, labels) if labels else [("", float("nan"))] * coords.shape[1]
-    auto = name_concepts(assoc, None, min_auc=min_auc)
-    final = name_concepts(assoc, names, min_auc=min_auc)
-    rows = [{"concept": final[j], "automatic name": auto[j], "associated with": label or None,
-             "AUC": auc, "importance": float(model.importance_[j]), "method": model.method_}
+    top = top_examples(coords, n_examples)
+    auto, named_by = automatic_names(coords, dataset, n_words)
+    final = name_concepts(auto, names)
+    rows = [{"concept": final[j], "automatic name": auto[j], "named by": named_by,
+             "association": association_text(label, auc, min_auc), "associated with": label or None, "AUC": auc,
+             "importance": float(model.importance_[j]), "method": model.method_}
             for j, (label, auc) in enumerate(assoc)]
     log.info("discovered concepts (%s): %s", model.method_,
-             ", ".join(f"{r['concept']} (AUC {r['AUC']:.2f})" for r in rows))
+             ", ".join(f"{r['concept']} ({r['association'] or 'no labels'})" for r in rows))
     return {"concept_names": final, "cavs": model.directions_, "discovery": rows, "concept_set": "discovered",
-            "discovery_method": model.method_, "top_examples": top_examples(coords, n_examples),
-            "n_concept_examples": int(Z.shape[0])}
+            "discovery_method": model.method_, "top_examples": top, "n_concept_examples": int(Z.shape[0]),
+            "concept_notes": notes or None}
+
+
+def automatic_names(coords: np.ndarray, dataset, n_words: int = 3) -> tuple[list[str], str]:
+    """(one name per concept, what the names are made of) from the data alone: texts by the
+    distinctive words of each concept's top documents, tables by the columns the concept follows,
+    anything else (images) ``c1``, ``c2`` ..."""
+    k = coords.shape[1]
+    if dataset.kind == "text" and dataset.X is not None:
+        n_top = int(max(10, min(50, len(dataset.X) // 20)))  # the top 5% of the documents, 10 to 50
+        words = distinctive_words(dataset.X, top_examples(coords, n_top), n_words)
+        return [("·".join(w) if w else f"c{j + 1}") for j, w in enumerate(words)], (
+            f"the most distinctive words of the {n_top} documents expressing the concept most (class-based TF-IDF)")
+    X = None if dataset.kind in ("image", "text") else np.asarray(dataset.X)
+    if X is not None and X.ndim == 2 and X.dtype.kind in "fiub" and X.shape[0] == coords.shape[0]:
+        cols = top_columns(coords, X.astype(np.float64), dataset.feature_names, n=2)
+        return [(" ".join(c) if c else f"c{j + 1}") for j, c in enumerate(cols)], (
+            "the data columns the concept coordinate correlates with most (+ grows with it, - falls)")
+    return [f"c{j + 1}" for j in range(k)], "position, c1, c2 ... (their top examples: the contact sheet in report.html)"
 
 
 def _attribute_table(path, dataset, id_column) -> dict[str, np.ndarray]:

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.app.data import readers as r
-from pipeline.concepts.sets import ConceptExamples
+from pipeline.concepts.sets import ConceptExamples, provenance, row_provenance
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,10 @@ def _table(p: Path, dataset, name: str, key: str, id_column) -> ConceptExamples:
         labels = _binary(df, p, key)[rows]
         names = list(df.columns)
     _check_both_classes(labels, names, p)
-    return ConceptExamples(name, names, labels, meta={"source": str(p), "layout": "table"})
+    unit = {"image": "images", "text": "texts"}.get(dataset.kind, "rows")
+    return ConceptExamples(name, names, labels, meta={
+        "source": str(p), "layout": "table",
+        "provenance": row_provenance(labels, names, dataset.y, dataset.class_names, unit)})
 
 
 def _check_both_classes(labels: np.ndarray, names: list[str], p: Path) -> None:
@@ -166,8 +169,11 @@ def _folder(p: Path, dataset, name: str, key: str) -> ConceptExamples:
         start += len(group)
     log.info("%s: %d concepts, %d examples, %d random", p, len(names), len(files) - len(groups[-1][1]),
              len(groups[-1][1]))
+    n_neg = len(groups[-1][1])
+    prov = {n: provenance(f"{len(group)} files in {p.name}/{n}/", f"{n_neg} files in {p.name}/{NEGATIVES}/")
+            for n, (_, group) in zip(names, groups)}
     return ConceptExamples(name, names, labels, inputs=inputs, input_kind=kind,
-                           meta={"source": str(p), "layout": "folder"})
+                           meta={"source": str(p), "layout": "folder", "provenance": prov})
 
 
 def _embeddings(p: Path, name: str, key: str) -> ConceptExamples:
@@ -199,8 +205,10 @@ def _embeddings(p: Path, name: str, key: str) -> ConceptExamples:
         labels[start:start + len(arrays[k]), m] = 1.0
         start += len(arrays[k])
     labels[start:] = 0.0
+    prov = {k: provenance(f"{len(arrays[k])} embeddings {k!r} in {p.name}",
+                          f"{len(arrays[NEGATIVES])} embeddings {NEGATIVES!r} in {p.name}") for k in names}
     return ConceptExamples(name, names, labels, inputs=Z, input_kind="latents",
-                           meta={"source": str(p), "layout": "embeddings"})
+                           meta={"source": str(p), "layout": "embeddings", "provenance": prov})
 
 
 def examples(dataset, path=None, id_column: str | None = None, set_name: str | None = None,

@@ -252,8 +252,7 @@ def plot_concept_examples(discovery: list[dict], top_examples, images, n: int = 
             img = images[i]
             img = img[..., 0] if img.ndim == 3 and img.shape[-1] == 1 else img
             ax.imshow(img, cmap="gray_r" if img.ndim == 2 else None)
-        auc = row.get("AUC")
-        assoc = f"≈ {row['associated with']}, AUC {auc:.2f}" if row.get("associated with") and auc == auc else ""
+        assoc = row.get("association") or ""
         axes[r, 0].set_ylabel(f"{row['concept']}\n{assoc}", rotation=0, ha="right", va="center", fontsize=8)
     fig.suptitle("discovered concepts: the examples expressing each most", fontsize=9)
     return fig

@@ -60,6 +60,7 @@ def cav_frame(cav_summary: list[dict], units: list | None = None, units_kind: st
     one map per concept of ``names``, the concepts the trees use) and, given the concept
     coordinates ``X`` of the data, the share of the data beyond it."""
     df = pd.DataFrame(cav_summary)
+    df["significant"] = [significance_word(v) for v in df["significant"]]
     cols = ["concept", "score", "ci_low", "ci_high", "random_score", "p_value", "significant", "spread_deg",
             "n_positives", "n_negatives"]
     if "boundary" in df.columns:
@@ -73,6 +74,48 @@ def cav_frame(cav_summary: list[dict], units: list | None = None, units_kind: st
 
 
 ABOVE = "data beyond boundary (%)"
+
+
+def significance_word(value) -> str:
+    """yes / no for a tested concept, "not tested" where the test did not run (never "yes" beside
+    an undefined accuracy)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "not tested"
+    return "yes" if bool(value) else "no"
+
+
+def provenance_lines(provenance: list[dict] | None, dropped: dict | None = None) -> list[str]:
+    """The concepts learned from the run itself, one line each with their mark's meaning, and the
+    option of the strict protocol when a class-attribute concept restates the run's classes."""
+    from pipeline.concepts.sets import MARK_MEANING, MARKS
+
+    marked = [p for p in provenance or [] if p.get("from_run")]
+    unavailable = {k: v for k, v in (dropped or {}).items() if "exclude_run_classes" in v}
+    if not marked and not unavailable:
+        return []
+    kinds = sorted({p["from_run"] for p in marked})
+    lines = ["Concepts learned from the run itself (" + "; ".join(f"{MARKS[k]} {MARK_MEANING[k]}" for k in kinds)
+             + "):"] if marked else []
+    lines += [f"  {p['concept']}: {p['note']}" for p in marked]
+    if any(p.get("strict_available") for p in marked):
+        lines.append("  class-attribute concepts only from classes outside the run (the strict protocol): "
+                     "concepts.params.exclude_run_classes=true")
+    if unavailable:
+        lines.append("Unavailable under exclude_run_classes=true: "
+                     + "; ".join(f"{k}: {v}" for k, v in unavailable.items()))
+    return lines
+
+
+def write_cav_table(out_dir: Path, df: pd.DataFrame, test: str | None) -> None:
+    """``concepts/cavs.csv`` (the test as a final ``#`` line: ``pd.read_csv(..., comment="#")``) and
+    ``concepts/cavs.md`` (the test under the table)."""
+    from pipeline.app.report.tables import format_markdown
+
+    out = Path(out_dir) / "concepts"
+    out.mkdir(parents=True, exist_ok=True)
+    tail = f"# {test}\n" if test else ""
+    atomic_write(out / "cavs.csv", (df.to_csv(index=False) + tail).encode("utf-8"))
+    atomic_write(out / "cavs.md", (format_markdown(df) + (f"\n{test}\n" if test else "")).encode("utf-8"))
 
 
 def share_above(cav_summary: list[dict], names: list[str] | None, X) -> list[float]:
@@ -108,9 +151,13 @@ def boundaries(cav_summary: list[dict], names: list[str] | None, units: list | N
 
 
 def discovery_frame(discovery: list[dict]) -> pd.DataFrame:
-    """Discovered concepts: name, the label it is most associated with, its AUC, importance."""
+    """Discovered concepts: name, its association with the labels (``≈ Sneaker, AUC .96``: a column of
+    its own, never the name), importance, and the automatic name where the user renamed it."""
     df = pd.DataFrame(discovery)
-    return df[[c for c in ("concept", "associated with", "AUC", "importance", "automatic name") if c in df.columns]]
+    cols = ["concept", "association", "importance"]
+    if "automatic name" in df.columns and (df["automatic name"] != df["concept"]).any():
+        cols.append("automatic name")
+    return df[[c for c in cols if c in df.columns]]
 
 
 def _fmt(df: pd.DataFrame) -> str:
@@ -131,14 +178,25 @@ def table2_display(table2: pd.DataFrame) -> pd.DataFrame:
 
 def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped: dict, selection: dict | None,
                          discovery: list[dict] | None = None, units: list | None = None,
-                         units_kind: str | None = None, names: list[str] | None = None, X=None) -> str:
+                         units_kind: str | None = None, names: list[str] | None = None, X=None,
+                         test: str | None = None, provenance: list[dict] | None = None,
+                         notes: list[str] | None = None) -> str:
     lines = ["", "Concept trees (MMDT paper, Table 2 layout):", _fmt(table2_display(table2))]
     if cav_summary:
         lines += ["", "CAVs (held-out accuracy of one cut along the CAV; random = random-split CAVs; boundary: where "
                       "the CAV's own classifier says 50%):", _fmt(cav_frame(cav_summary, units, units_kind, names, X))]
+        if test:
+            lines.append(test)
+    prov = provenance_lines(provenance, dropped)
+    if prov:
+        lines += [""] + prov
     if discovery:
-        lines += ["", "Discovered concepts (named by the class they separate best, ROC AUC of the concept coordinate):",
-                  _fmt(discovery_frame(discovery))]
+        how = discovery[0].get("named by", "position")
+        lines += ["", f"Discovered concepts (named by {how}; association: the class the concept coordinate separates "
+                      "best, ROC AUC):", _fmt(discovery_frame(discovery))]
+    if notes:
+        lines += ["", "Notes: " + "; ".join(notes)]
+    dropped = {k: v for k, v in dropped.items() if "exclude_run_classes" not in v}  # listed above
     if dropped:
         lines += ["", "CAVs not used (why the independent count is lower): "
                   + "; ".join(f"{k} {v}" if v.startswith(("is ", "duplicates")) else f"{k}: {v}"
@@ -170,6 +228,7 @@ def write_concept_run(out_dir: Path, load: LoadArtifact, cluster: ClusterArtifac
             "table2": table2.to_dict(orient="records")[0],
             "texts": list(load.texts) if load.kind == "text" else None,
             "discovery": concepts.discovery, "discovery_method": concepts.discovery_method,
+            "cav_test": concepts.cav_test, "provenance": concepts.provenance, "concept_notes": concepts.concept_notes,
             "units": project.units_kind, "display_units": units_record(project.units)}
     if concepts.top_examples is not None:
         meta["top_examples"] = np.asarray(concepts.top_examples).tolist()

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from pipeline.app.report.concept_run import significance_word
 from pipeline.app.report.tables import format_cell
 from pipeline.trees.tree import ExplanationTree
 
@@ -89,9 +90,7 @@ def concept_views(discovery: list[dict], top_examples, kind: str | None, data=No
     top examples apart (tables), each captioned ``≈ label, AUC .93``."""
     out = []
     for row, rows in zip(discovery, np.asarray(top_examples, dtype=int)):
-        auc = row.get("AUC")
-        caption = (f"≈ {row['associated with']}, AUC {auc:.2f}".replace("AUC 0.", "AUC .")
-                   if row.get("associated with") and auc == auc else "no class association")
+        caption = row.get("association") or "no class association"
         caption += f" · importance {row.get('importance', float('nan')):.0%}"
         view = ConceptView(str(row["concept"]), caption)
         if data is not None and kind == "image":
@@ -235,11 +234,17 @@ def cav_table_html(cav_summary: list[dict], boundary: dict[str, list[float]] | N
         ci = f"{c.get('score', float('nan')):.3f} [{c.get('ci_low', float('nan')):.3f}, {c.get('ci_high', float('nan')):.3f}]"
         rows.append({"concept": c.get("concept"), "held-out accuracy [95% CI]": ci,
                      "random-split accuracy": c.get("random_score"), "p-value": c.get("p_value"),
-                     "significant": bool(c.get("significant")), "positives": c.get("n_positives"),
+                     "significant": _significance(c.get("significant")), "positives": c.get("n_positives"),
                      "negatives": c.get("n_negatives"), **({"examples from": c["examples"]} if "examples" in c else {})})
         for column, values in (boundary or {}).items():
             rows[-1][column] = values[m]
     return table_html(pd.DataFrame(rows))
+
+
+def _significance(value):
+    """True / False (shown yes / no) for a tested concept, else the words "not tested"."""
+    word = significance_word(value)
+    return word if word == "not tested" else word == "yes"
 
 
 def _concept_html(view: ConceptView) -> str:
@@ -298,7 +303,8 @@ def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[T
                   counterfactuals: pd.DataFrame | None = None,
                   counterfactual_svgs: list[str] = (), notes: list[str] = (), max_counterfactuals: int = 20,
                   cav_boundary: dict[str, list[float]] | None = None, discovered: list[ConceptView] = (),
-                  discovery_method: str | None = None) -> str:
+                  discovery_method: str | None = None, cav_test: str | None = None,
+                  concept_notes: list[str] = ()) -> str:
     """The whole page as one HTML string (UTF-8, no external resources)."""
     body = [f"<h1>{_e(title)}</h1>"]
     if subtitle:
@@ -319,12 +325,16 @@ def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[T
                  '<p class="sub">held-out accuracy of one cut along each CAV, with its 95% confidence interval, '
                  "beside CAVs fitted to random splits; significant = better than random.</p>",
                  cav_table_html(cav_summary, cav_boundary)]
+        body += [f'<p class="sub">{_e(cav_test)}</p>'] if cav_test else []
+    if concept_notes:
+        body += ["<p>" + "<br>".join(_e(n) for n in concept_notes) + "</p>"]
     if discovered:
         how = {"nmf": "non-negative matrix factorisation", "ica": "independent component analysis (FastICA)"}
         body += ['<h2 id="discovered">Discovered concepts</h2>',
                  f'<p class="sub">concepts found in the representation by {_e(how.get(discovery_method, "factorisation"))}'
-                 "; each is named after the class its coordinate separates best (ROC AUC) and shown by the examples "
-                 "expressing it most.</p>"] + [_concept_html(v) for v in discovered]
+                 "; each is named from the data, not the labels, and shown by the examples expressing it most (a "
+                 "contact sheet for images); ≈ gives the class its coordinate separates best (ROC AUC).</p>"]
+        body += [_concept_html(v) for v in discovered]
     if scatter_svg:
         body += ["<h2>Clusters in concept space</h2>", f'<div class="fig">{scatter_svg}</div>']
     if counterfactuals is not None and len(counterfactuals):

@@ -87,6 +87,14 @@ def units_note(tree: ExplanationTree, data: dict | None) -> str:
     return text
 
 
+def marks_note(tree: ExplanationTree) -> str:
+    """What the marks on concept names mean (``laced†``), for the trees whose rules carry one."""
+    from pipeline.concepts.sets import MARK_MEANING, MARKS
+
+    names = " ".join(tree.feature_names or [])
+    return "".join(f" {m} {MARK_MEANING[k]}." for k, m in MARKS.items() if m in names)
+
+
 def rules_text(row: str, fit: FitArtifact, data: dict | None = None) -> str:
     """``trees/<row>.rules.txt``: simplified annotated rules (every term of an oblique test), the raw
     path rules, the tree drawn as text."""
@@ -104,7 +112,7 @@ def rules_text(row: str, fit: FitArtifact, data: dict | None = None) -> str:
     else:
         raw = "(No path tests a feature twice: the raw path conditions read as the rules above.)"
     return (f"# {row} ({method_name(fit.name)}): {tree.n_leaves} leaves, depth {tree.depth}\n\n"
-            f"{units_note(tree, data)}\n\n"
+            f"{units_note(tree, data)}{marks_note(tree)}\n\n"
             f"Rules ({ann}):\n" + "\n".join(f"- {r}" for r in full) + f"\n\n{raw}\n\nTree:\n"
             + tree.to_text((data or {}).get("X"), (data or {}).get("units")) + "\n")
 
@@ -144,7 +152,7 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
                     data=gallery.get("data"), data_feature_names=gallery.get("data_feature_names"),
                     dataset=load.name, ari=_ari(results, row), units=data.get("units"))
         view = cache.get("tree_view", {**args, "tree": fit.tree}, lambda args=args: tree_view(**args))
-        view.note = units_note(tree, data)
+        view.note = units_note(tree, data) + marks_note(tree)
         views.append(view)
     scatter = None
     if concepts is not None and fits and data["reference"] is not None and project.X.shape[1] >= 2:
@@ -190,7 +198,19 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
                          cav_summary=concepts.cav_summary if concepts is not None else None, scatter_svg=scatter,
                          counterfactuals=cf_table, counterfactual_svgs=cf_svgs, cav_boundary=boundary,
                          discovered=discovered,
-                         discovery_method=concepts.discovery_method if concepts is not None else None)
+                         discovery_method=concepts.discovery_method if concepts is not None else None,
+                         cav_test=concepts.cav_test if concepts is not None else None,
+                         concept_notes=concept_notes(concepts))
+
+
+def concept_notes(concepts: ConceptsArtifact | None) -> list[str]:
+    """What the report says under the CAV table: the concepts learned from the run itself (with
+    their marks), unavailable concepts, near-parallel CAVs and discovery notes."""
+    if concepts is None:
+        return []
+    from pipeline.app.report.concept_run import provenance_lines
+
+    return provenance_lines(concepts.provenance, concepts.cav_dropped) + list(concepts.concept_notes or [])
 
 
 def page_title(cfg: dict, load: LoadArtifact, concepts: ConceptsArtifact | None) -> str:

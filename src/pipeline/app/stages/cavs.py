@@ -25,6 +25,7 @@ import numpy as np
 from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, EncodeArtifact
 from pipeline.app.instantiate import call, factory
 from pipeline.concepts.fitters import fitter_label
+from pipeline.concepts.sets import MARKS
 from pipeline.concepts.projection import concept_mixture, pooled_concept_sigma, project
 from pipeline.validation import InvalidInputError
 
@@ -105,20 +106,40 @@ def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> ConceptsArtifact:
     calibration = cav_calibration(fitter, Zex, examples)
     for row, (a, b) in zip(summary, calibration):  # the concept's own decision boundary (raw units)
         row["boundary"] = float(-b / a) if np.isfinite(a) and a != 0 else float("nan")
-    sources = examples.meta.get("examples_from") or {}
-    for row in summary:  # class attributes: which classes' images the CAV was fitted on
-        if row["concept"] in sources:
-            row["examples"] = sources[row["concept"]]
+    prov = examples.meta.get("provenance") or {}
+    marked = {n: n + MARKS[prov[n]["from_run"]] for n in fitter.concept_names_ if (prov.get(n) or {}).get("from_run")}
+    for row in summary:  # where the examples came from, and the mark the rules carry
+        p = prov.get(row["concept"])
+        if p is not None:
+            row["examples"] = p["note"]
+        row["concept"] = marked.get(row["concept"], row["concept"])
+    attributes = examples.meta.get("source") == "class attributes"  # examples are classes' images, not files
+    dropped = {**(examples.meta.get("unavailable") or {}), **{n: _same_as(why, prov.get(n) if attributes else None)
+                                                              for n, why in fitter.dropped_.items()}}
+    notes = [f"{marked.get(n, n)}: {why}" for n, why in fitter.similar_.items()]
     log.info("CAVs: %s", ", ".join(f"{r['concept']}={r['score']:.3f}" for r in summary))
+    names = [marked.get(n, n) for n in fitter.concept_names_]
     return ConceptsArtifact(
-        concept_names=fitter.concept_names_, cavs=fitter.cavs_, cav_summary=summary,
-        cav_dropped=fitter.dropped_, cav_scores=fitter.scores_, cav_random_scores=fitter.random_scores_,
+        concept_names=names, cavs=fitter.cavs_, cav_summary=summary,
+        cav_dropped=dropped, cav_scores=fitter.scores_, cav_random_scores=fitter.random_scores_,
         concept_set=examples.set_name,
         cav_fitter=fitter_label(fitter.fitter),
         n_concept_examples=int(Zex.shape[0]),
         cav_calibration=calibration.tolist(),
         units="probability" if fitter_label(fitter.fitter) in CALIBRATED else "percentile",
+        cav_test=fitter.test_line(),
+        provenance=[{"concept": marked.get(n, n), **prov[n]} if n in prov else {"concept": n}
+                    for n in fitter.concept_names_],
+        concept_notes=notes or None,
     )
+
+
+def _same_as(why: str, prov: dict | None) -> str:
+    """A class attribute's duplicate reason with the classes both concepts were learned from."""
+    if prov is None or not why.startswith("has the same examples"):
+        return why
+    return (why.split(", so it is")[0] + f", so on these examples it is the same concept (both {prov['note']}); "
+            "only images of other classes could tell them apart")
 
 
 CALIBRATED = ("logistic",)  # CAV fitters that are calibrated classifiers: default units = probability

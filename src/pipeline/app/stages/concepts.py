@@ -79,4 +79,4 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, latents=None
     return dataclasses.replace(out, cavs=cavs, concept_names=[str(n) for n in names])
 
 
-CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=3, artifact=ConceptsArtifact)
+CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=5, artifact=ConceptsArtifact)

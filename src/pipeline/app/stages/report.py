@@ -40,10 +40,13 @@ def report_stage(rows, counterfactuals: bool = False) -> Stage:
         csv, _ = write_tables(out_dir, df)
         out = {"df": df, "csv": csv, "fits": fits, "table2": None, "counterfactuals_csv": None, "html": None}
         if concepts.enabled:  # Table-2 row, CAV table, files for the notebook (issue 6)
-            from pipeline.app.report.concept_run import table2_for_run, write_concept_run
+            from pipeline.app.report.concept_run import cav_frame, table2_for_run, write_cav_table, write_concept_run
 
             out["table2"] = table2_for_run(cfg, load, cluster, project, df, concepts)
             write_concept_run(out_dir, load, cluster, concepts, project, out["table2"])
+            if concepts.cav_summary:
+                write_cav_table(out_dir, cav_frame(concepts.cav_summary, project.units, project.units_kind,
+                                                   project.concept_names, project.X), concepts.cav_test)
             atomic_write(out_dir / "concepts" / "table2.csv", out["table2"].to_csv(index=False))
         if counterfactuals is not None:  # issue 8: TGT / DBM between clusters
             from pipeline.app.report.counterfactual_plots import write_counterfactuals
