@@ -329,18 +329,8 @@ class CAVFitter(BaseEstimator):
         dirs, scores, random_scores = [], [], []
         for idx, seed, permuted in plan:
             Zs, ys = Z[idx].astype(np.float64), y[idx]
-            standardize = fitter.standardize if self.standardize is None else bool(self.standardize)
-            if standardize:  # w·((z - m) / sd) = (w / sd)·z - const: same rule, scaled direction
-                scale = Zs.std(axis=0)
-                scale[scale == 0] = 1.0
-                Zs = (Zs - Zs.mean(axis=0)) / scale
-            w = np.asarray(fitter.direction(Zs, ys, seed), dtype=np.float64)
-            if standardize:
-                w = w / scale
-            if self._column_scale is not None:  # the direction on the unscaled columns
-                w = _unscaled_direction(w, self._column_scale)
-            norm = np.linalg.norm(w)
-            dirs.append(w / norm if norm > 0 else w)
+            w, Zs = self._direction(fitter, Zs, ys, seed)
+            dirs.append(w)
             scores.append(self._heldout(fitter, Zs, ys, seed))
             random_scores.append(self._heldout(fitter, Zs, permuted, seed))
         dirs = np.stack(dirs)
@@ -352,6 +342,76 @@ class CAVFitter(BaseEstimator):
         return dict(cav=cav, scores=scores, random_scores=random_scores, spread=spread,
                     n_pos=int((lab == 1).sum()) if not fitter.continuous else lab.size,
                     n_neg=int((lab == 0).sum()) if not fitter.continuous else 0)
+
+    def _direction(self, fitter, Zs: np.ndarray, ys: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """(unit direction on the original columns, the rows as the fitter saw them) of one fit."""
+        standardize = fitter.standardize if self.standardize is None else bool(self.standardize)
+        if standardize:  # w·((z - m) / sd) = (w / sd)·z - const: same rule, scaled direction
+            scale = Zs.std(axis=0)
+            scale[scale == 0] = 1.0
+            Zs = (Zs - Zs.mean(axis=0)) / scale
+        w = np.asarray(fitter.direction(Zs, ys, seed), dtype=np.float64)
+        if standardize:
+            w = w / scale
+        if self._column_scale is not None:  # the direction on the unscaled columns
+            w = _unscaled_direction(w, self._column_scale)
+        norm = np.linalg.norm(w)
+        return (w / norm if norm > 0 else w), Zs
+
+    def calibration(self, Z, labels, concept_names: Sequence[str] | None = None, n_folds: int = 3,
+                    C: float = 1.0) -> np.ndarray:
+        """``(slope, intercept)`` per kept concept, shape (n_concepts, 2): ``P(concept | z) =
+        σ(slope·⟨c, z⟩ + intercept)``, Platt-scaled (:func:`pipeline.concepts.units.calibrate`:
+        smoothed targets, L2 penalty ``1 / C``) on **held-out** coordinates.
+
+        The CAV separates the very examples it was fitted on better than new ones; a logistic
+        model fitted on those coordinates is too steep and saturates (P = 2e-8 one step off the
+        boundary). So each example's coordinate is taken along a direction fitted (same fitter,
+        same standardisation) on the other ``n_folds - 1`` folds, relative to the midpoint of that
+        fold's class means; the model fitted on these is moved onto the final CAV through the
+        midpoint of the class means along it. At most ``max_per_class`` examples per class are
+        used. NaN for continuous fitters or a concept without positives and negatives.
+
+        ``Z``, ``labels`` and ``concept_names`` are those given to :meth:`fit`.
+        """
+        from pipeline.concepts.units import calibrate
+
+        check_is_fitted(self, "cavs_")
+        fitter = build_fitter(self.fitter, **(self.fitter_params or {}))
+        Zraw = check_matrix(Z, "Z", min_rows=2)
+        Zf = _float32_columns(Zraw)[0]
+        labels = self._check_labels(labels, Zraw.shape[0])
+        names = self._check_names(concept_names, labels.shape[1])
+        rng = np.random.default_rng(self.random_state)
+        out = np.full((len(self.concept_names_), 2), np.nan)
+        if fitter.continuous:
+            return out
+        with blas_threads(1):
+            for m, (name, cav) in enumerate(zip(self.concept_names_, self.cavs_)):
+                y = labels[:, names.index(name)]
+                pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
+                if not pos.size or not neg.size:
+                    continue
+                k = self.max_per_class
+                idx = np.concatenate([rng.choice(pos, min(k, pos.size), replace=False),
+                                      rng.choice(neg, min(k, neg.size), replace=False)])
+                ys = y[idx]
+                s = Zraw[idx].astype(np.float64) @ cav
+                full_mid = (s[ys == 1].mean() + s[ys == 0].mean()) / 2
+                folds = min(int(n_folds), pos.size, neg.size, k)
+                if folds >= 2:
+                    held = np.empty(idx.size)
+                    splitter = StratifiedKFold(folds, shuffle=True, random_state=int(rng.integers(2**31 - 1)))
+                    for tr, te in splitter.split(idx, ys):
+                        w, _ = self._direction(fitter, Zf[idx[tr]].astype(np.float64), ys[tr], 0)
+                        s_tr = Zraw[idx[tr]].astype(np.float64) @ w
+                        mid = (s_tr[ys[tr] == 1].mean() + s_tr[ys[tr] == 0].mean()) / 2
+                        held[te] = Zraw[idx[te]].astype(np.float64) @ w - mid
+                else:  # too few examples to hold any out: the CAV's own coordinates
+                    held = s - full_mid
+                a, b = calibrate(held, ys, C=C)
+                out[m] = (a, b - a * full_mid)
+        return out
 
     def _collect(self, rows: list[dict]) -> None:
         self.scores_ = np.array([r["scores"] for r in rows], dtype=float)

@@ -18,7 +18,10 @@ digits (at least 3) that still route every training point as the tree does.
 A units object needs: ``increasing`` (bool), ``__call__(values) -> mapped values``,
 ``include_low`` (True when the map is a step function whose value at the left neighbour
 may itself be the printed threshold, as percentiles are) and ``condition(name, op, text)``
-/ ``interval(name, low_text, high_text)`` returning the text.
+/ ``interval(name, low_text, high_text)`` returning the text. Optionally ``printable``
+(``(low, high)``: printed values stay inside, e.g. probabilities in [0.01, 0.99]) and
+``fallback`` (the units a cut reads in when no printable value lies between its neighbours,
+e.g. percentiles; None: raw).
 """
 
 from __future__ import annotations
@@ -67,6 +70,21 @@ def shortest_decimal(lo: float, hi: float, near: float | None = None, include_lo
                     return _plain(cand * q)
         k += 1
     return repr(lo)  # lo and hi are adjacent floats: "x <= lo" is the only exact float test
+
+
+def _in_range(a: float, b: float, include_low: bool, printable) -> str | None:
+    """The shortest decimal ``d`` in ``(a, b)`` (``[a, b)`` with ``include_low``) that also lies in
+    ``printable = (low, high)`` (inclusive; None: anywhere), or None when there is none."""
+    if printable is None:
+        return shortest_decimal(a, b, include_low=include_low)
+    low, high = printable
+    if a >= high or b <= low:
+        return None
+    if a < low:
+        a, include_low = low, True
+    if b > high:
+        b = float(np.nextafter(high, np.inf))  # d < b: d <= high
+    return shortest_decimal(a, b, include_low=include_low) if a < b else None
 
 
 def _plain(d: Decimal) -> str:
@@ -135,12 +153,14 @@ class RuleDisplay:
         if lo is None:
             return ("raw", f, f"{t:.4g}", False)
         u = self.units[f]
-        if u is not None:
+        while u is not None:
             mlo, mhi = (float(x) for x in np.asarray(u(np.array([lo, hi])), dtype=np.float64))
             flip = not u.increasing
             a, b = (mhi, mlo) if flip else (mlo, mhi)
-            if a < b:
-                return ("units", f, shortest_decimal(a, b, include_low=u.include_low and not flip), flip)
+            text = _in_range(a, b, u.include_low and not flip, getattr(u, "printable", None)) if a < b else None
+            if text is not None:
+                return ("units", f, text, flip, u)
+            u = getattr(u, "fallback", None)  # e.g. a probability in a tail: the percentile instead
         return ("raw", f, shortest_decimal(lo, hi, near=t), False)
 
     def _oblique(self, X: np.ndarray, weights: dict[int, float], t: float) -> tuple:
@@ -180,11 +200,11 @@ class RuleDisplay:
 
     def condition(self, node: int, op: str, max_terms: int | None = None) -> str:
         """``lhs op threshold`` of ``node`` (``op``: ``<=`` goes left, ``>`` right)."""
-        kind, f, thr, flip = self._node[node]
+        kind, f, thr, flip = self._node[node][:4]
         if kind == "units":
             if flip:  # a decreasing map: the left side has the larger mapped values
                 op = ">" if op == "<=" else "<"
-            return self.units[f].condition(self.names[f], op, thr)
+            return self._node[node][4].condition(self.names[f], op, thr)
         return f"{self.lhs(node, max_terms)} {op} {thr}"
 
     def interval(self, low_node: int | None, high_node: int | None, max_terms: int | None = None) -> str:
@@ -194,8 +214,8 @@ class RuleDisplay:
         if high_node is None:
             return self.condition(low_node, ">", max_terms)
         a, b = self._node[low_node], self._node[high_node]
-        if a[0] == "units" and b[0] == "units" and not a[3] and not b[3]:
-            return self.units[a[1]].interval(self.names[a[1]], a[2], b[2])
+        if a[0] == "units" and b[0] == "units" and not a[3] and not b[3] and a[4] is b[4]:
+            return a[4].interval(self.names[a[1]], a[2], b[2])
         if a[0] != "units" and b[0] != "units":
             return f"{a[2]} < {self.lhs(low_node, max_terms)} <= {b[2]}"
         return f"{self.condition(low_node, '>', max_terms)} and {self.condition(high_node, '<=', max_terms)}"
@@ -203,4 +223,4 @@ class RuleDisplay:
     def node_units(self, node: int) -> str:
         """``raw``, ``oblique`` (raw) or the units kind the test of ``node`` reads in."""
         kind, f = self._node[node][:2]
-        return getattr(self.units[f], "kind", "units") if kind == "units" else kind
+        return getattr(self._node[node][4], "kind", "units") if kind == "units" else kind

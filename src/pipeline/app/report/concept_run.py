@@ -192,8 +192,8 @@ def units_from_record(record: list | None, X: np.ndarray) -> list | None:
 
     if record is None:
         return None
-    return [ProbabilityUnits(float(r["slope"]), float(r["intercept"])) if r["kind"] == "probability"
-            else percentile_units(X[:, m]) for m, r in enumerate(record)]
+    return [ProbabilityUnits(float(r["slope"]), float(r["intercept"]), percentile_units(X[:, m]))
+            if r["kind"] == "probability" else percentile_units(X[:, m]) for m, r in enumerate(record)]
 
 
 def load_concept_run(run_dir) -> dict:
