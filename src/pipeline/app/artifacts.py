@@ -229,6 +229,17 @@ class EvaluateArtifact(Artifact):
 
 
 @dataclass(frozen=True)
+class CompletenessArtifact(Artifact):
+    """Stage ``completeness`` (concept runs): how much the concepts can explain
+    (:func:`pipeline.concepts.completeness.concept_completeness`, as a dict) and each concept's
+    permutation importance per explainer row (row -> {concept: importance}); None without concepts."""
+
+    stage: ClassVar[str] = "completeness"
+    completeness: dict | None = None
+    importance: dict | None = None
+
+
+@dataclass(frozen=True)
 class CounterfactualsArtifact(Artifact):
     """Stage ``counterfactuals``: one row per (method, from, to) with its correctness/coverage,
     the explanations' changes ``deltas`` (n_rows, d) in the explained ``space``."""

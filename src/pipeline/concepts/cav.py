@@ -28,7 +28,7 @@ import numpy as np
 from scipy import stats
 from sklearn.base import BaseEstimator
 from sklearn.model_selection import KFold, StratifiedKFold
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
@@ -110,17 +110,20 @@ class CAVFitter(BaseEstimator):
         every example positive for one is negative for the other and vice versa, e.g.
         curvature vs vertical_line in mnist_geometric) is dropped before fitting: its CAV
         would be the same direction or its reverse, so it adds no independent cut.
-    standardize : bool or None, default=None
-        Fit each repeat on standardised inputs (zero mean, unit variance per feature) and map
-        the direction back (``w / sd``), or on the inputs as they are. None: the fitter's
-        default (True for logistic / SVM / SGD, whose solvers and L2 penalty depend on the
-        feature scales; False for mean_difference / linear_regression). The cut it defines
-        is the same kind of rule either way, but the *direction* differs when features have
-        very different scales: standardising puts the L2 penalty on every feature equally,
-        so near-constant features (edge pixels of raw images) can receive large weights;
-        unstandardised, the direction is the plain classifier's (what captum's TCAV
-        returns), usually better to read, sometimes slightly less accurate. See
-        docs/concepts.md, "Standardisation".
+    standardize : bool, float, "auto" or None, default=None
+        Fit each repeat on standardised inputs and map the direction back (``w / sd``), or on
+        the inputs as they are. ``True``: z-scores; ``False``: none; a float ``λ`` in [0, 1]:
+        per-feature variances shrunk towards their mean, ``sd_j = sqrt((1 - λ)·var_j +
+        λ·mean(var))``; ``"auto"``: z-scores with at least 10 rows per feature, else none
+        (:func:`standardize_shrinkage`). None: the fitter's default (``"auto"`` for logistic /
+        SVM / SGD, whose solvers and L2 penalty depend on the feature scales; False for
+        mean_difference / linear_regression). The cut it defines is the same kind of rule either
+        way, but the *direction* differs when features have very different scales: plain
+        z-scores put the L2 penalty on every feature equally, so near-constant features (edge
+        pixels of raw images, SBERT's dead dimensions) can receive huge weights, and with a
+        small concept set every CAV then points along the same dead dimension; unstandardised,
+        the direction is the plain classifier's (what captum's TCAV returns). See
+        docs/concepts.md, "Standardisation", and benchmarks/cav_set_size.py.
     random_state : int, optional
     progress : bool, default=False
         Show a tqdm bar over concepts.
@@ -160,7 +163,7 @@ class CAVFitter(BaseEstimator):
         "duplicate_tol": [Interval(Real, 0, 1, closed="left")],
         "random_state": ["random_state"],
         "progress": ["boolean"],
-        "standardize": ["boolean", None],
+        "standardize": ["boolean", None, StrOptions({"auto"}), Interval(Real, 0, 1, closed="both")],
     }
 
     def __init__(self, fitter=LogisticFitter, fitter_params=None, n_repeats: int = 5, max_per_class: int = 1000,
@@ -345,13 +348,16 @@ class CAVFitter(BaseEstimator):
 
     def _direction(self, fitter, Zs: np.ndarray, ys: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """(unit direction on the original columns, the rows as the fitter saw them) of one fit."""
-        standardize = fitter.standardize if self.standardize is None else bool(self.standardize)
-        if standardize:  # w·((z - m) / sd) = (w / sd)·z - const: same rule, scaled direction
-            scale = Zs.std(axis=0)
+        shrink = standardize_shrinkage(fitter.standardize if self.standardize is None else self.standardize,
+                                       *Zs.shape)
+        if shrink is not None:  # w·((z - m) / sd) = (w / sd)·z - const: same rule, scaled direction
+            var = Zs.var(axis=0)
+            var = (1.0 - shrink) * var + shrink * var.mean() if shrink > 0 else var
+            scale = np.sqrt(var)
             scale[scale == 0] = 1.0
             Zs = (Zs - Zs.mean(axis=0)) / scale
         w = np.asarray(fitter.direction(Zs, ys, seed), dtype=np.float64)
-        if standardize:
+        if shrink is not None:
             w = w / scale
         if self._column_scale is not None:  # the direction on the unscaled columns
             w = _unscaled_direction(w, self._column_scale)
@@ -453,6 +459,32 @@ class CAVFitter(BaseEstimator):
                  n_negatives=int(self.n_negatives_[m]))
             for m, n in enumerate(self.concept_names_)
         ]
+
+
+#: ``standardize="auto"`` standardises (plain z-scores) only with at least this many rows per feature
+AUTO_ROWS_PER_FEATURE = 10
+
+
+def standardize_shrinkage(standardize, n_rows: int, n_features: int) -> float | None:
+    """The variance shrinkage ``λ`` of a CAV fit's standardisation, or None for none.
+
+    The features are divided by ``sqrt((1 - λ)·var_j + λ·mean(var))``: ``standardize=True`` is
+    ``λ = 0`` (plain z-scores), ``False`` no standardisation, a float its own ``λ`` in [0, 1].
+    ``"auto"`` (the logistic / SVM / SGD default): plain z-scores when every per-feature variance
+    is estimated from at least ``AUTO_ROWS_PER_FEATURE`` (10) rows per feature (MNIST's 10 VaDE
+    latents from 1,600 rows), else none — a concept folder of 10 sentences in SBERT's 384
+    dimensions, or 1,600 images in EfficientNet's 1,280, where z-scores from so few rows give a
+    near-constant feature (SBERT's dead dimensions, a border pixel) a weight of 1/1e-33 and every
+    CAV the same direction. benchmarks/cav_set_size.py: without standardisation the CAVs from 5 to
+    100 examples agree best with the large-set CAV and are as accurate on held-out examples.
+    """
+    if standardize is None:
+        return None
+    if isinstance(standardize, (bool, np.bool_)):
+        return 0.0 if standardize else None
+    if standardize == "auto":
+        return 0.0 if n_rows >= AUTO_ROWS_PER_FEATURE * n_features else None
+    return float(standardize)
 
 
 def _same_examples(labels: np.ndarray, m: int, kept: list[int], names, binary: bool = True) -> str | None:

@@ -131,8 +131,9 @@ def table2_display(table2: pd.DataFrame) -> pd.DataFrame:
 
 def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped: dict, selection: dict | None,
                          discovery: list[dict] | None = None, units: list | None = None,
-                         units_kind: str | None = None, names: list[str] | None = None, X=None) -> str:
-    lines = ["", "Concept trees (MMDT paper, Table 2 layout):", _fmt(table2_display(table2))]
+                         units_kind: str | None = None, names: list[str] | None = None, X=None,
+                         completeness: list[str] = ()) -> str:
+    lines = ["", "Concept trees (MMDT paper, Table 2 layout):", _fmt(table2_display(table2)), *completeness]
     if cav_summary:
         lines += ["", "CAVs (held-out accuracy of one cut along the CAV; random = random-split CAVs; boundary: where "
                       "the CAV's own classifier says 50%):", _fmt(cav_frame(cav_summary, units, units_kind, names, X))]
@@ -150,7 +151,7 @@ def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped:
 
 
 def write_concept_run(out_dir: Path, load: LoadArtifact, cluster: ClusterArtifact, concepts: ConceptsArtifact, project: ProjectArtifact,
-                      table2: pd.DataFrame) -> Path:
+                      table2: pd.DataFrame, completeness=None) -> Path:
     """Write ``<out_dir>/concepts/run.npz`` + ``run.json`` for the inspection notebook."""
     out = Path(out_dir) / "concepts"
     out.mkdir(parents=True, exist_ok=True)
@@ -170,7 +171,9 @@ def write_concept_run(out_dir: Path, load: LoadArtifact, cluster: ClusterArtifac
             "table2": table2.to_dict(orient="records")[0],
             "texts": list(load.texts) if load.kind == "text" else None,
             "discovery": concepts.discovery, "discovery_method": concepts.discovery_method,
-            "units": project.units_kind, "display_units": units_record(project.units)}
+            "units": project.units_kind, "display_units": units_record(project.units),
+            "completeness": None if completeness is None else completeness.completeness,
+            "importance": None if completeness is None else completeness.importance}
     if concepts.top_examples is not None:
         meta["top_examples"] = np.asarray(concepts.top_examples).tolist()
     atomic_write(out / "run.json", json.dumps(meta, indent=1, default=float))

@@ -126,7 +126,7 @@ def _ari(results: "pd.DataFrame", row: str) -> float | None:
 
 def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArtifact, results: "pd.DataFrame",
                     fits: dict[str, FitArtifact], concepts: ConceptsArtifact | None = None, counterfactuals: CounterfactualsArtifact | None = None,
-                    cache=None) -> str:
+                    cache=None, completeness=None) -> str:
     """The whole ``report.html`` of one run (see :mod:`pipeline.app.report.html`); ``cache``
     (:class:`pipeline.app.report.render_cache.RenderCache`) reuses tree views and the scatter drawn before."""
     from pipeline.app.report.html import render_report, svg_of, tree_view
@@ -190,7 +190,14 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
                          cav_summary=concepts.cav_summary if concepts is not None else None, scatter_svg=scatter,
                          counterfactuals=cf_table, counterfactual_svgs=cf_svgs, cav_boundary=boundary,
                          discovered=discovered,
-                         discovery_method=concepts.discovery_method if concepts is not None else None)
+                         discovery_method=concepts.discovery_method if concepts is not None else None,
+                         completeness=_completeness_lines(completeness))
+
+
+def _completeness_lines(completeness) -> list[str]:
+    from pipeline.app.stages.completeness import completeness_text
+
+    return completeness_text(completeness)
 
 
 def page_title(cfg: dict, load: LoadArtifact, concepts: ConceptsArtifact | None) -> str:
