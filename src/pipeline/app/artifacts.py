@@ -68,6 +68,7 @@ class LoadArtifact(Artifact):
     texts: list | None = None
     y: np.ndarray | None = None
     images: np.ndarray | None = None
+    raw: np.ndarray | None = None  # a standardised table's columns in their own units (meta["standardized"])
 
     @property
     def inputs(self):

@@ -94,6 +94,55 @@ class ProbabilityUnits:
         return f"{low} < P({name}) <= {high}"
 
 
+@dataclass(frozen=True)
+class OriginalUnits:
+    """A standardised column ``z = (x - mean) / sd`` shown in its own units ``x`` (``alcohol <= 13.05``).
+
+    Exact: the training points' z-values map back to their own raw values (``z`` and ``x``, sorted
+    alike, as given); any other value maps through ``mean + sd · z``. Built by
+    :func:`original_units`.
+    """
+
+    z: np.ndarray  # sorted standardised values of the training points
+    x: np.ndarray  # their raw values, in the same order
+    mean: float
+    sd: float
+    kind = "original"
+    include_low = False
+    increasing = True
+    printable = None
+    fallback = None
+
+    def __call__(self, s) -> np.ndarray:
+        s = np.asarray(s, dtype=np.float64)
+        i = np.clip(np.searchsorted(self.z, s), 0, self.z.size - 1)
+        return np.where(self.z[i] == s, self.x[i], self.mean + self.sd * s)
+
+    def condition(self, name: str, op: str, text: str) -> str:
+        return f"{name} {op} {text}"
+
+    def interval(self, name: str, low: str, high: str) -> str:
+        return f"{low} < {name} <= {high}"
+
+
+def original_units(Z, X, record: dict) -> list:
+    """One :class:`OriginalUnits` per standardised column of ``Z`` (n, d) whose raw values are
+    ``X`` (n, d), from the standardisation ``record`` (``mean``, ``sd``, ``scaled`` lists); None for
+    a column kept unscaled (it already reads in its own units)."""
+    Z, X = np.asarray(Z, dtype=np.float64), np.asarray(X, dtype=np.float64)
+    out = []
+    for j, scaled in enumerate(record["scaled"]):
+        order = np.argsort(Z[:, j], kind="stable")
+        z, x = Z[order, j], X[order, j]
+        # a z-value shared by distinct raw values (rounded together) has no one raw value to print
+        # exactly: such a column reads in z-scores
+        if not scaled or np.unique(z).size != np.unique(np.column_stack([z, x]), axis=0).shape[0]:
+            out.append(None)
+            continue
+        out.append(OriginalUnits(z, x, float(record["mean"][j]), float(record["sd"][j])))
+    return out
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     out = np.empty_like(x, dtype=np.float64)
     pos = x >= 0

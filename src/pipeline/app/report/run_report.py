@@ -82,7 +82,10 @@ def units_note(tree: ExplanationTree, data: dict | None) -> str:
         text += " P(c) is the concept's calibrated probability P(concept | z) from its CAV's logistic model."
     elif kind == "percentile":
         text += " 'c in top p%' ranks the concept coordinate among the data's points."
-    if kind and any(tree.is_oblique(n) for n in range(tree.n_nodes) if not tree.is_leaf(n)):
+    elif kind == "original":
+        text += (" The trees were fitted on the standardised columns; thresholds read in the table's own units, "
+                 "and oblique tests in z-scores.")
+    if kind and kind != "original" and any(tree.is_oblique(n) for n in range(tree.n_nodes) if not tree.is_leaf(n)):
         text += " Oblique tests (weighted sums) are in raw concept coordinates ⟨c, z⟩."
     return text
 
