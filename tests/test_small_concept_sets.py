@@ -3,6 +3,9 @@ run (issue 34, item 3)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -100,3 +103,28 @@ def test_a_tree_row_that_cannot_be_fitted_does_not_abort_the_run(tmp_path, capsy
     # only when every row fails is there nothing to report: the run stops with the row's reason
     with pytest.raises(InvalidInputError, match="Assumption 3"):
         run(compose_config([*common, "explainer=[concept_mmdt]", f"paths.output_dir={tmp_path / 'out2'}"]))
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "small_text"
+
+
+@pytest.mark.slow
+def test_the_small_text_example_runs_with_the_defaults(tmp_path, capsys):
+    """docs/own-data.md's small text run: 40 sentences in 4 topics, concept folders of 10 sentences,
+    SBERT, defaults only. Before issue 34 the `software` CAV collapsed onto `food` and
+    Concept-MMDT aborted the run."""
+    pytest.importorskip("sentence_transformers")
+    df = run(compose_config([f"paths.output_dir={tmp_path / 'out'}", f"paths.cache_dir={tmp_path / 'cache'}",
+                             "report.figures=false", "report.html=false", "offline=true", "dataset=files",
+                             f"dataset.path={EXAMPLE / 'texts.csv'}", "dataset.text_column=text",
+                             "dataset.labels=topic", "encoder=sbert", "concepts=examples",
+                             f"concepts.path={EXAMPLE / 'concepts'}", "explainer=[concept_mmdt,concept_cart]"]))
+    out = capsys.readouterr().out
+    rows = df.set_index("explainer")
+    assert "error" not in df.columns or rows["error"].isna().all()
+    assert rows.loc["concept_mmdt", "ari"] > 0.6 and rows.loc["concept_cart", "ari"] > 0.6
+    assert "CAVs not used" not in out  # all four concepts kept, none a duplicate
+    assert "Concept completeness" in out
+    for line in out.splitlines():  # no saturated probabilities
+        for p in re.findall(r"P\(\w+\) (?:<=|>) ([\d.]+)", line):
+            assert 0.01 <= float(p) <= 0.99, line

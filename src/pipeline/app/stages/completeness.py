@@ -78,9 +78,12 @@ def completeness_text(art: CompletenessArtifact | None, max_concepts: int = 8) -
         lines.append(f"Warning: these {c['n_concepts']} concepts recover {100 * share:.0f}% of what the latents carry "
                      "about the clusters; rules on them can explain only part of the clustering.")
     for row, imp in (art.importance or {}).items():
-        ranked = sorted(imp.items(), key=lambda kv: -kv[1])
+        ranked = [(n, v) for n, v in sorted(imp.items(), key=lambda kv: -kv[1]) if round(v, 2) != 0]
         shown = ", ".join(f"{n} {v:.2f}" for n, v in ranked[:max_concepts])
-        more = f", … {len(ranked) - max_concepts} more" if len(ranked) > max_concepts else ""
+        rest = len(imp) - min(len(ranked), max_concepts)
+        if rest:
+            shown += (", " if shown else "") + (f"the other {rest} 0.00" if len(ranked) <= max_concepts
+                                                 else f"… {rest} more")
         lines.append(f"Concept importance for {row} (drop in agreement with the reference when the concept is "
-                     f"shuffled): {shown}{more}")
+                     f"shuffled): {shown}")
     return lines
