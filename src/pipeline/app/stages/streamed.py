@@ -275,7 +275,7 @@ def _stream_load(open: StreamArtifact):
                         meta=meta, X=_LazyRows(open.Z, open.chunk_rows), y=y)
 
 
-CONCEPTS = Stage("concepts", ("open",), _concepts_config, _concepts, store="stream_concepts", version=1,
+CONCEPTS = Stage("concepts", ("open",), _concepts_config, _concepts, store="stream_concepts", version=2,
                  artifact=ConceptsArtifact)
 
 
