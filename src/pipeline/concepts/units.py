@@ -32,8 +32,18 @@ UNITS = ("probability", "percentile", "raw")
 PRINTABLE = (0.01, 0.99)
 
 
+class _Units:
+    """What every display map declares (pipeline.trees.display): increasing, whether a step
+    function's left value may be printed, the printable range and the fallback units."""
+
+    include_low = False
+    increasing = True
+    printable = None
+    fallback = None
+
+
 @dataclass(frozen=True)
-class PercentileUnits:
+class PercentileUnits(_Units):
     """``s ↦ 100 · (share of the reference values <= s)``, shown as ``name in top 12%``.
 
     A step function: a cut between neighbours ``lo < hi`` reads as any percentage in
@@ -43,9 +53,6 @@ class PercentileUnits:
     values: np.ndarray  # sorted reference values (the data's coordinates)
     kind = "percentile"
     include_low = True
-    increasing = True
-    printable = None
-    fallback = None
 
     def __call__(self, s) -> np.ndarray:
         return 100.0 * np.searchsorted(self.values, np.asarray(s, dtype=np.float64), side="right") / self.values.size
@@ -60,7 +67,7 @@ class PercentileUnits:
 
 
 @dataclass(frozen=True)
-class ProbabilityUnits:
+class ProbabilityUnits(_Units):
     """``s ↦ σ(slope·s + intercept)``, shown as ``P(name)``.
 
     A printed threshold stays in ``printable`` (``[0.01, 0.99]``); where the gap between a cut's
@@ -72,7 +79,6 @@ class ProbabilityUnits:
     intercept: float
     fallback: PercentileUnits | None = None
     kind = "probability"
-    include_low = False
     printable = PRINTABLE
 
     @property
@@ -95,7 +101,7 @@ class ProbabilityUnits:
 
 
 @dataclass(frozen=True)
-class OriginalUnits:
+class OriginalUnits(_Units):
     """A standardised column ``z = (x - mean) / sd`` shown in its own units ``x`` (``alcohol <= 13.05``).
 
     Exact: the training points' z-values map back to their own raw values (``z`` and ``x``, sorted
@@ -108,10 +114,6 @@ class OriginalUnits:
     mean: float
     sd: float
     kind = "original"
-    include_low = False
-    increasing = True
-    printable = None
-    fallback = None
 
     def __call__(self, s) -> np.ndarray:
         s = np.asarray(s, dtype=np.float64)
