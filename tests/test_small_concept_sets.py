@@ -17,9 +17,10 @@ from pipeline.concepts.cav import standardize_shrinkage
 from pipeline.validation import InvalidInputError
 
 
-def planted_sentences(n_pos: int, seed: int = 0, d: int = 384):
-    """Unit-norm 'sentence embeddings' (d dims, a few dead dimensions at ~1e-33 as SBERT has) of
-    4 concepts, each n_pos examples along its own planted direction, and 12 random negatives."""
+def planted_sentences(n_pos: int, seed: int = 0, d: int = 384, scale: float = 1.0):
+    """'Sentence embeddings' of norm ``scale`` (d dims, a few dead dimensions, constant up to
+    rounding at ~1e-27 of the norm, as SBERT's are) of 4 concepts, each n_pos examples along its
+    own planted direction, and 12 random negatives."""
     rng = np.random.default_rng(seed)
     directions = np.linalg.qr(rng.normal(size=(d, 4)))[0].T  # 4 orthonormal concept directions
     directions[:, :3] = 0.0
@@ -33,14 +34,15 @@ def planted_sentences(n_pos: int, seed: int = 0, d: int = 384):
     rows.append(rng.normal(0, 0.04, (12, d)))
     labels.append(np.zeros((12, 4)))
     Z = np.vstack(rows)
-    Z /= np.linalg.norm(Z, axis=1, keepdims=True)
-    Z[:, :3] = rng.normal(0, 1e-33, (len(Z), 3))  # dead dimensions: constant up to rounding
+    Z *= scale / np.linalg.norm(Z, axis=1, keepdims=True)
+    Z[:, :3] = rng.normal(0, 1e-27 * scale, (len(Z), 3))  # dead dimensions: constant up to rounding
     return Z.astype(np.float32), np.vstack(labels), directions
 
 
-@pytest.mark.parametrize("n_pos", [5, 7, 10])
-def test_cavs_from_5_to_10_examples_stay_distinct_on_planted_directions(n_pos):
-    Z, labels, directions = planted_sentences(n_pos)
+@pytest.mark.parametrize("n_pos, scale", [(5, 1.0), (7, 1e-6), (10, 1e6)])
+def test_cavs_from_5_to_10_examples_stay_distinct_on_planted_directions(n_pos, scale):
+    """Embeddings of any scale (unit norm, 1e-6, 1e6): the default CAVs of 5-10 examples each."""
+    Z, labels, directions = planted_sentences(n_pos, scale=scale)
     names = ["sport", "food", "software", "plants"]
     fit = CAVFitter(min_positives=5, random_state=0).fit(Z, labels, names)  # the defaults otherwise
     assert fit.concept_names_ == names and not fit.dropped_
@@ -59,8 +61,8 @@ def test_cavs_from_5_to_10_examples_stay_distinct_on_planted_directions(n_pos):
 
 def test_auto_standardisation_needs_ten_rows_per_feature():
     assert standardize_shrinkage("auto", 1600, 10) == 0.0  # MNIST's VaDE latents: z-scores, as before
-    assert standardize_shrinkage("auto", 16, 384) is None  # a concept folder in SBERT space: none
-    assert standardize_shrinkage("auto", 1600, 1280) is None  # EfficientNet features
+    assert standardize_shrinkage("auto", 16, 384) == 1.0  # a concept folder in SBERT space: one common scale
+    assert standardize_shrinkage("auto", 1600, 1280) == 1.0  # EfficientNet features
     assert standardize_shrinkage(True, 5, 5) == 0.0 and standardize_shrinkage(False, 5, 5) is None
     assert standardize_shrinkage(0.3, 5, 5) == 0.3 and standardize_shrinkage(None, 5, 5) is None
     Z, labels, _ = planted_sentences(10)

@@ -79,5 +79,5 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, latents=None
     return dataclasses.replace(out, cavs=cavs, concept_names=[str(n) for n in names])
 
 
-# version 4 (issue 34): held-out Platt calibration, and cav standardize "auto" as the fitters' default
-CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=4, artifact=ConceptsArtifact)
+# version 5 (issue 34, units34): held-out Platt calibration, and cav standardize "auto" as the fitters' default
+CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=5, artifact=ConceptsArtifact)
