@@ -80,10 +80,12 @@ def completeness_text(art: CompletenessArtifact | None, max_concepts: int = 8) -
     for row, imp in (art.importance or {}).items():
         ranked = [(n, v) for n, v in sorted(imp.items(), key=lambda kv: -kv[1]) if round(v, 2) != 0]
         shown = ", ".join(f"{n} {v:.2f}" for n, v in ranked[:max_concepts])
-        rest = len(imp) - min(len(ranked), max_concepts)
-        if rest:
-            shown += (", " if shown else "") + (f"the other {rest} 0.00" if len(ranked) <= max_concepts
-                                                 else f"… {rest} more")
+        zero = [n for n in imp if n not in dict(ranked)]
+        if len(ranked) > max_concepts:
+            shown += f", … {len(imp) - max_concepts} more"
+        elif zero:
+            shown += (", " if shown else "") + (", ".join(f"{n} 0" for n in zero) if len(zero) <= 3
+                                                 else f"the other {len(zero)} 0" if shown else f"all {len(zero)} 0")
         lines.append(f"Concept importance for {row} (drop in agreement with the reference when the concept is "
                      f"shuffled): {shown}")
     return lines
