@@ -6,8 +6,8 @@ For concept sets of 5, 10, 30 and 100 positives (and as many negatives) drawn fr
 embeddings, fits ``CAVFitter`` (logistic regression, the library defaults otherwise: 5 repeats,
 subsample 0.8) with four standardisations — ``true`` (plain z-scores, the default before issue
 34), ``false`` (none), ``0.5`` (variances shrunk half-way to their mean) and ``auto``
-(z-scores with at least 10 rows per feature, else one common scale for all features, λ = 1:
-the default since issue 34,
+(z-scores with at least 10 rows per feature, else one common scale for all features, the
+data's total spread: the default since issue 34,
 :func:`pipeline.concepts.cav.standardize_shrinkage`) — and reports, over
 ``--draws`` draws per size, the mean and 10th percentile of
 

@@ -61,8 +61,8 @@ def test_cavs_from_5_to_10_examples_stay_distinct_on_planted_directions(n_pos, s
 
 def test_auto_standardisation_needs_ten_rows_per_feature():
     assert standardize_shrinkage("auto", 1600, 10) == 0.0  # MNIST's VaDE latents: z-scores, as before
-    assert standardize_shrinkage("auto", 16, 384) == 1.0  # a concept folder in SBERT space: one common scale
-    assert standardize_shrinkage("auto", 1600, 1280) == 1.0  # EfficientNet features
+    assert standardize_shrinkage("auto", 16, 384) == "common"  # a concept folder in SBERT space: one scale
+    assert standardize_shrinkage("auto", 1600, 1280) == "common"  # EfficientNet features
     assert standardize_shrinkage(True, 5, 5) == 0.0 and standardize_shrinkage(False, 5, 5) is None
     assert standardize_shrinkage(0.3, 5, 5) == 0.3 and standardize_shrinkage(None, 5, 5) is None
     Z, labels, _ = planted_sentences(10)

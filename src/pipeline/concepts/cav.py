@@ -115,7 +115,7 @@ class CAVFitter(BaseEstimator):
         the inputs as they are. ``True``: z-scores; ``False``: none; a float ``λ`` in [0, 1]:
         per-feature variances shrunk towards their mean, ``sd_j = sqrt((1 - λ)·var_j +
         λ·mean(var))``; ``"auto"``: z-scores with at least 10 rows per feature, else one common
-        scale for all features (``λ = 1``; :func:`standardize_shrinkage`). None: the fitter's default (``"auto"`` for logistic /
+        scale for all features, the data's total spread (:func:`standardize_shrinkage`). None: the fitter's default (``"auto"`` for logistic /
         SVM / SGD, whose solvers and L2 penalty depend on the feature scales; False for
         mean_difference / linear_regression). The cut it defines is the same kind of rule either
         way, but the *direction* differs when features have very different scales: plain
@@ -352,7 +352,10 @@ class CAVFitter(BaseEstimator):
                                        *Zs.shape)
         if shrink is not None:  # w·((z - m) / sd) = (w / sd)·z - const: same rule, scaled direction
             var = Zs.var(axis=0)
-            var = (1.0 - shrink) * var + shrink * var.mean() if shrink > 0 else var
+            if shrink == "common":  # one scale: the cloud's total spread (unit-norm embeddings: about 1)
+                var = np.full_like(var, var.sum())
+            elif shrink > 0:
+                var = (1.0 - shrink) * var + shrink * var.mean()
             scale = np.sqrt(var)
             scale[scale == 0] = 1.0
             Zs = (Zs - Zs.mean(axis=0)) / scale
@@ -465,29 +468,28 @@ class CAVFitter(BaseEstimator):
 AUTO_ROWS_PER_FEATURE = 10
 
 
-def standardize_shrinkage(standardize, n_rows: int, n_features: int) -> float | None:
-    """The variance shrinkage ``λ`` of a CAV fit's standardisation, or None for none.
+def standardize_shrinkage(standardize, n_rows: int, n_features: int) -> float | str | None:
+    """How a CAV fit standardises its inputs: None (not at all), a shrinkage ``λ`` or ``"common"``.
 
-    The features are divided by ``sqrt((1 - λ)·var_j + λ·mean(var))``: ``standardize=True`` is
-    ``λ = 0`` (plain z-scores), ``False`` no standardisation, a float its own ``λ`` in [0, 1].
-    ``"auto"`` (the logistic / SVM / SGD default): plain z-scores when every per-feature variance
-    is estimated from at least ``AUTO_ROWS_PER_FEATURE`` (10) rows per feature (MNIST's 10 VaDE
-    latents from 1,600 rows), else ``λ = 1``, one scale for all features (their RMS spread) —
-    a concept folder of 10 sentences in SBERT's 384 dimensions, or 1,600 images in
-    EfficientNet's 1,280, where z-scores from so few rows give a near-constant feature (SBERT's
-    dead dimensions, a border pixel) a weight of 1/1e-33 and every CAV the same direction. One
-    common scale keeps the plain classifier's direction (as ``False``) while making the fit
-    independent of the embeddings' scale (1e-6 or 1e6: the L2 penalty and the solver's
-    tolerance see unit-scale features). benchmarks/cav_set_size.py: with one scale or none the
-    CAVs from 5 to 100 examples agree best with the large-set CAV and are as accurate on
-    held-out examples.
+    With ``λ`` the features are divided by ``sqrt((1 - λ)·var_j + λ·mean(var))``:
+    ``standardize=True`` is ``λ = 0`` (plain z-scores), ``False`` none, a float its own ``λ`` in
+    [0, 1]. ``"common"``: every feature divided by one scale, the data's total spread
+    ``sqrt(Σ_j var_j)``. ``"auto"`` (the logistic / SVM / SGD default): plain z-scores when every
+    per-feature variance is estimated from at least ``AUTO_ROWS_PER_FEATURE`` (10) rows per
+    feature (MNIST's 10 VaDE latents from 1,600 rows), else ``"common"`` — a concept folder of 10
+    sentences in SBERT's 384 dimensions, or 1,600 images in EfficientNet's 1,280, where z-scores
+    from so few rows give a near-constant feature (SBERT's dead dimensions, a border pixel) a
+    weight of 1/1e-33 and every CAV the same direction. One common scale keeps the plain
+    classifier's direction on unit-norm embeddings (SBERT's total spread is about 1, so it is
+    ``False`` there) while making the fit independent of the embeddings' scale (1e-6 or 1e6: the
+    L2 penalty and the solver's tolerance see a unit-spread cloud). benchmarks/cav_set_size.py.
     """
     if standardize is None:
         return None
     if isinstance(standardize, (bool, np.bool_)):
         return 0.0 if standardize else None
     if standardize == "auto":
-        return 0.0 if n_rows >= AUTO_ROWS_PER_FEATURE * n_features else 1.0
+        return 0.0 if n_rows >= AUTO_ROWS_PER_FEATURE * n_features else "common"
     return float(standardize)
 
 
