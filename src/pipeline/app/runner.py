@@ -116,7 +116,8 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
             print(concept_summary_text(report.table2, concepts.cav_summary or [], concepts.cav_dropped or {},
                                        project.selection, concepts.discovery, project.units, project.units_kind,
                                        project.concept_names, project.X,
-                                       completeness_text(done["completeness"].artifact)))
+                                       completeness_text(done["completeness"].artifact
+                                                         if "completeness" in done else None)))
     if report.counterfactuals_csv is not None:
         print(f"counterfactual explanations ({done['counterfactuals'].artifact.space} space) written to "
               f"{report.counterfactuals_csv}")

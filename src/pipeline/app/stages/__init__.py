@@ -1,7 +1,7 @@
 """Pipeline stages, each a :class:`pipeline.app.stages.framework.Stage`; see docs/ARCHITECTURE.md.
 
 load -> train -> encode -> cluster -> concepts -> project -> fit.<row> (one per explainer)
--> evaluate -> completeness -> [counterfactuals] -> report. :func:`declared_stages` is the list the runner
+-> evaluate -> [completeness] (concept runs) -> [counterfactuals] -> report. :func:`declared_stages` is the list the runner
 loops over; a new stage is one module here plus one line in that list.
 """
 
@@ -27,12 +27,16 @@ def declared_stages(cfg: dict) -> list:
     from pipeline.app.stages.report import report_stage
 
     rows = list(cfg["explainer"])
-    stages = [LOAD, TRAIN, ENCODE, CLUSTER, CONCEPTS, PROJECT, *(fit_stage(row) for row in rows), evaluate_stage(rows),
-              completeness_stage(rows)]
+    stages = [LOAD, TRAIN, ENCODE, CLUSTER, CONCEPTS, PROJECT, *(fit_stage(row) for row in rows), evaluate_stage(rows)]
+    from pipeline.app.stages.concepts import enabled
+
+    concept_run = enabled(cfg)
+    if concept_run:  # how much the concepts explain (issue 34)
+        stages.append(completeness_stage(rows))
     counterfactuals = cfg.get("counterfactuals", {}).get("name", "none") != "none"
     if counterfactuals:  # imports torch: only when asked for
         from pipeline.app.stages.counterfactuals import COUNTERFACTUALS
 
         stages.append(COUNTERFACTUALS)
-    stages.append(report_stage(rows, counterfactuals))
+    stages.append(report_stage(rows, counterfactuals, completeness=concept_run))
     return stages

@@ -21,10 +21,12 @@ from pipeline.app.stages.framework import RunContext, Stage
 from pipeline.trees.tree import ExplanationTree
 
 
-def report_stage(rows, counterfactuals: bool = False) -> Stage:
-    """The report stage over explainer rows ``rows`` (and the counterfactuals stage, if it runs)."""
+def report_stage(rows, counterfactuals: bool = False, completeness: bool = False) -> Stage:
+    """The report stage over explainer rows ``rows`` (and the counterfactuals and completeness
+    stages, if they run)."""
     fit_names = tuple(f"fit.{row}" for row in rows)
-    inputs = ("load", "cluster", "concepts", "project", "evaluate", "completeness", *fit_names)
+    inputs = ("load", "cluster", "concepts", "project", "evaluate", *fit_names)
+    inputs += ("completeness",) if completeness else ()
     inputs += ("counterfactuals",) if counterfactuals else ()
 
     def compute(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, concepts: ConceptsArtifact,
