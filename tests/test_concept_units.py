@@ -273,6 +273,9 @@ def test_no_printed_probability_outside_one_and_99_percent(data, slope, intercep
         for p in re.findall(r"P\(\w+\) (?:<=|>|<) " + _NUM, str(rule)) + \
                 [x for pair in re.findall(_NUM + r" < P\(\w+\) <= " + _NUM, str(rule)) for x in pair]:
             assert 0.01 <= float(p) <= 0.99, str(rule)
+    text = " ".join(str(r) for r in tree.rules(X, units=units))
+    for name in NAMES:  # one concept reads in one kind of unit in the whole tree
+        assert not (f"P({name})" in text and re.search(rf"\b{name} in ", text)), text
 
 
 def test_a_threshold_in_the_tail_prints_as_a_percentile():

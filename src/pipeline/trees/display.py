@@ -129,6 +129,15 @@ class RuleDisplay:
             else:
                 v = X[:, int(tree.feature[n])]
                 self._node[n] = self._axis(int(tree.feature[n]), v, v <= t, t)
+        # A feature with one cut in its fallback units (a probability in a tail read as a percentile)
+        # reads in those units at every cut, so one rule never mixes "P(c) <= 0.3" with "c in top 78%".
+        fell = {info[1] for info in self._node.values() if info[0] == "units" and info[4] is not self.units[info[1]]}
+        for f in fell:
+            self.units[f] = self.units[f].fallback
+        for n, info in list(self._node.items()):
+            if info[0] != "oblique" and info[1] in fell:
+                v = X[:, info[1]]
+                self._node[n] = self._axis(info[1], v, v <= float(tree.threshold[n]), float(tree.threshold[n]))
 
     @property
     def mapped(self) -> bool:
