@@ -79,5 +79,6 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, latents=None
     return dataclasses.replace(out, cavs=cavs, concept_names=[str(n) for n in names])
 
 
-# version 5 (issue 34, units34): held-out Platt calibration, and cav standardize "auto" as the fitters' default
-CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=5, artifact=ConceptsArtifact)
+# version 9 (issue 34, units34; prov34 uses 4 and 5 for its own change: a merge takes one above both): held-out
+# Platt calibration, and cav standardize "auto" as the fitters' default
+CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=9, artifact=ConceptsArtifact)
