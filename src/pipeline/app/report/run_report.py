@@ -79,7 +79,9 @@ def units_note(tree: ExplanationTree, data: dict | None) -> str:
     text = ("Thresholds are the shortest decimals that route every training point as the tree does "
             "(the exact cuts are in the JSON).")
     if kind == "probability":
-        text += " P(c) is the concept's calibrated probability P(concept | z) from its CAV's logistic model."
+        text += (" P(c) is the concept's calibrated probability P(concept | z) from its CAV's logistic model (Platt "
+                 "scaling on held-out examples); a concept with a cut where P is below 0.01 or above 0.99 reads in "
+                 "percentiles instead.")
     elif kind == "percentile":
         text += " 'c in top p%' ranks the concept coordinate among the data's points."
     elif kind == "original":
