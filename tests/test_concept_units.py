@@ -69,8 +69,14 @@ def _parse_lhs(lhs: str, X: np.ndarray) -> np.ndarray:
     return total
 
 
+def _percentiles(u):
+    """The percentile map a percentile condition reads in (a probability's fallback in the tails)."""
+    return u.fallback if getattr(u, "kind", None) == "probability" else u
+
+
 def _holds(cond: str, X: np.ndarray, units) -> np.ndarray:
     cond = cond.strip()
+    units = [_percentiles(u) if re.search(r" in (bottom|top|percentiles) ", cond) else u for u in units]
     m = re.fullmatch(r"(\w+) in bottom " + _NUM + "%", cond)
     if m:
         return units[NAMES.index(m[1])](X[:, NAMES.index(m[1])]) <= float(m[2])
@@ -244,3 +250,60 @@ def test_bad_units_input_says_what_to_do():
         concept_units("probability", np.zeros((3, 1)), ["a"])
     assert concept_units("raw", np.zeros((3, 1)), ["a"]) is None
     assert isinstance(concept_units("percentile", np.arange(3.0)[:, None], ["a"])[0], PercentileUnits)
+
+
+# ------------------------------------------------------------------ no saturated probabilities (issue 34, item 2)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(near_tie_data(), st.floats(1e-3, 1e6), st.floats(-50, 50), st.sampled_from([1.0, -1.0]))
+def test_no_printed_probability_outside_one_and_99_percent(data, slope, intercept, sign):
+    """Any calibration, however steep or shifted: a printed P(...) lies in [0.01, 0.99]; a cut in a
+    tail reads as a percentile; every printed rule still routes every training point exactly."""
+    X, rng = data
+    y = rng.integers(0, 3, len(X))
+    assume(np.unique(y).size > 1)
+    tree = CART(4, random_state=0).fit(X, y, feature_names=NAMES).tree_
+    units = []
+    for j in range(3):
+        try:
+            units.append(probability_units(sign * slope, intercept, X[:, j], NAMES[j]))
+        except InvalidInputError:  # the same P for every point: the stage reads such a concept in percentiles
+            units.append(percentile_units(X[:, j]))
+    _check_rules_route_exactly(tree, X, units)
+    for rule in tree.rules(X, units=units):
+        for p in re.findall(r"P\(\w+\) (?:<=|>|<) " + _NUM, str(rule)) + \
+                [x for pair in re.findall(_NUM + r" < P\(\w+\) <= " + _NUM, str(rule)) for x in pair]:
+            assert 0.01 <= float(p) <= 0.99, str(rule)
+    text = " ".join(str(r) for r in tree.rules(X, units=units))
+    for name in NAMES:  # one concept reads in one kind of unit in the whole tree
+        assert not (f"P({name})" in text and re.search(rf"\b{name} in ", text)), text
+
+
+def test_a_threshold_in_the_tail_prints_as_a_percentile():
+    X = np.arange(100, dtype=float)[:, None]
+    tree = ExplanationTree(1, ["laced"])
+    tree.split(0, 0, 63.5, 0, 1)
+    steep = probability_units(5.0, -200.0, X[:, 0], "laced")  # P = 0.5 at 40: every gap above is > 0.99
+    texts = [r.format(None).split(" → ")[0] for r in tree.rules(X, units=[steep])]
+    assert texts == ["laced in bottom 64%", "laced in top 36%"]
+    mild = probability_units(0.1, -4.0, X[:, 0], "laced")
+    texts = [r.format(None).split(" → ")[0] for r in tree.rules(X, units=[mild])]
+    assert texts[0].startswith("P(laced) <= 0.") and texts[1].startswith("P(laced) > 0.")
+
+
+def test_held_out_platt_scaling_does_not_saturate_on_separable_examples():
+    """Examples a CAV separates perfectly: the smoothed, regularised, held-out fit keeps the slope
+    finite, so points one class-gap beyond the examples still read inside (0.001, 0.999)."""
+    from pipeline.concepts import CAVFitter
+
+    rng = np.random.default_rng(0)
+    Z = np.vstack([rng.normal(0, 1, (30, 8)), rng.normal(0, 1, (30, 8)) + 6 * np.eye(8)[0]])
+    y = np.r_[np.zeros(30), np.ones(30)]
+    fit = CAVFitter(n_repeats=3, cv=2, min_positives=5, random_state=0).fit(Z, y, ["c"])
+    (a, b), = fit.calibration(Z, y, ["c"])
+    s = Z @ fit.cavs_[0]
+    gap = s[y == 1].mean() - s[y == 0].mean()
+    assert np.isfinite(a) and a > 0
+    p = 1 / (1 + np.exp(-(a * np.array([s[y == 0].mean(), s[y == 1].mean()]) + b)))
+    assert 0.001 < p[0] < 0.1 and 0.9 < p[1] < 0.999, (p, gap)
+    old = calibrate(s, y)  # the in-sample fit is at least as steep
+    assert old[0] >= a * 0.5

@@ -68,6 +68,7 @@ class LoadArtifact(Artifact):
     texts: list | None = None
     y: np.ndarray | None = None
     images: np.ndarray | None = None
+    raw: np.ndarray | None = None  # a standardised table's columns in their own units (meta["standardized"])
 
     @property
     def inputs(self):
@@ -229,6 +230,17 @@ class EvaluateArtifact(Artifact):
 
     stage: ClassVar[str] = "evaluate"
     rows: list
+
+
+@dataclass(frozen=True)
+class CompletenessArtifact(Artifact):
+    """Stage ``completeness`` (concept runs): how much the concepts can explain
+    (:func:`pipeline.concepts.completeness.concept_completeness`, as a dict) and each concept's
+    permutation importance per explainer row (row -> {concept: importance}); None without concepts."""
+
+    stage: ClassVar[str] = "completeness"
+    completeness: dict | None = None
+    importance: dict | None = None
 
 
 @dataclass(frozen=True)

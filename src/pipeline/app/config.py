@@ -81,7 +81,9 @@ class DatasetConfig:
     split: str = "train"
     classes: Optional[List[int]] = None  # keep only these ground-truth classes (relabelled 0..C-1)
     n_samples: Optional[int] = None  # random subsample (seeded by `seed`)
-    standardize: bool = False  # z-score the features (tabular data only)
+    # z-score the features (tabular data only); null (dataset=files): yes for a table (.csv/.tsv/.parquet),
+    # no for embeddings; the rules still read in the table's own units
+    standardize: Optional[bool] = False
     download: bool = False  # let torchvision / sklearn download missing data
     root: Optional[str] = None  # local copy of the data; default ${paths.data_dir}/<loader>
     params: Dict[str, Any] = field(default_factory=dict)  # keyword arguments of the loader

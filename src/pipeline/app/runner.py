@@ -53,20 +53,29 @@ def to_plain(cfg) -> dict:
 def run_pipeline(cfg: dict, ctx: RunContext, stages, until: str | None = None) -> dict[str, StageOutput]:
     """Execute ``stages`` in order (stopping before the stage named ``until``); returns the finished ones.
 
-    With ``ctx.keep_going`` a failing explainer row (``fit.<row>``) is recorded in ``ctx.errors``
-    and the run goes on without it.
+    A failing explainer row (``fit.<row>``, an :class:`InvalidInputError`: e.g. Concept-MMDT on
+    concept means that no concept separates) never aborts the run: it is recorded in
+    ``ctx.errors`` (an error row in the results, saying why and which option fixes it) and the
+    other rows are fitted and reported. Only when every row failed does the run stop with the
+    first row's error (nothing would be left to report), unless ``ctx.keep_going`` (studies).
     """
     done: dict[str, StageOutput] = {}
+    fit_rows = [s.name for s in stages if s.name.startswith("fit.")]
     for stage in stages:
         if stage.name == until:
             break
         try:
             done[stage.name] = execute(stage, cfg, ctx, done)
         except InvalidInputError as exc:
-            if not (ctx.keep_going and stage.name.startswith("fit.")):
+            if not stage.name.startswith("fit."):
                 raise
             row = stage.name[len("fit."):]
-            log.error("explainer %s failed: %s", row, exc)
+            failed = [n for n in fit_rows if n in done and done[n].artifact is None] + [stage.name]
+            if not ctx.keep_going and len(failed) == len(fit_rows):
+                if len(fit_rows) > 1:
+                    raise InvalidInputError(f"every explainer row failed; {row}: {exc}") from None
+                raise
+            log.error("explainer %s failed (the other rows go on): %s", row, exc)
             ctx.errors[row] = str(exc)
             done[stage.name] = StageOutput("failed", None)
     return done
@@ -102,10 +111,14 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
 
             concepts = done["concepts"].artifact
             project = done["project"].artifact
+            from pipeline.app.stages.completeness import completeness_text
+
             print(concept_summary_text(report.table2, concepts.cav_summary or [], concepts.cav_dropped or {},
                                        project.selection, concepts.discovery, project.units, project.units_kind,
                                        project.concept_names, project.X, concepts.cav_test, concepts.provenance,
-                                       concepts.concept_notes))
+                                       concepts.concept_notes,
+                                       completeness=completeness_text(done["completeness"].artifact
+                                                                      if "completeness" in done else None)))
     if report.counterfactuals_csv is not None:
         print(f"counterfactual explanations ({done['counterfactuals'].artifact.space} space) written to "
               f"{report.counterfactuals_csv}")

@@ -37,7 +37,7 @@ import numpy as np
 from scipy import stats
 from sklearn.base import BaseEstimator
 from sklearn.model_selection import KFold, StratifiedKFold
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
@@ -119,17 +119,20 @@ class CAVFitter(BaseEstimator):
         equal or complement an earlier concept's (the same latent rows positive and negative,
         or swapped, e.g. curvature vs vertical_line in mnist_geometric) is dropped before
         fitting: it is the same concept, so it adds no independent cut.
-    standardize : bool or None, default=None
-        Fit each repeat on standardised inputs (zero mean, unit variance per feature) and map
-        the direction back (``w / sd``), or on the inputs as they are. None: the fitter's
-        default (True for logistic / SVM / SGD, whose solvers and L2 penalty depend on the
-        feature scales; False for mean_difference / linear_regression). The cut it defines
-        is the same kind of rule either way, but the *direction* differs when features have
-        very different scales: standardising puts the L2 penalty on every feature equally,
-        so near-constant features (edge pixels of raw images) can receive large weights;
-        unstandardised, the direction is the plain classifier's (what captum's TCAV
-        returns), usually better to read, sometimes slightly less accurate. See
-        docs/concepts.md, "Standardisation".
+    standardize : bool, float, "auto" or None, default=None
+        Fit each repeat on standardised inputs and map the direction back (``w / sd``), or on
+        the inputs as they are. ``True``: z-scores; ``False``: none; a float ``λ`` in [0, 1]:
+        per-feature variances shrunk towards their mean, ``sd_j = sqrt((1 - λ)·var_j +
+        λ·mean(var))``; ``"auto"``: z-scores with at least 10 rows per feature, else one common
+        scale for all features, the data's total spread (:func:`standardize_shrinkage`). None: the fitter's default (``"auto"`` for logistic /
+        SVM / SGD, whose solvers and L2 penalty depend on the feature scales; False for
+        mean_difference / linear_regression). The cut it defines is the same kind of rule either
+        way, but the *direction* differs when features have very different scales: plain
+        z-scores put the L2 penalty on every feature equally, so near-constant features (edge
+        pixels of raw images, SBERT's dead dimensions) can receive huge weights, and with a
+        small concept set every CAV then points along the same dead dimension; unstandardised,
+        the direction is the plain classifier's (what captum's TCAV returns). See
+        docs/concepts.md, "Standardisation", and benchmarks/cav_set_size.py.
     random_state : int, optional
     progress : bool, default=False
         Show a tqdm bar over concepts.
@@ -178,7 +181,7 @@ class CAVFitter(BaseEstimator):
         "duplicate_tol": [Interval(Real, 0, 1, closed="left")],
         "random_state": ["random_state"],
         "progress": ["boolean"],
-        "standardize": ["boolean", None],
+        "standardize": ["boolean", None, StrOptions({"auto"}), Interval(Real, 0, 1, closed="both")],
     }
 
     def __init__(self, fitter=LogisticFitter, fitter_params=None, n_repeats: int = 5, max_per_class: int = 1000,
@@ -346,18 +349,8 @@ class CAVFitter(BaseEstimator):
         dirs, scores, random_scores = [], [], []
         for idx, seed, permuted in plan:
             Zs, ys = Z[idx].astype(np.float64), y[idx]
-            standardize = fitter.standardize if self.standardize is None else bool(self.standardize)
-            if standardize:  # w·((z - m) / sd) = (w / sd)·z - const: same rule, scaled direction
-                scale = Zs.std(axis=0)
-                scale[scale == 0] = 1.0
-                Zs = (Zs - Zs.mean(axis=0)) / scale
-            w = np.asarray(fitter.direction(Zs, ys, seed), dtype=np.float64)
-            if standardize:
-                w = w / scale
-            if self._column_scale is not None:  # the direction on the unscaled columns
-                w = _unscaled_direction(w, self._column_scale)
-            norm = np.linalg.norm(w)
-            dirs.append(w / norm if norm > 0 else w)
+            w, Zs = self._direction(fitter, Zs, ys, seed)
+            dirs.append(w)
             scores.append(self._heldout(fitter, Zs, ys, seed))
             random_scores.append(self._heldout(fitter, Zs, permuted, seed))
         n_heldout = len(plan[0][0]) if plan and np.isfinite(scores).any() else 0
@@ -370,6 +363,82 @@ class CAVFitter(BaseEstimator):
         return dict(cav=cav, scores=scores, random_scores=random_scores, spread=spread, n_heldout=n_heldout,
                     n_pos=int((lab == 1).sum()) if not fitter.continuous else lab.size,
                     n_neg=int((lab == 0).sum()) if not fitter.continuous else 0)
+
+    def _direction(self, fitter, Zs: np.ndarray, ys: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """(unit direction on the original columns, the rows as the fitter saw them) of one fit."""
+        shrink = standardize_shrinkage(fitter.standardize if self.standardize is None else self.standardize,
+                                       *Zs.shape)
+        if shrink is not None:  # w·((z - m) / sd) = (w / sd)·z - const: same rule, scaled direction
+            var = Zs.var(axis=0)
+            if shrink == "common":  # one scale: the cloud's total spread (unit-norm embeddings: about 1)
+                var = np.full_like(var, var.sum())
+            elif shrink > 0:
+                var = (1.0 - shrink) * var + shrink * var.mean()
+            scale = np.sqrt(var)
+            scale[scale == 0] = 1.0
+            Zs = (Zs - Zs.mean(axis=0)) / scale
+        w = np.asarray(fitter.direction(Zs, ys, seed), dtype=np.float64)
+        if shrink is not None:
+            w = w / scale
+        if self._column_scale is not None:  # the direction on the unscaled columns
+            w = _unscaled_direction(w, self._column_scale)
+        norm = np.linalg.norm(w)
+        return (w / norm if norm > 0 else w), Zs
+
+    def calibration(self, Z, labels, concept_names: Sequence[str] | None = None, n_folds: int = 3,
+                    C: float = 1.0) -> np.ndarray:
+        """``(slope, intercept)`` per kept concept, shape (n_concepts, 2): ``P(concept | z) =
+        σ(slope·⟨c, z⟩ + intercept)``, Platt-scaled (:func:`pipeline.concepts.units.calibrate`:
+        smoothed targets, L2 penalty ``1 / C``) on **held-out** coordinates.
+
+        The CAV separates the very examples it was fitted on better than new ones; a logistic
+        model fitted on those coordinates is too steep and saturates (P = 2e-8 one step off the
+        boundary). So each example's coordinate is taken along a direction fitted (same fitter,
+        same standardisation) on the other ``n_folds - 1`` folds, relative to the midpoint of that
+        fold's class means; the model fitted on these is moved onto the final CAV through the
+        midpoint of the class means along it. At most ``max_per_class`` examples per class are
+        used. NaN for continuous fitters or a concept without positives and negatives.
+
+        ``Z``, ``labels`` and ``concept_names`` are those given to :meth:`fit`.
+        """
+        from pipeline.concepts.units import calibrate
+
+        check_is_fitted(self, "cavs_")
+        fitter = build_fitter(self.fitter, **(self.fitter_params or {}))
+        Zraw = check_matrix(Z, "Z", min_rows=2)
+        Zf = _float32_columns(Zraw)[0]
+        labels = self._check_labels(labels, Zraw.shape[0])
+        names = self._check_names(concept_names, labels.shape[1])
+        rng = np.random.default_rng(self.random_state)
+        out = np.full((len(self.concept_names_), 2), np.nan)
+        if fitter.continuous:
+            return out
+        with blas_threads(1):
+            for m, (name, cav) in enumerate(zip(self.concept_names_, self.cavs_)):
+                y = labels[:, names.index(name)]
+                pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
+                if not pos.size or not neg.size:
+                    continue
+                k = self.max_per_class
+                idx = np.concatenate([rng.choice(pos, min(k, pos.size), replace=False),
+                                      rng.choice(neg, min(k, neg.size), replace=False)])
+                ys = y[idx]
+                s = Zraw[idx].astype(np.float64) @ cav
+                full_mid = (s[ys == 1].mean() + s[ys == 0].mean()) / 2
+                folds = min(int(n_folds), pos.size, neg.size, k)
+                if folds >= 2:
+                    held = np.empty(idx.size)
+                    splitter = StratifiedKFold(folds, shuffle=True, random_state=int(rng.integers(2**31 - 1)))
+                    for tr, te in splitter.split(idx, ys):
+                        w, _ = self._direction(fitter, Zf[idx[tr]].astype(np.float64), ys[tr], 0)
+                        s_tr = Zraw[idx[tr]].astype(np.float64) @ w
+                        mid = (s_tr[ys[tr] == 1].mean() + s_tr[ys[tr] == 0].mean()) / 2
+                        held[te] = Zraw[idx[te]].astype(np.float64) @ w - mid
+                else:  # too few examples to hold any out: the CAV's own coordinates
+                    held = s - full_mid
+                a, b = calibrate(held, ys, C=C)
+                out[m] = (a, b - a * full_mid)
+        return out
 
     def _collect(self, rows: list[dict]) -> None:
         self.scores_ = np.array([r["scores"] for r in rows], dtype=float)
@@ -436,6 +505,35 @@ class CAVFitter(BaseEstimator):
                  n_negatives=int(self.n_negatives_[m]))
             for m, n in enumerate(self.concept_names_)
         ]
+
+
+#: ``standardize="auto"`` standardises (plain z-scores) only with at least this many rows per feature
+AUTO_ROWS_PER_FEATURE = 10
+
+
+def standardize_shrinkage(standardize, n_rows: int, n_features: int) -> float | str | None:
+    """How a CAV fit standardises its inputs: None (not at all), a shrinkage ``λ`` or ``"common"``.
+
+    With ``λ`` the features are divided by ``sqrt((1 - λ)·var_j + λ·mean(var))``:
+    ``standardize=True`` is ``λ = 0`` (plain z-scores), ``False`` none, a float its own ``λ`` in
+    [0, 1]. ``"common"``: every feature divided by one scale, the data's total spread
+    ``sqrt(Σ_j var_j)``. ``"auto"`` (the logistic / SVM / SGD default): plain z-scores when every
+    per-feature variance is estimated from at least ``AUTO_ROWS_PER_FEATURE`` (10) rows per
+    feature (MNIST's 10 VaDE latents from 1,600 rows), else ``"common"`` — a concept folder of 10
+    sentences in SBERT's 384 dimensions, or 1,600 images in EfficientNet's 1,280, where z-scores
+    from so few rows give a near-constant feature (SBERT's dead dimensions, a border pixel) a
+    weight of 1/1e-33 and every CAV the same direction. One common scale keeps the plain
+    classifier's direction on unit-norm embeddings (SBERT's total spread is about 1, so it is
+    ``False`` there) while making the fit independent of the embeddings' scale (1e-6 or 1e6: the
+    L2 penalty and the solver's tolerance see a unit-spread cloud). benchmarks/cav_set_size.py.
+    """
+    if standardize is None:
+        return None
+    if isinstance(standardize, (bool, np.bool_)):
+        return 0.0 if standardize else None
+    if standardize == "auto":
+        return 0.0 if n_rows >= AUTO_ROWS_PER_FEATURE * n_features else "common"
+    return float(standardize)
 
 
 def _row_ids(Z: np.ndarray) -> np.ndarray:

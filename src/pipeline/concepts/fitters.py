@@ -40,6 +40,7 @@ class Fitter:
     name = "fitter"
     #: Fit on standardised latents and map the direction back (w / scale); for iterative
     #: solvers whose convergence depends on feature scales. Sign and rule are unchanged.
+    #: True, False, a shrinkage λ in [0, 1] or "auto" (CAVFitter's ``standardize``).
     standardize = False
     #: scikit-learn style constraints on the constructor's parameters (see validate_params).
     _parameter_constraints: dict = {}
@@ -78,7 +79,7 @@ class Fitter:
 class _SklearnLinearFitter(Fitter):
     """A scikit-learn linear classifier; ``coef_`` points towards class 1 (classes_ = [0, 1])."""
 
-    standardize = True
+    standardize = "auto"  # z-scores with >= 10 rows per feature, else one common scale (cav.standardize_shrinkage)
 
     def _model(self, random_state):
         raise NotImplementedError

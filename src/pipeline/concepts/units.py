@@ -3,9 +3,12 @@
 Two monotone maps of one coordinate (and the identity, raw units):
 
 * :class:`ProbabilityUnits`: ``P(concept | z) = σ(a·s + b)``, the CAV's own calibrated
-  logistic model (Platt scaling: a one-feature logistic regression of the concept labels on
-  the CAV coordinate of the concept examples, :func:`calibrate`). Its decision boundary is
-  ``s = -b / a`` (P = 0.5).
+  logistic model (Platt scaling: a regularised one-feature logistic regression of the concept
+  labels on held-out CAV coordinates of the concept examples, with Platt's smoothed targets,
+  :func:`calibrate`). Its decision boundary is ``s = -b / a`` (P = 0.5). Only probabilities in
+  ``[0.01, 0.99]`` (:data:`PRINTABLE`) are printed: a threshold whose gap between neighbouring
+  data points lies wholly in a tail prints as a percentile instead (``laced in top 36%``, the
+  units' ``fallback``), since nobody pictures a probability of 2e-8.
 * :class:`PercentileUnits`: the percentage of the data at or below ``s`` (the empirical
   CDF of the coordinates the tree was fitted on, ×100).
 
@@ -25,16 +28,58 @@ import numpy as np
 from pipeline.validation import InvalidInputError
 
 UNITS = ("probability", "percentile", "raw")
+#: printed probabilities stay inside this range; beyond it a threshold reads as a percentile
+PRINTABLE = (0.01, 0.99)
+
+
+class _Units:
+    """What every display map declares (pipeline.trees.display): increasing, whether a step
+    function's left value may be printed, the printable range and the fallback units."""
+
+    include_low = False
+    increasing = True
+    printable = None
+    fallback = None
 
 
 @dataclass(frozen=True)
-class ProbabilityUnits:
-    """``s ↦ σ(slope·s + intercept)``, shown as ``P(name)``."""
+class PercentileUnits(_Units):
+    """``s ↦ 100 · (share of the reference values <= s)``, shown as ``name in top 12%``.
+
+    A step function: a cut between neighbours ``lo < hi`` reads as any percentage in
+    ``[F(lo), F(hi))``, hence ``include_low``.
+    """
+
+    values: np.ndarray  # sorted reference values (the data's coordinates)
+    kind = "percentile"
+    include_low = True
+
+    def __call__(self, s) -> np.ndarray:
+        return 100.0 * np.searchsorted(self.values, np.asarray(s, dtype=np.float64), side="right") / self.values.size
+
+    def condition(self, name: str, op: str, text: str) -> str:
+        if op == "<=":
+            return f"{name} in bottom {text}%"
+        return f"{name} in top {format((Decimal(100) - Decimal(text)).normalize(), 'f')}%"
+
+    def interval(self, name: str, low: str, high: str) -> str:
+        return f"{name} in percentiles {low}–{high}"
+
+
+@dataclass(frozen=True)
+class ProbabilityUnits(_Units):
+    """``s ↦ σ(slope·s + intercept)``, shown as ``P(name)``.
+
+    A printed threshold stays in ``printable`` (``[0.01, 0.99]``); where the gap between a cut's
+    neighbouring data points maps wholly outside it, the cut prints in ``fallback`` units (the
+    data's percentiles when known, else the raw coordinate).
+    """
 
     slope: float
     intercept: float
+    fallback: PercentileUnits | None = None
     kind = "probability"
-    include_low = False
+    printable = PRINTABLE
 
     @property
     def increasing(self) -> bool:
@@ -56,28 +101,48 @@ class ProbabilityUnits:
 
 
 @dataclass(frozen=True)
-class PercentileUnits:
-    """``s ↦ 100 · (share of the reference values <= s)``, shown as ``name in top 12%``.
+class OriginalUnits(_Units):
+    """A standardised column ``z = (x - mean) / sd`` shown in its own units ``x`` (``alcohol <= 13.05``).
 
-    A step function: a cut between neighbours ``lo < hi`` reads as any percentage in
-    ``[F(lo), F(hi))``, hence ``include_low``.
+    Exact: the training points' z-values map back to their own raw values (``z`` and ``x``, sorted
+    alike, as given); any other value maps through ``mean + sd · z``. Built by
+    :func:`original_units`.
     """
 
-    values: np.ndarray  # sorted reference values (the data's coordinates)
-    kind = "percentile"
-    include_low = True
-    increasing = True
+    z: np.ndarray  # sorted standardised values of the training points
+    x: np.ndarray  # their raw values, in the same order
+    mean: float
+    sd: float
+    kind = "original"
 
     def __call__(self, s) -> np.ndarray:
-        return 100.0 * np.searchsorted(self.values, np.asarray(s, dtype=np.float64), side="right") / self.values.size
+        s = np.asarray(s, dtype=np.float64)
+        i = np.clip(np.searchsorted(self.z, s), 0, self.z.size - 1)
+        return np.where(self.z[i] == s, self.x[i], self.mean + self.sd * s)
 
     def condition(self, name: str, op: str, text: str) -> str:
-        if op == "<=":
-            return f"{name} in bottom {text}%"
-        return f"{name} in top {format((Decimal(100) - Decimal(text)).normalize(), 'f')}%"
+        return f"{name} {op} {text}"
 
     def interval(self, name: str, low: str, high: str) -> str:
-        return f"{name} in percentiles {low}–{high}"
+        return f"{low} < {name} <= {high}"
+
+
+def original_units(Z, X, record: dict) -> list:
+    """One :class:`OriginalUnits` per standardised column of ``Z`` (n, d) whose raw values are
+    ``X`` (n, d), from the standardisation ``record`` (``mean``, ``sd``, ``scaled`` lists); None for
+    a column kept unscaled (it already reads in its own units)."""
+    Z, X = np.asarray(Z, dtype=np.float64), np.asarray(X, dtype=np.float64)
+    out = []
+    for j, scaled in enumerate(record["scaled"]):
+        order = np.argsort(Z[:, j], kind="stable")
+        z, x = Z[order, j], X[order, j]
+        # a z-value shared by distinct raw values (rounded together) has no one raw value to print
+        # exactly: such a column reads in z-scores
+        if not scaled or np.unique(z).size != np.unique(np.column_stack([z, x]), axis=0).shape[0]:
+            out.append(None)
+            continue
+        out.append(OriginalUnits(z, x, float(record["mean"][j]), float(record["sd"][j])))
+    return out
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -89,20 +154,41 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def calibrate(coords, labels) -> tuple[float, float]:
-    """Platt scaling: ``(slope, intercept)`` of a one-feature logistic regression of binary
-    ``labels`` (1 / 0; other values are ignored) on ``coords`` (shape (n,)), nearly unpenalised."""
-    from sklearn.linear_model import LogisticRegression
+def calibrate(coords, labels, C: float = 1.0) -> tuple[float, float]:
+    """Platt scaling: ``(slope, intercept)`` of ``P(y = 1 | s) = σ(slope·s + intercept)`` fitted to
+    binary ``labels`` (1 / 0; other values are ignored) on ``coords`` (shape (n,)).
 
+    Platt (1999)'s recipe: smoothed targets ``(N₊ + 1) / (N₊ + 2)`` and ``1 / (N₋ + 2)`` instead of
+    1 and 0, so separable examples give a finite slope, plus an L2 penalty ``‖a‖² / (2C)`` on the
+    slope of the standardised coordinate. Pass *held-out* coordinates (as
+    :meth:`pipeline.concepts.cav.CAVFitter.calibration` does): on the examples the CAV was fitted
+    on, the classes are over-separated and the probabilities saturate. Newton's method on the
+    two parameters (the problem is strictly convex).
+    """
     s = np.asarray(coords, dtype=np.float64).ravel()
     y = np.asarray(labels, dtype=np.float64).ravel()
     used = np.isin(y, (0.0, 1.0)) & np.isfinite(s)
     s, y = s[used], y[used]
-    if s.size < 2 or np.unique(y).size < 2:
+    n_pos, n_neg = int((y == 1).sum()), int((y == 0).sum())
+    if s.size < 2 or n_pos == 0 or n_neg == 0:
         return float("nan"), float("nan")
-    scale = s.std() or 1.0
-    model = LogisticRegression(C=1e4, max_iter=1000).fit((s / scale)[:, None], y)
-    return float(model.coef_[0, 0] / scale), float(model.intercept_[0])
+    centre, scale = s.mean(), s.std()
+    if not scale > 0:
+        return float("nan"), float("nan")
+    x = (s - centre) / scale
+    t = np.where(y == 1, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
+    a, b, lam = 0.0, float(np.log((n_pos + 1.0) / (n_neg + 1.0))), 1.0 / float(C)
+    for _ in range(100):
+        p = _sigmoid(a * x + b)
+        r, w = p - t, np.maximum(p * (1 - p), 1e-12)
+        g = np.array([r @ x + lam * a, r.sum()])
+        H = np.array([[w @ (x * x) + lam, w @ x], [w @ x, w.sum()]])
+        step = np.linalg.solve(H, g)
+        step *= min(1.0, 5.0 / max(np.abs(step).max(), 1e-300))  # damped: no overshoot from a flat start
+        a, b = a - step[0], b - step[1]
+        if np.abs(step).max() < 1e-10:
+            break
+    return float(a / scale), float(b - a * centre / scale)
 
 
 def percentile_units(values, name: str = "concept") -> PercentileUnits:
@@ -118,14 +204,18 @@ def percentile_units(values, name: str = "concept") -> PercentileUnits:
 
 def probability_units(slope: float, intercept: float, values=None, name: str = "concept") -> ProbabilityUnits:
     """Probability units from a calibration ``(slope, intercept)``; ``values`` (the data's
-    coordinates), when given, must not all map to the same probability."""
+    coordinates), when given, must not all map to the same probability, and are the percentiles
+    a threshold in a tail is printed in."""
     if not (np.isfinite(slope) and np.isfinite(intercept)) or slope == 0:
         raise InvalidInputError(
             f"concept {name!r} has no usable calibration (slope={slope}, intercept={intercept}): its calibrated "
             "probability P(concept | z) is constant, so P(...) thresholds would say nothing. The concept examples "
             "do not separate along its CAV (or it was fitted without binary labels). Use concepts.units=percentile "
             "(or raw), or drop the concept from the concept set.")
-    units = ProbabilityUnits(float(slope), float(intercept))
+    fallback = None
+    if values is not None and np.isfinite(np.asarray(values, dtype=np.float64)).sum() >= 2:
+        fallback = percentile_units(values, name)
+    units = ProbabilityUnits(float(slope), float(intercept), fallback)
     if values is not None:
         p = units(np.asarray(values, dtype=np.float64))
         if p.size and p.max() == p.min():

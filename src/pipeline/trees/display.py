@@ -26,7 +26,10 @@ digits (at least 3) that still route every training point as the tree does.
 A units object needs: ``increasing`` (bool), ``__call__(values) -> mapped values``,
 ``include_low`` (True when the map is a step function whose value at the left neighbour
 may itself be the printed threshold, as percentiles are) and ``condition(name, op, text)``
-/ ``interval(name, low_text, high_text)`` returning the text.
+/ ``interval(name, low_text, high_text)`` returning the text. Optionally ``printable``
+(``(low, high)``: printed values stay inside, e.g. probabilities in [0.01, 0.99]) and
+``fallback`` (the units a cut reads in when no printable value lies between its neighbours,
+e.g. percentiles; None: raw).
 """
 
 from __future__ import annotations
@@ -80,6 +83,21 @@ def shortest_decimal(lo: float, hi: float, near: float | None = None, include_lo
                     return _plain(cand * q)
         k += 1
     return repr(lo)  # lo and hi are adjacent floats: "x <= lo" is the only exact float test
+
+
+def _in_range(a: float, b: float, include_low: bool, printable) -> str | None:
+    """The shortest decimal ``d`` in ``(a, b)`` (``[a, b)`` with ``include_low``) that also lies in
+    ``printable = (low, high)`` (inclusive; None: anywhere), or None when there is none."""
+    if printable is None:
+        return shortest_decimal(a, b, include_low=include_low)
+    low, high = printable
+    if a >= high or b <= low:
+        return None
+    if a < low:
+        a, include_low = low, True
+    if b > high:
+        b = float(np.nextafter(high, np.inf))  # d < b: d <= high
+    return shortest_decimal(a, b, include_low=include_low) if a < b else None
 
 
 def _plain(d: Decimal) -> str:
@@ -220,6 +238,7 @@ class RuleDisplay:
         kept = tree.neighbours()
         fresh = cut_neighbours(tree, X) if X is not None and X.shape[0] else {}
         self._node: dict[int, tuple] = {}
+        self._near: dict[int, tuple | None] = {}  # an axis cut's neighbouring training values
         # Neighbours among *all* rows, not only those reaching the node: then each printed test agrees
         # with the tree's test on every row, so any conjunction of them (the simplified intervals of a
         # rule, which drop a test implied by a later one) routes exactly too.
@@ -230,7 +249,17 @@ class RuleDisplay:
             if tree.is_oblique(n):
                 self._node[n] = self._oblique(tree.weights(n), t, kept.get(n), X)
             else:
-                self._node[n] = self._axis(int(tree.feature[n]), _merge(kept.get(n), fresh.get(n)), t)
+                near = _merge(kept.get(n), fresh.get(n))
+                self._near[n] = near
+                self._node[n] = self._axis(int(tree.feature[n]), near, t)
+        # A feature with one cut in its fallback units (a probability in a tail read as a percentile)
+        # reads in those units at every cut, so one rule never mixes "P(c) <= 0.3" with "c in top 78%".
+        fell = {info[1] for info in self._node.values() if info[0] == "units" and info[4] is not self.units[info[1]]}
+        for f in fell:
+            self.units[f] = self.units[f].fallback
+        for n, info in list(self._node.items()):
+            if info[0] != "oblique" and info[1] in fell:
+                self._node[n] = self._axis(info[1], self._near[n], float(tree.threshold[n]))
 
     @property
     def mapped(self) -> bool:
@@ -243,12 +272,14 @@ class RuleDisplay:
             return ("raw", f, full_decimal(t), False)
         lo, hi = _complete(near[0], near[1], t)
         u = self.units[f]
-        if u is not None:
+        while u is not None:
             mlo, mhi = (float(x) for x in np.asarray(u(np.array([lo, hi])), dtype=np.float64))
             flip = not u.increasing
             a, b = (mhi, mlo) if flip else (mlo, mhi)
-            if a < b:
-                return ("units", f, shortest_decimal(a, b, include_low=u.include_low and not flip), flip)
+            text = _in_range(a, b, u.include_low and not flip, getattr(u, "printable", None)) if a < b else None
+            if text is not None:
+                return ("units", f, text, flip, u)
+            u = getattr(u, "fallback", None)  # e.g. a probability in a tail: the percentile instead
         return ("raw", f, shortest_decimal(lo, hi, near=t), False)
 
     def _oblique(self, weights: dict[int, float], t: float, kept: tuple | None, X) -> tuple:
@@ -289,11 +320,11 @@ class RuleDisplay:
 
     def condition(self, node: int, op: str) -> str:
         """``lhs op threshold`` of ``node`` (``op``: ``<=`` goes left, ``>`` right)."""
-        kind, f, thr, flip = self._node[node]
+        kind, f, thr, flip = self._node[node][:4]
         if kind == "units":
             if flip:  # a decreasing map: the left side has the larger mapped values
                 op = ">" if op == "<=" else "<"
-            return self.units[f].condition(self.names[f], op, thr)
+            return self._node[node][4].condition(self.names[f], op, thr)
         return f"{self.lhs(node)} {op} {thr}"
 
     def interval(self, low_node: int | None, high_node: int | None) -> str:
@@ -303,8 +334,8 @@ class RuleDisplay:
         if high_node is None:
             return self.condition(low_node, ">")
         a, b = self._node[low_node], self._node[high_node]
-        if a[0] == "units" and b[0] == "units" and not a[3] and not b[3]:
-            return self.units[a[1]].interval(self.names[a[1]], a[2], b[2])
+        if a[0] == "units" and b[0] == "units" and not a[3] and not b[3] and a[4] is b[4]:
+            return a[4].interval(self.names[a[1]], a[2], b[2])
         if a[0] != "units" and b[0] != "units" and self.lhs(low_node) == self.lhs(high_node):
             return f"{a[2]} < {self.lhs(low_node)} <= {b[2]}"
         return f"{self.condition(low_node, '>')} and {self.condition(high_node, '<=')}"
@@ -312,4 +343,4 @@ class RuleDisplay:
     def node_units(self, node: int) -> str:
         """``raw``, ``oblique`` (raw) or the units kind the test of ``node`` reads in."""
         kind, f = self._node[node][:2]
-        return getattr(self.units[f], "kind", "units") if kind == "units" else kind
+        return getattr(self._node[node][4], "kind", "units") if kind == "units" else kind

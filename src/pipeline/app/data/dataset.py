@@ -41,6 +41,7 @@ class Dataset:
     class_names: list[str] | None = None
     images: np.ndarray | None = None
     meta: dict = field(default_factory=dict)
+    raw: np.ndarray | None = None  # a standardised table's columns in their own units (rules print in them)
 
     def __post_init__(self) -> None:
         if self.kind not in ("tabular", "image", "text"):
@@ -66,4 +67,5 @@ class Dataset:
             name=self.name, X=X, y=None if self.y is None else self.y[index], kind=self.kind,
             feature_names=self.feature_names, class_names=self.class_names,
             images=None if self.images is None else self.images[index], meta=meta,
+            raw=None if self.raw is None else self.raw[index],
         )

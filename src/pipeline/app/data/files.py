@@ -76,6 +76,7 @@ def load_files(path, labels=None, *, feature_names=None, text_column: str | None
     elif s in r.TABLE_SUFFIXES:
         table = r.drop_unnamed(r.read_table(p, key), p)
         X, values, fnames, kind, ids = _table(p, table, key, labels, text_column, id_column, feature_names)
+        meta["table"] = True  # columns in their own units: standardised for clustering by default
         if ids is not None:
             meta["ids"] = ids
     elif s in r.TEXT_SUFFIXES:

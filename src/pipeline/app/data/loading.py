@@ -61,16 +61,49 @@ def load_dataset(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
         )
     if n is not None and n < len(ds):
         ds = ds.subset(subsample(ds, int(n), random_state))
-    if spec.get("standardize"):
+    standardize = spec.get("standardize")
+    if standardize is None:  # dataset=files: a table's columns are in their own units, embeddings are not
+        standardize = ds.kind == "tabular" and bool(ds.meta.get("table"))
+        if standardize:
+            log.info("%s: the table's columns are standardised for clustering (dataset.standardize=false keeps "
+                     "them raw); the rules still read in the table's own units", ds.name)
+    if standardize:
         if ds.kind != "tabular":
             raise InvalidInputError(f"dataset.standardize=true only applies to tabular data; {ds.name} is {ds.kind}.")
-        X = np.asarray(ds.X, dtype=np.float64)
-        sd = X.std(axis=0)
-        ds.X = (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+        ds.raw = np.asarray(ds.X, dtype=np.float64)
+        ds.X, ds.meta["standardized"] = standardize_columns(ds.raw, ds.feature_names)
     if len(ds) < 2:
         raise InvalidInputError(f"dataset {ds.name} has {len(ds)} sample(s) after subsetting; need at least 2.")
     log.info("loaded %s: %d samples (%s)", ds.name, len(ds), ds.kind)
     return ds
+
+
+def standardize_columns(X, names=None) -> tuple[np.ndarray, dict]:
+    """(z-scored columns, their record ``{"mean", "sd", "scaled"}``) of the table ``X``.
+
+    A column is kept as it is (``scaled`` False), with a warning, when it is constant (z-scores
+    would divide by 0; it cannot separate clusters either way) or when z-scoring would merge
+    distinct values (an offset that dwarfs the spread, e.g. 1e16 + small): then every printed
+    threshold can still be mapped back exactly to the table's units.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    names = list(names) if names is not None else [f"x{j}" for j in range(X.shape[1])]
+    mean, sd = X.mean(axis=0), X.std(axis=0)
+    Z = X.copy()
+    scaled = np.zeros(X.shape[1], dtype=bool)
+    for j in range(X.shape[1]):
+        if not (sd[j] > 0 and np.isfinite(sd[j])):
+            log.warning("column %r is constant (every row %s): it is kept unscaled, since z-scores would divide by "
+                        "0, and it cannot separate clusters; the rest of the table is standardised. Leave it out with "
+                        "dataset.feature_names=[<the other columns>].", names[j], f"{X[0, j]:g}" if len(X) else "-")
+            continue
+        z = (X[:, j] - mean[j]) / sd[j]
+        if np.unique(z).size < np.unique(X[:, j]).size:
+            log.warning("column %r is kept unscaled: z-scores would merge distinct values (its offset %g dwarfs its "
+                        "spread %g).", names[j], mean[j], sd[j])
+            continue
+        Z[:, j], scaled[j] = z, True
+    return Z, {"mean": mean.tolist(), "sd": sd.tolist(), "scaled": scaled.tolist()}
 
 
 def subsample(ds: Dataset, n: int, random_state: int) -> np.ndarray:

@@ -180,8 +180,8 @@ def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped:
                          discovery: list[dict] | None = None, units: list | None = None,
                          units_kind: str | None = None, names: list[str] | None = None, X=None,
                          test: str | None = None, provenance: list[dict] | None = None,
-                         notes: list[str] | None = None) -> str:
-    lines = ["", "Concept trees (MMDT paper, Table 2 layout):", _fmt(table2_display(table2))]
+                         notes: list[str] | None = None, completeness: list[str] = ()) -> str:
+    lines = ["", "Concept trees (MMDT paper, Table 2 layout):", _fmt(table2_display(table2)), *completeness]
     if cav_summary:
         lines += ["", "CAVs (held-out accuracy of one cut along the CAV; random = random-split CAVs; boundary: where "
                       "the CAV's own classifier says 50%):", _fmt(cav_frame(cav_summary, units, units_kind, names, X))]
@@ -208,7 +208,7 @@ def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped:
 
 
 def write_concept_run(out_dir: Path, load: LoadArtifact, cluster: ClusterArtifact, concepts: ConceptsArtifact, project: ProjectArtifact,
-                      table2: pd.DataFrame) -> Path:
+                      table2: pd.DataFrame, completeness=None) -> Path:
     """Write ``<out_dir>/concepts/run.npz`` + ``run.json`` for the inspection notebook."""
     out = Path(out_dir) / "concepts"
     out.mkdir(parents=True, exist_ok=True)
@@ -229,7 +229,9 @@ def write_concept_run(out_dir: Path, load: LoadArtifact, cluster: ClusterArtifac
             "texts": list(load.texts) if load.kind == "text" else None,
             "discovery": concepts.discovery, "discovery_method": concepts.discovery_method,
             "cav_test": concepts.cav_test, "provenance": concepts.provenance, "concept_notes": concepts.concept_notes,
-            "units": project.units_kind, "display_units": units_record(project.units)}
+            "units": project.units_kind, "display_units": units_record(project.units),
+            "completeness": None if completeness is None else completeness.completeness,
+            "importance": None if completeness is None else completeness.importance}
     if concepts.top_examples is not None:
         meta["top_examples"] = np.asarray(concepts.top_examples).tolist()
     atomic_write(out / "run.json", json.dumps(meta, indent=1, default=float))
@@ -251,8 +253,8 @@ def units_from_record(record: list | None, X: np.ndarray) -> list | None:
 
     if record is None:
         return None
-    return [ProbabilityUnits(float(r["slope"]), float(r["intercept"])) if r["kind"] == "probability"
-            else percentile_units(X[:, m]) for m, r in enumerate(record)]
+    return [ProbabilityUnits(float(r["slope"]), float(r["intercept"]), percentile_units(X[:, m]))
+            if r["kind"] == "probability" else percentile_units(X[:, m]) for m, r in enumerate(record)]
 
 
 def load_concept_run(run_dir) -> dict:

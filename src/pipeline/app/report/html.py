@@ -34,7 +34,7 @@ _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:0 auto;max-width:72em;
 padding:1em 2em;color:#1d2330;line-height:1.45}
 h1{font-size:1.5em;margin-bottom:.2em}h2{border-bottom:1px solid #ccd3e0;padding-bottom:.2em;margin-top:1.8em}
-h3{margin-bottom:.3em}.sub{color:#5a6375;margin-top:0}
+h3{margin-bottom:.3em}.sub{color:#5a6375;margin-top:0}.warn{color:#8a4b00;font-weight:600}
 table{border-collapse:collapse;font-size:.88em;margin:.5em 0}
 th,td{border:1px solid #d7dce6;padding:.25em .55em;text-align:right}th{background:#eef2fa}
 td:first-child,th:first-child{text-align:left}tr:nth-child(even) td{background:#fafbfd}
@@ -304,8 +304,9 @@ def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[T
                   counterfactual_svgs: list[str] = (), notes: list[str] = (), max_counterfactuals: int = 20,
                   cav_boundary: dict[str, list[float]] | None = None, discovered: list[ConceptView] = (),
                   discovery_method: str | None = None, cav_test: str | None = None,
-                  concept_notes: list[str] = ()) -> str:
-    """The whole page as one HTML string (UTF-8, no external resources)."""
+                  concept_notes: list[str] = (), completeness: list[str] = ()) -> str:
+    """The whole page as one HTML string (UTF-8, no external resources); ``completeness``: the
+    lines of :func:`pipeline.app.stages.completeness.completeness_text`."""
     body = [f"<h1>{_e(title)}</h1>"]
     if subtitle:
         body.append(f'<p class="sub">{_e(subtitle)}</p>')
@@ -328,6 +329,9 @@ def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[T
         body += [f'<p class="sub">{_e(cav_test)}</p>'] if cav_test else []
     if concept_notes:
         body += ["<p>" + "<br>".join(_e(n) for n in concept_notes) + "</p>"]
+    if [c for c in completeness if c]:
+        body += ['<h2 id="completeness">How much the concepts explain</h2>']
+        body += [('<p class="warn">' if c.startswith("Warning") else "<p>") + f"{_e(c)}</p>" for c in completeness if c]
     if discovered:
         how = {"nmf": "non-negative matrix factorisation", "ica": "independent component analysis (FastICA)"}
         body += ['<h2 id="discovered">Discovered concepts</h2>',

@@ -79,10 +79,15 @@ def units_note(tree: ExplanationTree, data: dict | None) -> str:
     text = ("Thresholds are the shortest decimals that route every training point as the tree does "
             "(the exact cuts are in the JSON).")
     if kind == "probability":
-        text += " P(c) is the concept's calibrated probability P(concept | z) from its CAV's logistic model."
+        text += (" P(c) is the concept's calibrated probability P(concept | z) from its CAV's logistic model (Platt "
+                 "scaling on held-out examples); a concept with a cut where P is below 0.01 or above 0.99 reads in "
+                 "percentiles instead.")
     elif kind == "percentile":
         text += " 'c in top p%' ranks the concept coordinate among the data's points."
-    if kind and any(tree.is_oblique(n) for n in range(tree.n_nodes) if not tree.is_leaf(n)):
+    elif kind == "original":
+        text += (" The trees were fitted on the standardised columns; thresholds read in the table's own units, "
+                 "and oblique tests in z-scores.")
+    if kind and kind != "original" and any(tree.is_oblique(n) for n in range(tree.n_nodes) if not tree.is_leaf(n)):
         text += " Oblique tests (weighted sums) are in raw concept coordinates ⟨c, z⟩."
     return text
 
@@ -134,7 +139,7 @@ def _ari(results: "pd.DataFrame", row: str) -> float | None:
 
 def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArtifact, results: "pd.DataFrame",
                     fits: dict[str, FitArtifact], concepts: ConceptsArtifact | None = None, counterfactuals: CounterfactualsArtifact | None = None,
-                    cache=None) -> str:
+                    cache=None, completeness=None) -> str:
     """The whole ``report.html`` of one run (see :mod:`pipeline.app.report.html`); ``cache``
     (:class:`pipeline.app.report.render_cache.RenderCache`) reuses tree views and the scatter drawn before."""
     from pipeline.app.report.html import render_report, svg_of, tree_view
@@ -200,7 +205,8 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
                          discovered=discovered,
                          discovery_method=concepts.discovery_method if concepts is not None else None,
                          cav_test=concepts.cav_test if concepts is not None else None,
-                         concept_notes=concept_notes(concepts))
+                         concept_notes=concept_notes(concepts),
+                         completeness=_completeness_lines(completeness))
 
 
 def concept_notes(concepts: ConceptsArtifact | None) -> list[str]:
@@ -211,6 +217,12 @@ def concept_notes(concepts: ConceptsArtifact | None) -> list[str]:
     from pipeline.app.report.concept_run import provenance_lines
 
     return provenance_lines(concepts.provenance, concepts.cav_dropped) + list(concepts.concept_notes or [])
+
+
+def _completeness_lines(completeness) -> list[str]:
+    from pipeline.app.stages.completeness import completeness_text
+
+    return completeness_text(completeness)
 
 
 def page_title(cfg: dict, load: LoadArtifact, concepts: ConceptsArtifact | None) -> str:

@@ -31,6 +31,9 @@ def summary_text(title: str, df: pd.DataFrame, fits: dict[str, FitArtifact], max
     widths = {c: max(len(c), *(len(v) for v in table[c])) for c in cols}
     lines = [title, "", "  ".join(c.ljust(widths[c]) for c in cols)]
     lines += ["  ".join(str(v).ljust(widths[c]) for c, v in zip(cols, r)) for r in table.itertuples(index=False)]
+    if "error" in df.columns:  # rows that could not be fitted: why, and what fixes it (the run went on)
+        for r in df[df["error"].notna()].itertuples(index=False):
+            lines += ["", f"{r.explainer} could not be fitted: {r.error}"]
     for row, fit in fits.items():
         rules = ExplanationTree.from_dict(fit.tree).rules(**tree_annotations(data))
         lines += ["", f"{row} rules:"] + [f"  {r}" for r in rules[:max_rules]]

@@ -1,7 +1,7 @@
 """Pipeline stages, each a :class:`pipeline.app.stages.framework.Stage`; see docs/ARCHITECTURE.md.
 
 load -> train -> encode -> cluster -> concepts -> project -> fit.<row> (one per explainer)
--> evaluate -> [counterfactuals] -> report. :func:`declared_stages` is the list the runner
+-> evaluate -> [completeness] (concept runs) -> [counterfactuals] -> report. :func:`declared_stages` is the list the runner
 loops over; a new stage is one module here plus one line in that list.
 """
 
@@ -17,6 +17,7 @@ def declared_stages(cfg: dict) -> list:
     if is_streamed(cfg):
         return streamed_stages(cfg)
     from pipeline.app.stages.cluster import CLUSTER
+    from pipeline.app.stages.completeness import completeness_stage
     from pipeline.app.stages.concepts import CONCEPTS
     from pipeline.app.stages.encode import ENCODE, TRAIN
     from pipeline.app.stages.evaluate import evaluate_stage
@@ -27,10 +28,15 @@ def declared_stages(cfg: dict) -> list:
 
     rows = list(cfg["explainer"])
     stages = [LOAD, TRAIN, ENCODE, CLUSTER, CONCEPTS, PROJECT, *(fit_stage(row) for row in rows), evaluate_stage(rows)]
+    from pipeline.app.stages.concepts import enabled
+
+    concept_run = enabled(cfg)
+    if concept_run:  # how much the concepts explain (issue 34)
+        stages.append(completeness_stage(rows))
     counterfactuals = cfg.get("counterfactuals", {}).get("name", "none") != "none"
     if counterfactuals:  # imports torch: only when asked for
         from pipeline.app.stages.counterfactuals import COUNTERFACTUALS
 
         stages.append(COUNTERFACTUALS)
-    stages.append(report_stage(rows, counterfactuals))
+    stages.append(report_stage(rows, counterfactuals, completeness=concept_run))
     return stages

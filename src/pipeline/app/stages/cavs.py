@@ -146,16 +146,11 @@ CALIBRATED = ("logistic",)  # CAV fitters that are calibrated classifiers: defau
 
 
 def cav_calibration(fitter, Zex: np.ndarray, examples) -> np.ndarray:
-    """(slope, intercept) per kept concept: Platt scaling of its labels on its CAV coordinate
-    (:func:`pipeline.concepts.units.calibrate`); NaN for continuous concepts."""
-    from pipeline.concepts.units import calibrate
-
-    out = []
-    for name, cav in zip(fitter.concept_names_, fitter.cavs_):
-        y = np.asarray(examples.labels, dtype=float)
-        y = y[:, list(examples.names).index(name)] if y.ndim == 2 else y
-        out.append(calibrate(Zex @ cav, y))
-    return np.asarray(out, dtype=np.float64).reshape(-1, 2)
+    """(slope, intercept) per kept concept: Platt scaling of its labels on held-out CAV
+    coordinates (:meth:`pipeline.concepts.cav.CAVFitter.calibration`); NaN for continuous concepts."""
+    if not hasattr(fitter, "calibration"):  # a user's CAV estimator without one: no probabilities
+        return np.full((len(fitter.concept_names_), 2), np.nan)
+    return np.asarray(fitter.calibration(Zex, examples.labels, examples.names), dtype=np.float64).reshape(-1, 2)
 
 
 def select_for_reference(cfg: dict, concepts: ConceptsArtifact, cluster: ClusterArtifact,

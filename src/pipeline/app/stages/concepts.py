@@ -79,4 +79,6 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, latents=None
     return dataclasses.replace(out, cavs=cavs, concept_names=[str(n) for n in names])
 
 
-CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=5, artifact=ConceptsArtifact)
+# version 9 (issue 34): provenance, marks and example-based duplicates (prov34: 4, 5), held-out Platt
+# calibration and cav standardize "auto" as the fitters' default (units34); a merge takes one above both
+CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=9, artifact=ConceptsArtifact)

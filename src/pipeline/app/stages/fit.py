@@ -11,6 +11,7 @@ from pipeline.app.artifacts import ClusterArtifact, FitArtifact, ProjectArtifact
 from pipeline.app.capabilities import check_provided
 from pipeline.app.explainers import FitInputs, fit_explainer
 from pipeline.app.stages.framework import Stage
+from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +38,30 @@ def fit_stage(row: str) -> Stage:
     return Stage(f"fit.{row}", ("project", "cluster"), config, compute, store="fit", artifact=FitArtifact)
 
 
+def fix_hint(cfg: dict, row: str, message: str, concepts: bool) -> str:
+    """The options that fix a row that could not be fitted, as a sentence (empty when none is known)."""
+    if "Assumption 3" not in message:
+        return ""
+    others = [r for r in cfg["explainer"] if r != row]
+    keep = f"explainer=[{','.join(others)}]" if others else "explainer=[concept_cart]"
+    if concepts:
+        return (f" In concept coordinates this means no concept tells those reference clusters apart. Fix: add a "
+                f"concept that separates them (a subfolder of concepts.path), or explain the clusters in the latents "
+                f"with concepts=none explainer=[mmdt,cart], or leave this row out: {keep}.")
+    return (f" Fix: fewer reference clusters (clustering.n_clusters=<K-1>), or leave this row out: "
+            f"{keep if others else 'explainer=[cart]'}.")
+
+
 def fit_row(cfg: dict, row: str, project: ProjectArtifact, cluster: ClusterArtifact) -> FitArtifact:
     """Fit explainer row ``row`` on the projected data and the reference clustering."""
     inputs = fit_inputs(project, cluster)
     spec = cfg["explainer"][row]
     start = time.perf_counter()
     check_provided(row, spec, inputs.capabilities(), cfg["clustering"]["name"], inputs.cavs is None)
-    est, pred = fit_explainer(row, spec, inputs, cfg["seed"])
+    try:
+        est, pred = fit_explainer(row, spec, inputs, cfg["seed"])
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{exc}{fix_hint(cfg, row, str(exc), inputs.cavs is not None)}") from None
     seconds = time.perf_counter() - start
     tree = est.tree_
     log.info("fitted %s (%s): %d leaves, depth %d, %.4fs", row, spec["name"], tree.n_leaves, tree.depth, seconds)

@@ -17,12 +17,13 @@ def dataset_to_artifact(ds: Dataset) -> LoadArtifact:
     return LoadArtifact(name=ds.name, kind=ds.kind, feature_names=ds.feature_names, class_names=ds.class_names,
                         meta=ds.meta, texts=list(ds.X) if ds.kind == "text" else None,
                         X=None if ds.kind == "text" else np.asarray(ds.X),
-                        y=None if ds.y is None else np.asarray(ds.y, dtype=np.int64), images=ds.images)
+                        y=None if ds.y is None else np.asarray(ds.y, dtype=np.int64), images=ds.images,
+                        raw=ds.raw)
 
 
 def artifact_to_dataset(a: LoadArtifact) -> Dataset:
     return Dataset(name=a.name, X=a.inputs, y=a.y, kind=a.kind, feature_names=a.feature_names,
-                   class_names=a.class_names, images=a.images, meta=a.meta or {})
+                   class_names=a.class_names, images=a.images, meta=a.meta or {}, raw=a.raw)
 
 
 def _config(cfg: dict) -> dict:

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from pipeline.app.artifacts import (
-    ClusterArtifact, ConceptsArtifact, CounterfactualsArtifact, EvaluateArtifact, LoadArtifact, ProjectArtifact,
+    ClusterArtifact, CompletenessArtifact, ConceptsArtifact, CounterfactualsArtifact, EvaluateArtifact, LoadArtifact, ProjectArtifact,
     FitArtifact, ReportArtifact,
 )
 from pipeline.app.report.render_cache import RenderCache
@@ -21,15 +21,17 @@ from pipeline.app.stages.framework import RunContext, Stage
 from pipeline.trees.tree import ExplanationTree
 
 
-def report_stage(rows, counterfactuals: bool = False) -> Stage:
-    """The report stage over explainer rows ``rows`` (and the counterfactuals stage, if it runs)."""
+def report_stage(rows, counterfactuals: bool = False, completeness: bool = False) -> Stage:
+    """The report stage over explainer rows ``rows`` (and the counterfactuals and completeness
+    stages, if they run)."""
     fit_names = tuple(f"fit.{row}" for row in rows)
     inputs = ("load", "cluster", "concepts", "project", "evaluate", *fit_names)
+    inputs += ("completeness",) if completeness else ()
     inputs += ("counterfactuals",) if counterfactuals else ()
 
     def compute(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, concepts: ConceptsArtifact,
                 project: ProjectArtifact, evaluate: EvaluateArtifact, ctx: RunContext,
-                counterfactuals: CounterfactualsArtifact | None = None, **fits) -> ReportArtifact:
+                completeness: CompletenessArtifact | None = None, counterfactuals: CounterfactualsArtifact | None = None, **fits) -> ReportArtifact:
         out_dir = Path(ctx.out_dir)
         fits = {name[len("fit."):]: fits[name] for name in fit_names if fits.get(name) is not None}
         df = results_frame(evaluate.rows, {"dataset": load.name, "clustering": cfg["clustering"]["name"]})
@@ -43,11 +45,14 @@ def report_stage(rows, counterfactuals: bool = False) -> Stage:
             from pipeline.app.report.concept_run import cav_frame, table2_for_run, write_cav_table, write_concept_run
 
             out["table2"] = table2_for_run(cfg, load, cluster, project, df, concepts)
-            write_concept_run(out_dir, load, cluster, concepts, project, out["table2"])
+            write_concept_run(out_dir, load, cluster, concepts, project, out["table2"], completeness)
             if concepts.cav_summary:
                 write_cav_table(out_dir, cav_frame(concepts.cav_summary, project.units, project.units_kind,
                                                    project.concept_names, project.X), concepts.cav_test)
             atomic_write(out_dir / "concepts" / "table2.csv", out["table2"].to_csv(index=False))
+            if completeness is not None and completeness.completeness:
+                atomic_write(out_dir / "concepts" / "completeness.json",
+                             json.dumps(completeness.to_record(), indent=1, default=float))
         if counterfactuals is not None:  # issue 8: TGT / DBM between clusters
             from pipeline.app.report.counterfactual_plots import write_counterfactuals
 
@@ -57,7 +62,7 @@ def report_stage(rows, counterfactuals: bool = False) -> Stage:
 
             page = run_report_html(cfg, load, cluster, project, df, fits, concepts if concepts.enabled else None,
                                    counterfactuals,
-                                   cache=renders)
+                                   cache=renders, completeness=completeness)
             out["html"] = atomic_write(out_dir / "report.html", page.encode("utf-8"))
         return ReportArtifact(**out)
 

@@ -1,0 +1,56 @@
+"""How much the concepts explain: concept completeness and importance (issue 34, item 5)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline.concepts.completeness import concept_completeness, permutation_importance
+from pipeline.validation import InvalidInputError
+
+
+def clusters(n=600, d=8, k=3, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(0, 3, (k, d))
+    labels = rng.integers(0, k, n)
+    return centers[labels] + rng.normal(0, 1, (n, d)), labels, rng
+
+
+def test_concepts_that_are_the_latents_are_complete():
+    Z, labels, _ = clusters()
+    res = concept_completeness(Z, Z, labels)
+    assert res.completeness == 1.0 and res.accuracy_concepts == res.accuracy_latents > 0.9
+    Q = np.linalg.qr(np.random.default_rng(1).normal(size=(8, 8)))[0]  # a rotation of the latents
+    assert concept_completeness(Z, Z @ Q.T, labels).completeness > 0.97
+
+
+def test_random_concepts_are_near_zero_and_a_part_in_between():
+    Z, labels, rng = clusters()
+    noise = rng.normal(size=(len(Z), 4))  # concepts that know nothing of the latents
+    assert concept_completeness(Z, noise, labels).completeness < 0.1
+    part = concept_completeness(Z, Z[:, :1], labels).completeness  # one latent coordinate of 8
+    assert 0.1 < part < 0.95
+
+
+def test_noise_points_are_left_out_and_large_runs_are_subsampled():
+    Z, labels, _ = clusters(n=3000)
+    labels = labels.copy()
+    labels[:50] = -1
+    res = concept_completeness(Z, Z[:, :2], labels, max_rows=1000)
+    assert res.n_rows == 1000 and 0 <= res.completeness <= 1 and abs(res.chance - 1 / 3) < 0.05
+
+
+def test_bad_input():
+    Z, labels, _ = clusters(n=30)
+    with pytest.raises(InvalidInputError, match="one row per point"):
+        concept_completeness(Z, Z[:10], labels)
+    with pytest.raises(InvalidInputError, match="at least 2 clusters"):
+        concept_completeness(Z, Z, np.zeros(30, int))
+
+
+def test_permutation_importance_finds_the_concept_the_tree_cuts_on():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 3))
+    ref = (X[:, 1] > 0).astype(int)
+    imp = permutation_importance(lambda A: (A[:, 1] > 0).astype(int), X, ref)
+    assert imp[1] > 0.4 and imp[0] == 0 and imp[2] == 0
