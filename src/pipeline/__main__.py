@@ -24,7 +24,10 @@ from pipeline.validation import InvalidInputError  # noqa: E402
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> None:
+    from pipeline.app.console import progress_as_lines
     from pipeline.app.runner import run
+
+    progress_as_lines()  # stderr to a log file or pipe: progress bars as plain lines, not \r redraws
 
     try:
         run(cfg)
