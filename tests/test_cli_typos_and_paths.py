@@ -86,7 +86,7 @@ def test_a_plus_key_that_nothing_reads_names_the_nearest_valid_key(override, nea
 def test_a_misspelt_key_without_plus_names_the_nearest_valid_key_at_once(override, nearest, tmp_path):
     """Issue 36 item 4: not Hydra's "Could not override ... use +clustering.n_cluster=5"."""
     with pytest.raises(InvalidInputError, match=rf"so it cannot be set\. Did you mean {re.escape(nearest)}\?"):
-        compose_config(["dataset=iris", override])
+        checks.check_override_keys(["dataset=iris", override], CONFIG_DIR)
     checks.check_override_keys(["-m", "dataset=iris,wine", "seed=1", "clustering.params.reg_covar=1e-5",
                                 "hydra.run.dir=x", "explainer=[mmdt,cart]", "hydra/launcher=joblib"], CONFIG_DIR)
 

@@ -258,9 +258,6 @@ def compose_config(overrides: list[str] | None = None, *, return_hydra_config: b
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from pipeline.app.checks import check_override_keys
-
-    check_override_keys(list(overrides or []), CONFIG_DIR)  # a misspelt key: did you mean ...?
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return compose("config", overrides=list(overrides or []), return_hydra_config=return_hydra_config)
