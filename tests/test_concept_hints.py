@@ -33,7 +33,7 @@ def test_a_set_for_other_data_suggests_only_sets_that_apply_to_a_table():
 
 def test_an_image_run_without_concepts_prints_the_hint(tmp_path, capsys):
     _blob_images(tmp_path)
-    run(cfg(tmp_path, "dataset=files", f"dataset.path={tmp_path / 'imgs'}", "explainer=[cart]"))
+    run(cfg(tmp_path, "dataset=files", f"dataset.path={tmp_path / 'imgs'}", "explainer=[cart]", "report.html=false"))
     out = capsys.readouterr().out
     hints = [line for line in out.splitlines() if line.startswith("hint: ")]
     assert len(hints) == 1 and "concepts=broden" in hints[0] and "concepts=discovered" in hints[0]
@@ -43,5 +43,5 @@ def test_an_image_run_without_concepts_prints_the_hint(tmp_path, capsys):
 
 
 def test_a_table_run_on_its_own_features_prints_no_hint(tmp_path, capsys):
-    run(cfg(tmp_path, "dataset=iris", "explainer=[cart]"))
+    run(cfg(tmp_path, "dataset=iris", "explainer=[cart]", "report.html=false"))
     assert "hint: " not in capsys.readouterr().out
