@@ -124,6 +124,7 @@ def test_a_runs_report_renders_in_headless_chromium(browser, tmp_path):
     assert dom.count('<section class="tree"') == 2 and "MMDT on iris: 3 leaves" in dom and "<svg" in dom
 
 
+@pytest.mark.slow
 def test_a_discovered_concepts_report_renders_in_headless_chromium(browser, tmp_path):
     """`concepts=discovered` on digits pixels (NMF): its own page title, display names, the discovered
     concepts shown by their top examples with their association, exact percentile rules."""
