@@ -4,12 +4,18 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# A PyTorch wheel index to install torch and torchvision from before the project, e.g.
+# `make install TORCH_INDEX=https://download.pytorch.org/whl/cpu` on a machine without a GPU:
+# PyPI's torch brings CUDA libraries (nvidia-*, 3.2 GB, and triton, 0.9 GB, of a 6.8 GB install).
+TORCH_INDEX ?=
 
 .PHONY: run test test-all install browser real-data clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip >/dev/null
+	if [ -n "$(TORCH_INDEX)" ]; then $(PY) -m pip install "torch>=2.3,<2.15" "torchvision>=0.18,<0.30" \
+		--index-url "$(TORCH_INDEX)"; fi
 	$(PY) -m pip install -e ".[all]"
 	-sh scripts/install_browser.sh
 	-sh scripts/install_real_data.sh

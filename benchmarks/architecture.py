@@ -42,7 +42,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline.clustering",),
     ("pipeline.trees",),
     ("pipeline.concepts",),
-    ("pipeline.threads",),
+    ("pipeline.threads", "pipeline.progress"),
     ("pipeline.validation",),
     ("pipeline",),
 )

@@ -44,6 +44,7 @@ def plain_bins(X, lo, scale, n_bins):
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(1, 40), d=st.integers(1, 19), n_bins=st.integers(2, 256), seed=st.integers(0, 2**31),
        f32=st.booleans(), fortran=st.booleans())
@@ -140,6 +141,7 @@ def brute_cuts(X, codes, members, g):
     return cuts
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(case=st.data(), n_bins=st.integers(2, 9), block=st.integers(1, 4))
 def test_binned_node_best_cut_and_bound_match_brute_force(case, n_bins, block):

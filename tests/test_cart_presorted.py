@@ -66,6 +66,7 @@ def tied_data(draw):
     return X, y, settings
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(tied_data())
 def test_same_tree_as_sklearn_on_ties_and_duplicates(case):
@@ -101,6 +102,7 @@ def test_same_tree_as_sklearn_on_d31():
         assert_same_tree(X, y, max_leaf_nodes=leaves, random_state=1)
 
 
+@pytest.mark.slow
 def test_more_than_256_classes_and_sparse_class_ids():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(3000, 3))

@@ -78,6 +78,26 @@ def test_a_plus_key_that_nothing_reads_names_the_nearest_valid_key(override, nea
         startup([override], tmp_path)
 
 
+@pytest.mark.parametrize("override, nearest", [
+    ("clustering.n_cluster=5", "clustering.n_clusters"),  # a group's key
+    ("sed=3", "seed"),  # a top-level key
+    ("explainer.cart.n_leaf=4", "explainer.cart.n_leaves"),
+])
+def test_a_misspelt_key_without_plus_names_the_nearest_valid_key_at_once(override, nearest, tmp_path):
+    """Issue 36 item 4: not Hydra's "Could not override ... use +clustering.n_cluster=5"."""
+    with pytest.raises(InvalidInputError, match=rf"so it cannot be set\. Did you mean {re.escape(nearest)}\?"):
+        checks.check_override_keys(["dataset=iris", override], CONFIG_DIR)
+    checks.check_override_keys(["-m", "dataset=iris,wine", "seed=1", "clustering.params.reg_covar=1e-5",
+                                "hydra.run.dir=x", "explainer=[mmdt,cart]", "hydra/launcher=joblib"], CONFIG_DIR)
+
+
+def test_a_misspelt_key_on_the_command_line_is_one_line(tmp_path):
+    proc = cli(tmp_path, "dataset=iris", "clustering.n_cluster=5", *FAST)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "Could not override" not in proc.stderr
+    assert proc.stderr.startswith("error: clustering.n_cluster: clustering has no setting 'n_cluster', so it cannot "
+                                  "be set. Did you mean clustering.n_clusters?")
+
+
 def test_plus_force_and_params_still_pass(tmp_path):
     assert startup(["+force=fit", "+explainer.cart.params.max_depth=2"], tmp_path) == {"fit"}
 

@@ -179,6 +179,7 @@ def test_concept_runs_print_probabilities_by_default(tmp_path, capsys):
     assert "P(" not in capsys.readouterr().out.split("rules:")[1]
 
 
+@pytest.mark.slow
 def test_an_attribute_table_names_the_concept_it_matches(tmp_path):
     """concepts.params.attributes: a 0/1 column planted on one concept's top 20% is that concept's association
     (a column of its own; the name stays the data's)."""

@@ -56,6 +56,7 @@ def test_deep_concept_run_end_to_end_on_small_digits(tmp_path, capsys):
     assert rows.loc["concept_mmdt", "q"] == pytest.approx(concept_explainability_to_noise_ratio(mu, sig), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_concept_selection_keeps_the_best_subset(tmp_path, capsys):
     df = run(compose(tmp_path, "encoder=identity", "clustering=gmm", "dataset.n_samples=400", "concepts=mnist_geometric",
                      "explainer=[concept_mmdt,concept_cart]",

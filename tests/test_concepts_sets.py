@@ -36,6 +36,7 @@ def test_mnist_geometric_class_mapping(digits):
             assert set(ex.labels[digits.y == c, m]) == {float(c in expected[name])}
 
 
+@pytest.mark.slow
 def test_mnist_geometric_from_pixels_agrees_with_classes(digits):
     ex = build_examples(load_concept_spec("mnist_geometric"), digits, source="pixels")
     loop = ex.labels[:, 0]

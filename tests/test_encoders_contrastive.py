@@ -91,6 +91,7 @@ def test_one_optimisation_step_changes_weights_and_embeds(trained):
     assert labels.dtype == np.int64 and set(labels) <= {0, 1, 2}
 
 
+@pytest.mark.slow
 def test_finetune_heads_keeps_backbone_frozen():
     from pipeline.encoders.device import seed_everything
 
@@ -191,6 +192,7 @@ def test_registry():
     assert isinstance(ContrastiveClusteringEncoder(n_clusters=2), ContrastiveClusteringEncoder)
 
 
+@pytest.mark.slow
 def test_checkpoint_round_trip(trained, tmp_path):
     from pipeline.app.checkpoint import load_encoder, save_encoder
 

@@ -60,12 +60,14 @@ def test_three_clusters_recovered_reasonably(fitted, digits3):
     assert adjusted_rand_score(y, fitted.predict_clusters(X)) > 0.6
 
 
+@pytest.mark.slow
 def test_same_seed_reproduces_on_cpu(digits3, fitted):
     X, y = digits3
     again = VaDEEncoder(**GOOD).fit(X, y)
     np.testing.assert_array_equal(again.transform(X), fitted.transform(X))
 
 
+@pytest.mark.slow
 def test_several_seeds_choose_lowest_negative_elbo_without_labels(digits3):
     X, _ = digits3
     enc = VaDEEncoder(**{**TINY, "epochs": 2, "n_init": 2}).fit(X)
@@ -180,6 +182,7 @@ def test_transform_checks_width_and_fitted(fitted):
         VaDEEncoder().transform(np.zeros((3, 10)))
 
 
+@pytest.mark.slow
 def test_recipe_options_anneal_and_denoise(digits3):
     """Cosine schedules reach ~0 at the end, step decay keeps its old rates, denoising trains."""
     enc = VaDEEncoder(**{**TINY, "epochs": 10, "pretrain_epochs": 4, "lr_schedule": "cosine",
@@ -220,6 +223,7 @@ def test_augmentation_shifts_and_rotates_each_image_afresh():
     assert (centre(rotated) - centre(X)).abs().max() < 1.5 and not torch.allclose(rotated, X, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_augmented_training_is_seeded_and_changes_the_cache_key(digits3):
     params = {**TINY, "augment_shift": 1, "augment_rotation": 10, "augment_elbo": True}
     a, b = VaDEEncoder(**params).fit(digits3[0]), VaDEEncoder(**params).fit(digits3[0])

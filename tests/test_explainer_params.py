@@ -52,6 +52,7 @@ def test_cart_max_depth_from_the_config_is_used():
     assert est.max_depth == 1 and est.tree_.depth == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override,words", [
     ("+explainer.cart.params.max_deth=2", ["max_deth", "max_depth", "min_samples_leaf"]),
     ("+explainer.cart.params.max_depth=0", ["'max_depth' parameter of CART", "min_samples_leaf=1"]),

@@ -191,6 +191,7 @@ binned_cases = st.integers(2, 40).flatmap(lambda n: st.tuples(
 ))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ratio", [False, True], ids=["IMM", "EMN"])
 @settings(max_examples=80, deadline=None)
 @given(case=binned_cases)
@@ -242,6 +243,7 @@ def test_binned_sweep_on_blobs_matches_sorted_sweep():
             same_structure(cls().fit(X, y).tree_, ref)
 
 
+@pytest.mark.slow
 def test_binned_sweep_declines_crowded_columns():
     """Columns whose points crowd into one bin (a far outlier squeezes the rest together) send
     the fit to the sorted sweep, with the same tree."""
@@ -255,6 +257,7 @@ def test_binned_sweep_declines_crowded_columns():
                        build_imm_tree(X, codes, centres, False, np.arange(4))[0])
 
 
+@pytest.mark.slow
 def test_binned_sweep_declines_large_node_counts(monkeypatch):
     """Many features and centres (one node's counts above NODE_COUNTS_MAX bytes): nothing is
     binned, the sorted sweep grows the same tree, and ExKMC expands it over all columns."""

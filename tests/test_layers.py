@@ -196,6 +196,7 @@ def test_the_copy_passes_before_any_probe(package_copy):
     assert layer_check(package_copy) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(PROBES))
 def test_every_probe_kind_fails_the_check(package_copy, kind):
     probe = package_copy / "pipeline" / "trees" / f"_probe_{kind}.py"

@@ -152,6 +152,7 @@ def test_the_encoders_torch_modules_train_and_embed_without_io():
     assert run_twice(lambda: IdentityEncoder().transform(X)).shape == X.shape
 
 
+@pytest.mark.slow
 def test_the_contrastive_encoder_trains_without_io():
     pytest.importorskip("torchvision")
     from pipeline.encoders import ContrastiveClusteringEncoder

@@ -38,6 +38,7 @@ def test_inspect_concept_tree_notebook_executes(tmp_path, monkeypatch):
     assert len(images) >= 4  # tree, thumbnails, CAV accuracy, scatter
     text = "".join(o.get("text", "") for o in outputs)
     assert str(run_dir) in text and "→ cluster" in text and "% pure" in text
+    assert "IProgress not found" not in text and "TqdmWarning" not in text  # issue 36 item 5
     assert "P(" in text  # the rules read in the run's units, as the report prints them (issue 25)
     shown = "".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert "concept_mmdt.rule" in shown and "concept_mmdt.change" in shown  # explain on new samples (issue 37)

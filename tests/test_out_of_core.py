@@ -309,6 +309,7 @@ def _streamed_stages(tmp_path, d, *extra, cache="cache"):
     return cfg, done, fits
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("concepts", [["concepts=examples", "concepts.path=cex.npz"],
                                       ["concepts=examples", "concepts.path=concepts.csv"],
                                       ["concepts=classes", "concepts.path=mapping.yaml"]], ids=["npz", "table", "classes"])
@@ -348,6 +349,7 @@ def test_streamed_concepts_equal_in_memory(concept_files, tmp_path, concepts):
     _same_cuts(fits["mmdt"].tree, ExplanationTree.from_dict(fit_row(mem_cfg, "mmdt", projected, mem_cluster).tree))
 
 
+@pytest.mark.slow
 def test_ids_streamed_to_assignments_and_concept_join(concept_files, tmp_path):
     d = concept_files
     by_order = ["concepts=examples", f"concepts.path={d / 'concepts.csv'}", "explainer=[cart]"]
@@ -467,6 +469,7 @@ def dask_compute():
 DASK_ML_ARI = 0.99
 
 
+@pytest.mark.slow
 def test_dask_equals_local_streamed(data, tmp_path, dask_compute):
     d, X, y = data
     _, model, la, lf, lr = _streamed(data, tmp_path / "local", LocalCompute())
@@ -600,6 +603,7 @@ runpy.run_module("pipeline", run_name="__main__", alter_sys=True)
 '''
 
 
+@pytest.mark.slow
 def test_sigkill_mid_assign_resumes(tmp_path):
     import json
     import signal

@@ -81,6 +81,7 @@ def test_efficientnet_classifies_real_imagenet_samples(variant, side, correct):
     assert digest == SHA256[variant]
 
 
+@pytest.mark.slow
 def test_efficientnet_trunk_matches_the_network_at_every_main_path_layer():
     """The inference trunk (BatchNorms folded, channels-last) gives the hooked eager network's
     features; layers off the main path fall back to the hook; the network itself is untouched."""
@@ -113,6 +114,7 @@ def test_efficientnet_trunk_matches_the_network_at_every_main_path_layer():
         assert isinstance(folded[1], torch.nn.Identity) and torch.allclose(folded(x), expected, atol=1e-5)
 
 
+@pytest.mark.slow
 @needs_foolbox
 def test_every_image_encoder_embeds_real_cifar_samples():
     """foolbox's 20 CIFAR-10 photos through each image encoder: finite latents of the right shape."""

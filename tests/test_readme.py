@@ -33,7 +33,8 @@ def documented_make_targets() -> list[str]:
 
 #: what each documented target must end by running (its last recipe line)
 MAKE_RUNS = {"run": "-m pipeline", "test": "-m pytest", "test-all": "-m pytest -m \"slow or not slow\"",
-             "browser": "scripts/install_browser.sh", "real-data": "scripts/install_real_data.sh"}
+             "browser": "scripts/install_browser.sh", "real-data": "scripts/install_real_data.sh",
+             "install": "touch"}  # install: the whole set-up, ending by stamping the venv
 
 
 @pytest.mark.parametrize("target", documented_make_targets())
@@ -47,9 +48,31 @@ def test_every_documented_make_target_runs_what_the_docs_say(target, tmp_path):
         pytest.skip("make is not installed")
     assert target in MAKE_RUNS, f"`make {target}` is documented: add what it runs to MAKE_RUNS"
     stamp = tmp_path / "installed"
-    stamp.touch()  # an installed venv: the dry run shows only the target's own recipe
+    if target != "install":
+        stamp.touch()  # an installed venv: the dry run shows only the target's own recipe
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # CI runs us in make
     proc = subprocess.run(["make", "--no-print-directory", "-n", target, f"STAMP={stamp}"], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert MAKE_RUNS[target] in proc.stdout.strip().splitlines()[-1], proc.stdout
+
+
+def test_make_install_with_a_torch_index_installs_torch_from_it_first(tmp_path):
+    """README: `make install TORCH_INDEX=https://download.pytorch.org/whl/cpu` (no CUDA libraries):
+    torch and torchvision come from that index, within pyproject's bounds, before the project."""
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    index = "https://download.pytorch.org/whl/cpu"
+    assert f"make install TORCH_INDEX={index}" in (ROOT / "README.md").read_text()
+    proc = subprocess.run(["make", "--no-print-directory", "-n", "install", f"TORCH_INDEX={index}",
+                           f"VENV={tmp_path / 'venv'}"], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    lines = proc.stdout.splitlines()
+    torch_line = next(i for i, line in enumerate(lines) if f'--index-url "{index}"' in line)
+    assert torch_line < next(i for i, line in enumerate(lines) if 'pip install -e ".[all]"' in line)
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    for spec in re.findall(r'"(torch(?:vision)?[<>=][^"]*)"', "\n".join(lines[torch_line - 1:torch_line + 1])):
+        assert f'"{spec}"' in pyproject, spec  # the same bounds as the project's dependencies

@@ -57,6 +57,9 @@ def test_report_is_one_self_contained_page():
     rules = re.findall(r'<ol class="rules">(.*?)</ol>', page)
     assert rules and all("more" not in r for r in rules) and "0.05·pixel 60" in rules[0]  # the rules list every term
     assert "MMDT on digits: 3 leaves, depth 2, ARI 0.500 vs ground truth" in page
+    # the "examples per leaf" boxes carry the rules' numbers (1-3), not node ids (1, 3, 4): issue 36 item 7
+    boxes = re.findall(r'<div class="rule">(rule \d+|leaf \d+):', page)
+    assert boxes == ["rule 1", "rule 2", "rule 3"] * 3
 
 
 def test_feature_summary_orders_by_standardised_difference():
@@ -122,6 +125,7 @@ def test_a_runs_report_renders_in_headless_chromium(browser, tmp_path):
     assert dom.count('<section class="tree"') == 2 and "MMDT on iris: 3 leaves" in dom and "<svg" in dom
 
 
+@pytest.mark.slow
 def test_a_discovered_concepts_report_renders_in_headless_chromium(browser, tmp_path):
     """`concepts=discovered` on digits pixels (NMF): its own page title, display names, the discovered
     concepts shown by their top examples with their association, exact percentile rules."""

@@ -79,3 +79,16 @@ def test_collect_writes_summary_of_a_two_seed_sweep(tmp_path, capsys):
         assert (tmp_path / f"summary_ari.{fmt}").stat().st_size > 0
     assert "| mmdt | mmdt | 2 | 0.600 | 0.141 |" in (tmp_path / "summary.md").read_text()
     assert "mean and SD over seeds" in capsys.readouterr().out
+
+
+def test_the_printed_sweep_tables_read_like_the_run_table():
+    """Issue 36 item 7: no 6-decimal floats, no dataset_override column repeating dataset."""
+    from pipeline.app.sweep_command import table_text
+
+    results = two_seed_results()
+    results["ari"] = results["ari"] + 1e-7
+    text = table_text(results[["job", "dataset_override", "dataset", "explainer", "ari", "fit_seconds"]])
+    assert text.splitlines()[0].split() == ["job", "dataset", "explainer", "ari", "fit_seconds"]
+    assert "0.800" in text and "0.8000001" not in text and "0.100000" not in text
+    summary = summarize_sweep(results, ["seed", "dataset"])
+    assert "dataset_override" not in table_text(summary) and "0.700" in table_text(summary)

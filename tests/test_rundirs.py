@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from omegaconf import OmegaConf
 
 from pipeline.app.config import compose_config
@@ -37,6 +38,7 @@ def test_run_dir_is_resolved_once_per_config(tmp_path):
     assert str(other.hydra.run.dir) != first or OmegaConf.is_missing(other.hydra.run, "dir")
 
 
+@pytest.mark.slow
 def test_two_runs_launched_in_the_same_second_keep_both_results(tmp_path):
     """Both runs ask for the same directory name (as two launches in one second do)."""
     env = {**os.environ, "PIPELINE_CACHE_DIR": str(tmp_path / "cache"), "PIPELINE_LOG_DIR": str(tmp_path / "logs"),

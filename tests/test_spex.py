@@ -181,6 +181,7 @@ def test_clique_graph_equals_spexgraph_on_materialised_clique(kernels):
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("parallel", [False, True])
 @pytest.mark.parametrize("case", ["knn", "ties", "heavy", "self_loops"])
 def test_graph_sweep_equals_numpy_sweep_on_larger_nodes(case, parallel):
@@ -231,6 +232,7 @@ def test_transpose_u16_kernel_matches_numpy(m4, seed):
     np.testing.assert_array_equal(dst, src.T.ravel())
 
 
+@pytest.mark.slow
 def test_graph_sweep_equals_numpy_sweep_past_uint16_ids():
     """Above 65,536 points the orders and local ids are int32 (and the positions are
     transposed without the 64-bit blocks): still the numpy sweep's cuts and trees."""

@@ -94,6 +94,7 @@ def test_limit_threads_enters_threadpoolctl_only_when_it_changes_something(monke
     assert entered == [1, 1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("parallel_min_work", [0, None])  # 0: every kernel call takes the prange path
 @pytest.mark.parametrize("make", [lambda: IMM(), lambda: ExKMC(n_leaves=8), lambda: SpExClique(n_leaves=6)])
 def test_trees_do_not_depend_on_thread_count(make, parallel_min_work):

@@ -63,6 +63,7 @@ def temporaries(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".tmp-")]
 
 
+@pytest.mark.slow
 def test_output_directory_full_is_one_paragraph_and_a_failed_status(tmp_path):
     proc = run(tmp_path, *FAST, match="results.csv")
     assert proc.returncode == 1
@@ -89,6 +90,7 @@ def test_status_is_failed_even_when_no_new_file_fits(tmp_path):
     assert not temporaries(tmp_path / "logs")
 
 
+@pytest.mark.slow
 def test_cache_directory_full_is_one_paragraph_and_the_cache_stays_consistent(tmp_path):
     proc = run(tmp_path, *FAST, match=str(tmp_path / "cache"))
     assert proc.returncode == 1

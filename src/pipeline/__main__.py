@@ -24,7 +24,10 @@ from pipeline.validation import InvalidInputError  # noqa: E402
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> None:
+    from pipeline.app.console import progress_as_lines
     from pipeline.app.runner import run
+
+    progress_as_lines()  # stderr to a log file or pipe: progress bars as plain lines, not \r redraws
 
     try:
         run(cfg)
@@ -38,12 +41,14 @@ def main(cfg: DictConfig) -> None:
 
 def check_command_line() -> None:
     """Misspelt group options in any form (``explainer=[mmdt,carrt]``): one ``error:`` line that
-    lists the valid ones, before Hydra composes anything; ``<group>.params.<name>=v`` works
-    without a ``+`` (see :func:`pipeline.app.checks.params_overrides_as_upserts`)."""
-    from pipeline.app.checks import check_group_choices, params_overrides_as_upserts
+    lists the valid ones, before Hydra composes anything; so does a misspelt key
+    (``clustering.n_cluster=5``: did you mean clustering.n_clusters?); ``<group>.params.<name>=v``
+    works without a ``+`` (see :func:`pipeline.app.checks.params_overrides_as_upserts`)."""
+    from pipeline.app.checks import check_group_choices, check_override_keys, params_overrides_as_upserts
 
     try:
         check_group_choices(sys.argv[1:], CONFIG_DIR)
+        check_override_keys(sys.argv[1:], CONFIG_DIR)
     except InvalidInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)

@@ -177,21 +177,62 @@ def check_keys(cfg: dict) -> None:
     unknown key (``+clustering.n_cluster=5``) is an error naming the nearest valid key, instead
     of being composed in and silently ignored. Parameters under ``params`` are checked against
     their target's signature elsewhere (:func:`pipeline.app.instantiate.check_params`)."""
-    import difflib
-
     from pipeline.app.config import Config
 
     top = {k: v for k, v in cfg.items() if k not in _EXTRA_TOP_LEVEL and k != "hydra"}
     for key, valid in _unread_keys(top, Config, ""):
-        parent, _, name = key.rpartition(".")
-        close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
-        where = f"{parent} has" if parent else "the config has"
-        hint = f"Did you mean {parent + '.' if parent else ''}{close[0]}? " if close else ""
-        raise InvalidInputError(
-            f"{key}: {where} no setting {name!r}, so nothing would read it. {hint}Valid keys there: "
-            f"{', '.join(valid)} (python -m pipeline --cfg job shows the whole config; a target's own "
-            f"arguments go under its params, e.g. clustering.params.<name>)."
-        )
+        raise _unknown_key(key, valid, "so nothing would read it")
+
+
+def _unknown_key(key: str, valid: list, consequence: str) -> InvalidInputError:
+    """``clustering.n_cluster: clustering has no setting 'n_cluster', <consequence>. Did you mean
+    clustering.n_clusters? Valid keys there: ...``"""
+    import difflib
+
+    parent, _, name = key.rpartition(".")
+    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+    where = f"{parent} has" if parent else "the config has"
+    hint = f"Did you mean {parent + '.' if parent else ''}{close[0]}? " if close else ""
+    return InvalidInputError(
+        f"{key}: {where} no setting {name!r}, {consequence}. {hint}Valid keys there: "
+        f"{', '.join(valid)} (python -m pipeline --cfg job shows the whole config; a target's own "
+        f"arguments go under its params, e.g. clustering.params.<name>)."
+    )
+
+
+def check_override_keys(args: list[str], config_dir) -> None:
+    """A plain override of a key the schema does not have (``clustering.n_cluster=5``, ``sed=1``)
+    names the nearest valid key at once, instead of Hydra's "Could not override ... To append to
+    your config use +clustering.n_cluster=5" (whose advice only leads to :func:`check_keys`'
+    error). Group choices (``dataset=iris``), ``+``/``++``/``~`` overrides, ``hydra.*``,
+    ``+force`` and free-form ``params`` are left alone; unparsable command lines are left to Hydra."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType
+    from hydra.errors import HydraException
+
+    from pipeline.app.config import Config
+
+    if any(a.startswith(("--config-dir", "-cd", "--config-path", "-cp")) for a in args):
+        return
+    candidates = [a for a in args if "=" in a and not a.startswith(("-", "+", "~"))]
+    try:
+        overrides = OverridesParser.create().parse_overrides(candidates)
+    except (HydraException, ValueError):
+        return
+    root = Path(config_dir)
+    for o in overrides:
+        key = o.key_or_group
+        if (o.type != OverrideType.CHANGE or o.package is not None or "@" in key or "/" in key
+                or key.split(".")[0] in _EXTRA_TOP_LEVEL | {"hydra"} or (root / key).is_dir()):
+            continue
+        nested: dict = {}
+        node = nested
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = None
+        for unknown, valid in _unread_keys(nested, Config, ""):
+            raise _unknown_key(unknown, valid, "so it cannot be set")
 
 
 def check_seed(value) -> None:

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 def _progress(total: int, desc: str):
-    from tqdm.auto import tqdm
+    from pipeline.progress import tqdm
 
     return tqdm(total=total, desc=desc, unit="chunk", leave=False, mininterval=1.0)
 

@@ -106,6 +106,11 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
 
         data = tree_data(load, ref, done["project"].artifact)
         print(summary_text(title, report.df, report.fits, cfg["report"]["max_rules"], data))
+        if (cfg["concepts"].get("name") or "none") == "none" and (load.kind != "tabular"
+                                                                   or cfg["encoder"]["name"] != "identity"):
+            from pipeline.app.concept_sets.definitions import concept_hint
+
+            print(concept_hint(load.name, load.kind))
         if report.table2 is not None:
             from pipeline.app.report.concept_run import concept_summary_text
 
@@ -143,8 +148,8 @@ def save_explainer(cfg: dict, done: dict[str, StageOutput], out_dir: Path) -> No
 def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = False, summary: bool = True):
     """One dataset: the stage loop, then the summary. Returns the results DataFrame.
 
-    ``dataset.chunk_rows`` or ``compute=dask``: the chunked run's stages
-    (:func:`pipeline.app.stages.streamed.run_streamed`; docs/out-of-core.md).
+    ``dataset.chunk_rows`` or ``compute=dask``: the chunked run, :func:`run_streamed` below (its
+    stages: :func:`pipeline.app.stages.streamed.streamed_stages`; docs/out-of-core.md).
     """
     from pipeline.app.stages.streamed import is_streamed
 

@@ -266,7 +266,7 @@ class StreamedRun:
             passes = int(params.pop("passes", 1))
             for k in ("n_init", "max_iter", "init", "tol"):
                 params.pop(k, None)  # in-memory KMeans settings; partial_fit makes its own passes
-            from tqdm.auto import tqdm
+            from pipeline.progress import tqdm
 
             chunks = len(self.Z.ranges(self.chunk_rows))
             passes_ = (tqdm(self.Z.chunks(self.chunk_rows), total=chunks, desc=f"k-means pass {p + 1}/{passes}",

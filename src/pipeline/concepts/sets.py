@@ -111,14 +111,23 @@ class ConceptExamples:
     meta: dict = field(default_factory=dict)
 
 
-def check_dataset(spec: dict, dataset_name: str) -> None:
-    """Raise if the concept set is declared for other datasets."""
+def made_for(spec: dict, dataset_name: str) -> bool:
+    """Whether the concept set's ``datasets`` (``["*"]``: any) include ``dataset_name`` (or its
+    base name: ``fashion`` for ``fashion_mnist``)."""
     allowed = spec.get("datasets") or ["*"]
     base = str(dataset_name).split("/")[0].split("_")[0]
-    if "*" not in allowed and dataset_name not in allowed and base not in allowed:
+    return "*" in allowed or dataset_name in allowed or base in allowed
+
+
+def check_dataset(spec: dict, dataset_name: str, alternatives=None) -> None:
+    """Raise if the concept set is declared for other datasets; ``alternatives`` (option names
+    such as ``concepts=discovered``) are the sets the message suggests instead."""
+    if not made_for(spec, dataset_name):
+        instead = (f"choose one that applies to {dataset_name}: {' or '.join(alternatives)}" if alternatives
+                   else "choose a concept set made for this dataset")
         raise InvalidInputError(
-            f"concept set {spec['name']!r} is defined for datasets {allowed}, not {dataset_name!r}; "
-            "choose a concept set made for this dataset (e.g. concepts=text_prompts or concepts=broden)."
+            f"concept set {spec['name']!r} is defined for datasets {spec.get('datasets')}, not {dataset_name!r}; "
+            f"{instead}."
         )
 
 

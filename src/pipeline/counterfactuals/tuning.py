@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
+from pipeline.progress import tqdm
 
 from pipeline.counterfactuals._checks import check_encoder, check_groups, check_k, encoder_dtype, eval_mode
 from pipeline.counterfactuals.dbm import group_means

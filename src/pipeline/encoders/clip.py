@@ -11,7 +11,7 @@ import logging
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from pipeline.progress import tqdm
 
 from pipeline.encoders.base import Encoder
 from pipeline.encoders.device import autocast, select_device

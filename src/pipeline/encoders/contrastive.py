@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
+from pipeline.progress import tqdm
 
 from pipeline.encoders.augment import ImageViews, eval_transform, train_transform
 from pipeline.encoders.device import autocast, worker_init

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
+from pipeline.progress import tqdm
 
 from pipeline.encoders.base import Encoder
 from pipeline.validation import InvalidInputError

@@ -20,7 +20,7 @@ import torch
 from sklearn.metrics import adjusted_rand_score
 from sklearn.exceptions import NotFittedError
 from sklearn.utils._param_validation import InvalidParameterError, Interval, StrOptions, validate_parameter_constraints
-from tqdm.auto import tqdm
+from pipeline.progress import tqdm
 
 from pipeline.encoders.base import Encoder
 from pipeline.encoders.device import autocast, grad_scaler, seed_everything, select_device

@@ -32,7 +32,7 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from tqdm.auto import tqdm
+from pipeline.progress import tqdm
 
 from pipeline.trees import _bin_kernels, _imm_bins, _imm_kernels as kern, _imm_small
 from pipeline.trees._column_order import ColumnOrder, feature_priority, pick_best

@@ -28,7 +28,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_consistent_length, column_or_1d
-from tqdm.auto import tqdm
+from pipeline.progress import tqdm
 
 from pipeline.trees._column_order import ColumnOrder, feature_priority
 from pipeline.trees._fitting import (

@@ -24,7 +24,7 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_consistent_length, column_or_1d
-from tqdm.auto import tqdm
+from pipeline.progress import tqdm
 
 from pipeline.trees._tao_cost import ClusteringCost, KMeansCost, SphericalKMeansCost, penalised_clustering_step
 from pipeline.trees._tao_tree import HeapTree, tao_fit

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
+from pipeline.progress import tqdm
 
 from pipeline.app.concept_sets.manifest import resolve_root
 from pipeline.app.data.readers import read_images

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from pipeline.app.concept_sets.manifest import resolve_root
-from pipeline.concepts.sets import TYPES, ConceptExamples, check_dataset
+from pipeline.concepts.sets import TYPES, ConceptExamples, check_dataset, made_for
 from pipeline.concepts.sets import build_examples as build_library_examples
 from pipeline.validation import InvalidInputError
 
@@ -46,6 +46,7 @@ def build_examples(spec: dict, dataset, cfg: dict | None = None, **options) -> C
     ``root=...`` for a local copy of downloaded concept data, ``download=False``). ``cfg`` (the
     run's config) lets class-attribute sets read images of the dataset's other classes.
     """
+    check_dataset(spec, dataset.name, [f"concepts={n}" for n in applicable_concept_sets(dataset.name, dataset.kind)])
     if spec.get("type") not in ("awa2_predicates", "broden", "class_attributes"):
         return build_library_examples(spec, dataset, **options)  # the sets that need no files
     spec = {**spec, **{k: v for k, v in options.items() if v is not None}}
@@ -58,6 +59,35 @@ def build_examples(spec: dict, dataset, cfg: dict | None = None, **options) -> C
     from pipeline.app.concept_sets.broden import broden_examples  # heavy optional I/O
 
     return broden_examples(spec, dataset)
+
+
+#: concept sets for any dataset of a kind, beside the sets made for a dataset by name
+#: (text_prompts embeds its prompts with the encoder's text tower: encoder=clip or sbert)
+_FOR_KIND = {"image": ("broden", "text_prompts"), "text": ("email_topics", "text_prompts"), "tabular": ()}
+#: concepts that apply to any data: the user's own examples, concepts found in the latents
+_FOR_ANY = ("examples", "discovered")
+
+
+def applicable_concept_sets(dataset_name: str, kind: str) -> list[str]:
+    """The ``concepts=`` options that apply to a dataset: the sets made for it by name
+    (``mnist_geometric`` for digits, ``fashion_attributes`` for fashion_mnist), those for its
+    kind (images: ``broden``, ``text_prompts``; texts: ``email_topics``, ``text_prompts``;
+    tables: none), then ``examples`` and ``discovered``."""
+    own = []
+    for path in sorted(CONCEPTS_DIR.glob("*.yaml")):
+        spec = yaml.safe_load(path.read_text()) or {}
+        if "*" not in (spec.get("datasets") or ["*"]) and made_for(spec, dataset_name):
+            own.append(path.stem)
+    return list(dict.fromkeys([*own, *_FOR_KIND.get(kind, ()), *_FOR_ANY]))
+
+
+def concept_hint(dataset_name: str, kind: str) -> str:
+    """One line for a run without concepts whose trees cut latent dimensions (``z11 <= 1.29``)."""
+    notes = {"text_prompts": " (with encoder=clip)" if kind == "image" else " (with encoder=sbert)",
+             "examples": " (your own, docs/own-data.md)"}
+    options = ", ".join(f"concepts={n}{notes.get(n, '')}" for n in applicable_concept_sets(dataset_name, kind))
+    return (f"hint: these rules cut the representation's own dimensions; for rules on human concepts "
+            f"add one of {options}.")
 
 
 def _awa2_root(spec: dict, dataset) -> Path:

@@ -54,7 +54,7 @@ def resize_rgb(image, size: int) -> np.ndarray:
 
 def load_caltech101(spec: dict, paths: dict, random_state: int = 0, image_size: int = 64) -> Dataset:
     from torchvision.datasets import Caltech101
-    from tqdm.auto import tqdm
+    from pipeline.progress import tqdm
 
     root = data_root(spec, paths, "caltech101")
     size = int(image_size)

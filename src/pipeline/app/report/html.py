@@ -55,6 +55,7 @@ class LeafView:
 
     leaf: int
     rule: str
+    number: int | None = None  # the rule's number in the tree's numbered rule list (1-based)
     thumbnails: list[bytes] = field(default_factory=list)  # PNG bytes
     snippets: list[str] = field(default_factory=list)
     features: pd.DataFrame | None = None  # feature summary (tabular data)
@@ -174,8 +175,8 @@ def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y
     picks = leaf_examples(tree, X, n_examples, random_state) if data is not None else {}
     leaf_of = tree.apply(X) if kind not in (None, "image", "text") and data is not None else None
     leaves = []
-    for rule in rules:
-        view = LeafView(rule.leaf, rule.format())
+    for number, rule in enumerate(rules, 1):
+        view = LeafView(rule.leaf, rule.format(), number)
         rows = picks.get(rule.leaf, np.array([], dtype=int))
         if kind == "image":
             view.thumbnails = [thumbnail_png(data[i]) for i in rows]
@@ -278,7 +279,8 @@ def _config_summary(config: dict) -> str:
 
 
 def _leaf_html(view: LeafView) -> str:
-    return _examples_html(f"leaf {view.leaf}: {_e(view.rule)}", view, f"example of leaf {view.leaf}")
+    name = f"rule {view.number}" if view.number is not None else f"leaf {view.leaf}"  # as the rule list numbers it
+    return _examples_html(f"{name}: {_e(view.rule)}", view, f"example of {name}")
 
 
 def _tree_html(view: TreeView) -> str:
