@@ -47,8 +47,7 @@ def numerics(threads: int | None = None, cpu_code_path: str | None = None, pinne
     setting, torch's thread counts (when torch was used), every BLAS / OpenMP library
     loaded with its thread count (threadpoolctl), and the CPU code paths (``cpu_code_path``:
     the setting, whether the process runs it, the variables that pin it and torch's CPU
-    capability). Same config, same record: same bytes on any x86-64 machine with
-    ``cpu_code_path=portable``, on the same machine with ``native``. Never imports torch."""
+    capability). Same config and same record on the same machine: same bytes. Never imports torch."""
     versions = {}
     for name in NUMERIC_PACKAGES:
         try:
