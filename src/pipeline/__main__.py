@@ -5,11 +5,25 @@ from __future__ import annotations
 import os
 import sys
 
-from pipeline.threads import openmp_environment  # noqa: E402 - light: os, sys, contextvars
+from pipeline.threads import CPU_CODE_PATHS, cpu_code_path_environment, openmp_environment  # noqa: E402 - light
 
-# The OpenMP variables pipeline.threads decides (idle threads sleep instead of spinning); set
-# before the OpenMP runtime loads; a user's value wins.
-for _name, _value in openmp_environment().items():
+
+def code_path_setting(argv: list[str]) -> str:
+    """The run's ``cpu_code_path`` as the command line (``cpu_code_path=native``) or the environment
+    (``PIPELINE_CPU_CODE_PATH``) gives it, before Hydra composes anything: the variables must be set
+    before torch and MKL load. A value that is not a setting is left for the config check to report."""
+    for arg in reversed(argv):
+        if arg.lstrip("+").startswith("cpu_code_path="):
+            value = arg.split("=", 1)[1]
+            return value if value in CPU_CODE_PATHS else "portable"
+    value = os.environ.get("PIPELINE_CPU_CODE_PATH", "portable")
+    return value if value in CPU_CODE_PATHS else "portable"
+
+
+# The OpenMP variables pipeline.threads decides (idle threads sleep instead of spinning) and the
+# CPU code paths that decide the numbers (cpu_code_path, docs/pipeline.md); set before the OpenMP
+# runtime, torch and MKL load; a user's value wins.
+for _name, _value in {**openmp_environment(), **cpu_code_path_environment(code_path_setting(sys.argv[1:]))}.items():
     os.environ.setdefault(_name, _value)
 
 import hydra  # noqa: E402

@@ -233,6 +233,38 @@ def openmp_environment(n_threads: int | None = None) -> dict[str, str]:
     return out
 
 
+#: ``cpu_code_path`` settings: ``portable`` pins the CPU code paths that decide a run's numbers
+#: (issue 36: a forced path changed VaDE's latents and the base ARI; see :func:`cpu_code_path_environment`),
+#: ``native`` lets every library take the fastest path of the machine it runs on.
+CPU_CODE_PATHS = ("portable", "native")
+
+#: the variables the portable setting writes (each library reads its own when it loads)
+PORTABLE_CODE_PATH = {
+    # ATen's vectorised kernels (element-wise ops, reductions, Adam): AVX2 on every x86-64 machine with
+    # AVX2, instead of AVX-512 where the CPU has it
+    "ATEN_CPU_CAPABILITY": "avx2",
+    # MKL (torch's BLAS): conditional numerical reproducibility, the one branch MKL documents as giving
+    # the same results on Intel and non-Intel (AMD) processors; MKL_CBWR=AVX2 is only promised for Intel
+    "MKL_CBWR": "COMPATIBLE",
+}
+
+
+def cpu_code_path_environment(setting: str = "portable") -> dict[str, str]:
+    """The environment variables a process should start with for the ``cpu_code_path`` ``setting``
+    (the caller writes them before torch loads, keeping values the user set; this module never
+    touches ``os.environ``).
+
+    ``portable`` pins the two code paths that changed the default run's numbers when forced on
+    one machine (``benchmarks/code_paths.py``: ATen's CPU capability and MKL's instruction set;
+    oneDNN's ISA, disabling mkldnn, OpenBLAS's core type and numba's target CPU changed no bit);
+    ``native`` writes nothing (each library's fastest path: MKL's COMPATIBLE branch made a VaDE
+    training step ~2.5x slower). Raises ``ValueError`` for another setting.
+    """
+    if setting not in CPU_CODE_PATHS:
+        raise ValueError(f"cpu_code_path must be one of {list(CPU_CODE_PATHS)}, got {setting!r}.")
+    return dict(PORTABLE_CODE_PATH) if setting == "portable" else {}
+
+
 @contextlib.contextmanager
 def run_threads(n: int | None):
     """A whole run capped at ``n`` threads (None: no cap): the BLAS/OpenMP pools loaded now,

@@ -19,7 +19,7 @@ from pipeline.validation import InvalidInputError
 #: where each path comes from, for the error messages
 _PATH_HINTS = {"cache_dir": "PIPELINE_CACHE_DIR", "models_dir": "PIPELINE_MODELS_DIR", "log_dir": "PIPELINE_LOG_DIR",
                "model_cache_dir": "PIPELINE_MODEL_CACHE", "output_dir": "hydra.run.dir"}
-_ENV_OF = {"threads": "PIPELINE_THREADS", "offline": "PIPELINE_OFFLINE"}
+_ENV_OF = {"threads": "PIPELINE_THREADS", "offline": "PIPELINE_OFFLINE", "cpu_code_path": "PIPELINE_CPU_CODE_PATH"}
 
 
 def resolve_config(cfg) -> dict:
@@ -69,6 +69,16 @@ def check_threads(value) -> None:
         source = f" (from PIPELINE_THREADS={env!r})" if env is not None else ""
         raise InvalidInputError(f"threads={value!r}{source} is not a thread count: use an integer >= 1, or "
                                 "threads=null for each library's default.")
+
+
+def check_code_path(value) -> None:
+    from pipeline.threads import CPU_CODE_PATHS
+
+    if value not in CPU_CODE_PATHS:
+        env = os.environ.get("PIPELINE_CPU_CODE_PATH")
+        source = f" (from PIPELINE_CPU_CODE_PATH={env!r})" if env is not None else ""
+        raise InvalidInputError(f"cpu_code_path={value!r}{source} is not a setting: use portable (the same numbers "
+                                "on any x86-64 machine) or native (each library's fastest path on this machine).")
 
 
 def check_sizes(cfg: dict) -> None:
@@ -248,6 +258,7 @@ def check_values(cfg: dict, stages) -> frozenset:
     check_seed(cfg.get("seed"))
     force = check_force(cfg.get("force"), stages)
     check_threads(cfg.get("threads"))
+    check_code_path(cfg.get("cpu_code_path", "portable"))
     check_sizes(cfg)
     check_directories(cfg.get("paths") or {})
     return force

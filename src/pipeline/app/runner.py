@@ -238,6 +238,25 @@ def thread_limit(n: int | None):
         yield
 
 
+def pin_code_path(setting: str) -> bool:
+    """Write the ``cpu_code_path`` variables (:func:`pipeline.threads.cpu_code_path_environment`;
+    a user's value wins) while torch, which loads MKL, is not yet imported (``python -m pipeline``
+    has set them already, before anything loaded). Returns whether the process runs the setting's
+    paths; a notebook that imported torch first keeps the paths it started with (warned)."""
+    from pipeline.threads import cpu_code_path_environment
+
+    wanted = cpu_code_path_environment(setting)
+    if "torch" not in sys.modules:
+        for name, value in wanted.items():
+            os.environ.setdefault(name, value)
+    differ = {name: os.environ.get(name) for name, value in wanted.items() if os.environ.get(name) != value}
+    if differ:
+        log.warning("cpu_code_path=%s: %s already set (or torch was imported before the run), so this run's "
+                    "numbers may differ on another machine; status.json records the paths", setting,
+                    ", ".join(f"{k}={v}" for k, v in differ.items()))
+    return not differ
+
+
 def run(cfg):
     """Run the configured pipeline (a DictConfig or plain dict); returns the results table
     (a pandas DataFrame, also written to ``results.csv``)."""
@@ -262,13 +281,15 @@ def run(cfg):
             log.info("removed %s, a temporary file an earlier run left behind", path)
     write_status(out_dir, running_status(start))
     env = {"threads": plain.get("threads")}
+    code_path = plain.get("cpu_code_path", "portable")
+    pinned = pin_code_path(code_path)
     try:
         with thread_limit(plain.get("threads")):
             if plain["study"]["runs"]:
                 df = run_study(plain, cache, out_dir)
             else:
                 df = run_single(plain, cache, out_dir)
-            env = numerics(plain.get("threads"))  # inside the limit: the thread counts the run used
+            env = numerics(plain.get("threads"), code_path, pinned)  # inside the limit: the thread counts the run used
         write_status(out_dir, {"status": "ok", "seconds": time.time() - start,
                                "results": str(out_dir / "results.csv"), "cache": [vars(e) for e in cache.events],
                                "numerics": env})

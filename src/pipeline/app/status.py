@@ -42,11 +42,12 @@ def running_status(started: float | None = None) -> dict:
 NUMERIC_PACKAGES = ("numpy", "scipy", "scikit-learn", "torch", "numba")
 
 
-def numerics(threads: int | None = None) -> dict:
+def numerics(threads: int | None = None, cpu_code_path: str | None = None, pinned: bool | None = None) -> dict:
     """What decides a run's numbers beyond its config: package versions, the ``threads``
-    setting, torch's thread counts (when torch was used), and every BLAS / OpenMP library
-    loaded with its thread count (threadpoolctl). Same config, same record, same machine:
-    same bytes. Never imports torch."""
+    setting, torch's thread counts (when torch was used), every BLAS / OpenMP library
+    loaded with its thread count (threadpoolctl), and the CPU code paths (``cpu_code_path``:
+    the setting, whether the process runs it, the variables that pin it and torch's CPU
+    capability). Same config and same record on the same machine: same bytes. Never imports torch."""
     versions = {}
     for name in NUMERIC_PACKAGES:
         try:
@@ -55,7 +56,12 @@ def numerics(threads: int | None = None) -> dict:
             pass
     record = {"python": platform.python_version(), "platform": platform.platform(), "cpu_count": os.cpu_count(),
               "threads": threads, "versions": versions}
+    from pipeline.threads import PORTABLE_CODE_PATH
+
     torch = sys.modules.get("torch")
+    record["cpu_code_path"] = {"setting": cpu_code_path, "pinned": pinned,
+                               "environment": {name: os.environ.get(name) for name in PORTABLE_CODE_PATH},
+                               "torch_capability": torch.backends.cpu.get_cpu_capability() if torch is not None else None}
     if torch is not None:
         record["torch_threads"] = {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
     from threadpoolctl import threadpool_info

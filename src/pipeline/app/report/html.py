@@ -204,7 +204,7 @@ def _num(v, column=None) -> str:
 
 
 # The results columns shown first (the rest are one click away).
-RESULT_COLUMNS = ["run", "explainer", "method", "ari", "ami", "ref_ari", "misassignment", "q", "n_leaves", "depth",
+RESULT_COLUMNS = ["run", "explainer", "method", "ari", "stability", "ami", "ref_ari", "misassignment", "q", "n_leaves", "depth",
                   "fit_seconds", "error"]
 _COUNTS = {"n_leaves", "depth", "n_noise", "n_runs", "k", "from", "to", "samples", "K", "CAVs", "independent CAVs", "positives",
            "negatives", "size", "leaf", "cluster"}  # count columns: shown as integers even when read as floats

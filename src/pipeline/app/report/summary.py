@@ -8,7 +8,7 @@ from pipeline.app.artifacts import FitArtifact
 from pipeline.app.report.tables import format_cell
 from pipeline.trees.tree import ExplanationTree
 
-_SHOWN = ["explainer", "method", "ari", "ami", "ref_ari", "misassignment", "q", "n_leaves", "depth", "fit_seconds"]
+_SHOWN = ["explainer", "method", "ari", "stability", "ami", "ref_ari", "misassignment", "q", "n_leaves", "depth", "fit_seconds"]
 
 
 _COUNTS = {"n_leaves", "depth"}  # shown as integers (read as floats when a row has none)
@@ -31,6 +31,9 @@ def summary_text(title: str, df: pd.DataFrame, fits: dict[str, FitArtifact], max
     widths = {c: max(len(c), *(len(v) for v in table[c])) for c in cols}
     lines = [title, "", "  ".join(c.ljust(widths[c]) for c in cols)]
     lines += ["  ".join(str(v).ljust(widths[c]) for c, v in zip(cols, r)) for r in table.itertuples(index=False)]
+    warning = stability_warning(df)
+    if warning:
+        lines += ["", warning]
     if "error" in df.columns:  # rows that could not be fitted: why, and what fixes it (the run went on)
         for r in df[df["error"].notna()].itertuples(index=False):
             lines += ["", f"{r.explainer} could not be fitted: {r.error}"]
@@ -40,3 +43,19 @@ def summary_text(title: str, df: pd.DataFrame, fits: dict[str, FitArtifact], max
         if len(rules) > max_rules:
             lines.append(f"  ... {len(rules) - max_rules} more (see trees/{row}.rules.txt)")
     return "\n".join(lines)
+
+
+def stability_warning(df: pd.DataFrame) -> str | None:
+    """A plain warning when the reference clustering's restarts disagree (the ``stability``
+    column, mean ARI between restarts, below :data:`pipeline.clustering.STABILITY_THRESHOLD`)."""
+    from pipeline.clustering import STABILITY_THRESHOLD
+
+    if "stability" not in df.columns:
+        return None
+    ref = df[df["explainer"] == "reference"]
+    value = float(ref["stability"].iloc[0]) if len(ref) else float("nan")
+    if not value < STABILITY_THRESHOLD:  # NaN (a method without restarts) passes
+        return None
+    return (f"warning: the reference clustering is unstable: its restarts agree at a mean ARI of {value:.3f} "
+            f"(below {STABILITY_THRESHOLD}), so another seed may give another partition and other trees. More "
+            "restarts (clustering.params.n_init) or another clustering may settle it (docs/pipeline.md).")
