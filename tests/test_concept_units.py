@@ -283,10 +283,10 @@ def test_a_threshold_in_the_tail_prints_as_a_percentile():
     tree = ExplanationTree(1, ["laced"])
     tree.split(0, 0, 63.5, 0, 1)
     steep = probability_units(5.0, -200.0, X[:, 0], "laced")  # P = 0.5 at 40: every gap above is > 0.99
-    texts = [r.format(None).split(" → ")[0] for r in tree.rules(X, units=[steep])]
+    texts = [r.format().split(" → ")[0] for r in tree.rules(X, units=[steep])]
     assert texts == ["laced in bottom 64%", "laced in top 36%"]
     mild = probability_units(0.1, -4.0, X[:, 0], "laced")
-    texts = [r.format(None).split(" → ")[0] for r in tree.rules(X, units=[mild])]
+    texts = [r.format().split(" → ")[0] for r in tree.rules(X, units=[mild])]
     assert texts[0].startswith("P(laced) <= 0.") and texts[1].startswith("P(laced) > 0.")
 
 

@@ -110,7 +110,7 @@ def test_thresholds_mapped_back_to_raw_units_route_every_row_exactly(seed, scale
     leaf = tree.apply(Z)
     table = pd.DataFrame(raw, columns=["a", "b", "c"])
     for rule in tree.rules(Z, units=units):
-        text = rule.format(None)
+        text = rule.format()
         if text.startswith("always"):
             continue
         if any(u is None for u in units):  # a column kept in z-scores: check only the all-raw case

@@ -338,6 +338,9 @@ class ConceptExplainer:
                 if test["kind"] == "oblique":
                     cols = np.array([j for j, _ in test["terms"]], dtype=np.int64)
                     v = weighted_sum(X[rows], cols, np.array([w for _, w in test["terms"]], dtype=np.float64))
+                elif test["kind"] == "units" and test.get("fallback"):
+                    f = test["feature"]
+                    v = np.asarray(self.units_[f].fallback(X[rows, f]), dtype=np.float64)
                 elif test["kind"] == "units":
                     v = shown[rows, test["feature"]]
                 else:

@@ -81,8 +81,8 @@ def rule_texts(tree, X, units=None) -> dict[str, dict]:
         rules = tree.rules(X, units=units)
     except InvalidInputError:  # deeper than rules are printed: routed and explained, without rule text
         return {}
-    return {str(r.leaf): {"text": dataclasses.replace(r, stats=None).format(None),
-                          "raw": dataclasses.replace(r, stats=None).format(None, simplified=False)} for r in rules}
+    return {str(r.leaf): {"text": dataclasses.replace(r, stats=None).format(),
+                          "raw": dataclasses.replace(r, stats=None).format(simplified=False)} for r in rules}
 
 
 def printed_tests(tree, X, units=None) -> dict[str, dict]:
@@ -94,12 +94,15 @@ def printed_tests(tree, X, units=None) -> dict[str, dict]:
 
     out = {}
     display = RuleDisplay(tree, X, units)
-    for n, (kind, what, thr, flip) in display._node.items():
+    for n, info in display._node.items():
+        kind, what, thr, flip = info[:4]
         try:
             t = float(thr)
         except ValueError:
             continue
         test = {"kind": kind, "threshold": t, "flip": bool(flip)}
+        if kind == "units" and units is not None and info[4] is not units[what]:
+            test["fallback"] = True  # printed in the units' fallback (a probability's tail read as a percentile)
         if kind == "oblique":
             test["terms"] = [[int(j), float(w)] for j, w, _ in what]
         else:
@@ -186,7 +189,7 @@ def bundle_from_run(cfg: dict, done: dict, out_dir: Path | None = None) -> Bundl
     arrays.update(feature_min=X.min(axis=0), feature_max=X.max(axis=0), feature_scale=scale)
     if project.cavs is not None:
         arrays["cavs"] = np.asarray(project.cavs, dtype=np.float64)
-    if project.units_kind == "percentile":
+    if project.units is not None:  # percentile units, and the percentile fallback of probability units
         arrays["percentile_values"] = np.sort(X, axis=0)
     results = report.df if report is not None else pd.DataFrame()
     trees, tree_docs = {}, {}
