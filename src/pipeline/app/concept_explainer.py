@@ -182,6 +182,12 @@ class ConceptExplainer:
             if arr.size and np.nanmax(arr) <= 1.0:
                 log.warning("the run's images are 0..255 but these inputs are all <= 1: if they were scaled to 0..1, "
                             "multiply by 255 first")
+        record = spec.get("standardized")
+        if record:  # the run z-scored the table's columns (dataset.standardize): the same map, the run's mean and sd
+            arr = np.array(arr, dtype=np.float64)
+            for j, scaled in enumerate(record["scaled"]):
+                if scaled:
+                    arr[:, j] = (arr[:, j] - record["mean"][j]) / record["sd"][j]
         return arr
 
     @staticmethod

@@ -177,7 +177,9 @@ def explain_run(run_dir, overrides: list[str], output: str | None = None, show: 
     out = _output_dir(run_dir, probe["dataset"]["name"], output)
     cfg = {**probe, "paths": {**probe["paths"], "output_dir": str(out)}}
     load = load_data(cfg)
-    inputs = load.inputs
+    # a table the load stage standardised: the explainer takes its own units and z-scores them with the
+    # run's means and spreads, not the new rows' own
+    inputs = load.raw if load.kind != "text" and getattr(load, "raw", None) is not None else load.inputs
     if latents:
         inputs = np.asarray(load.X, dtype=np.float64)
     df = ex.explain(inputs, latents=latents)

@@ -146,7 +146,9 @@ def _input_spec(load) -> dict:
         return {"kind": "text"}
     X = np.asarray(load.X)
     return {"kind": load.kind, "shape": list(X.shape[1:]), "dtype": str(X.dtype),
-            "feature_names": list(load.feature_names) if load.feature_names is not None else None}
+            "feature_names": list(load.feature_names) if load.feature_names is not None else None,
+            # a table standardised for clustering (dataset.standardize): new rows are z-scored alike
+            "standardized": (load.meta or {}).get("standardized")}
 
 
 def _encoder_doc(cfg: dict, train, encode) -> dict:

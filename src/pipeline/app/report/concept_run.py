@@ -243,18 +243,36 @@ def units_record(units: list | None) -> list | None:
     or ``{"kind": "percentile"}`` (its reference values are the column of ``run.npz``'s X)."""
     if units is None:
         return None
-    return [{"kind": "probability", "slope": u.slope, "intercept": u.intercept} if u.kind == "probability"
-            else {"kind": u.kind} for u in units]
+
+    def one(u) -> dict:
+        if u is None:  # a column that reads as it is
+            return {"kind": "raw"}
+        if u.kind == "probability":
+            return {"kind": "probability", "slope": u.slope, "intercept": u.intercept}
+        if u.kind == "original":  # a standardised table column shown in its own units
+            return {"kind": "original", "mean": u.mean, "sd": u.sd}
+        return {"kind": u.kind}
+
+    return [one(u) for u in units]
 
 
 def units_from_record(record: list | None, X: np.ndarray) -> list | None:
     """The display maps :func:`units_record` wrote, rebuilt over the run's coordinates ``X``."""
-    from pipeline.concepts.units import ProbabilityUnits, percentile_units
+    from pipeline.concepts.units import OriginalUnits, ProbabilityUnits, percentile_units
 
     if record is None:
         return None
-    return [ProbabilityUnits(float(r["slope"]), float(r["intercept"]), percentile_units(X[:, m]))
-            if r["kind"] == "probability" else percentile_units(X[:, m]) for m, r in enumerate(record)]
+
+    def one(m: int, r: dict):
+        if r["kind"] == "raw":
+            return None
+        if r["kind"] == "probability":
+            return ProbabilityUnits(float(r["slope"]), float(r["intercept"]), percentile_units(X[:, m]))
+        if r["kind"] == "original":  # new rows map through mean + sd·z (no training row to match)
+            return OriginalUnits(np.array([np.nan]), np.array([np.nan]), float(r["mean"]), float(r["sd"]))
+        return percentile_units(X[:, m])
+
+    return [one(m, r) for m, r in enumerate(record)]
 
 
 def load_concept_run(run_dir) -> dict:
