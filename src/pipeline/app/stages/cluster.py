@@ -91,4 +91,6 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact) -> ClusterAr
     return clustering_to_artifact(c)
 
 
-CLUSTER = Stage("cluster", ("load", "encode"), _config, _compute, artifact=ClusterArtifact)
+# version 2 (issue 36): GMM restarts fitted one by one, a restart with a degenerate component not
+# chosen, and the restarts' stability kept in the artifact's scores
+CLUSTER = Stage("cluster", ("load", "encode"), _config, _compute, version=2, artifact=ClusterArtifact)

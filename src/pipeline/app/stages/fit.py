@@ -35,7 +35,8 @@ def fit_stage(row: str) -> Stage:
     def compute(cfg: dict, project: ProjectArtifact, cluster: ClusterArtifact) -> FitArtifact:
         return fit_row(cfg, row, project, cluster)
 
-    return Stage(f"fit.{row}", ("project", "cluster"), config, compute, store="fit", artifact=FitArtifact)
+    # version 2 (issue 36): the tree keeps the training values around each cut (exact printed rules)
+    return Stage(f"fit.{row}", ("project", "cluster"), config, compute, store="fit", version=2, artifact=FitArtifact)
 
 
 def fix_hint(cfg: dict, row: str, message: str, concepts: bool) -> str:

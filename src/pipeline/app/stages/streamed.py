@@ -322,7 +322,7 @@ def fit_stage(row: str) -> Stage:
         return run.fit_row(row, cfg["explainer"][row], assign, (sample.rows, sample.X, sample.labels), cluster.centers)
 
     return Stage(f"fit.{row}", ("open", "cluster", "concepts", "assign", "sample"), config, compute, store="fit",
-                 context=True, artifact=FitArtifact)
+                 context=True, version=2, artifact=FitArtifact)  # 2: trees keep the values around each cut
 
 
 # ------------------------------------------------------------------ evaluate
