@@ -31,9 +31,12 @@ def _probe(*args, **extra) -> dict:
 
 
 def test_the_entry_point_pins_the_code_path_before_torch_loads():
-    assert _probe() == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"}
-    assert _probe(ATEN_CPU_CAPABILITY="avx512") == {"ATEN_CPU_CAPABILITY": "avx512", "MKL_CBWR": "COMPATIBLE"}
-    assert _probe(PIPELINE_CPU_CODE_PATH="native") == {"ATEN_CPU_CAPABILITY": None, "MKL_CBWR": None}
+    assert _probe() == {"ATEN_CPU_CAPABILITY": None, "MKL_CBWR": None}  # native, the default
+    assert _probe("cpu_code_path=portable") == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"}
+    assert _probe(PIPELINE_CPU_CODE_PATH="portable") == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"}
+    assert _probe(ATEN_CPU_CAPABILITY="avx512", PIPELINE_CPU_CODE_PATH="portable") == {
+        "ATEN_CPU_CAPABILITY": "avx512", "MKL_CBWR": "COMPATIBLE"}  # a user's own value wins
+    assert _probe(PIPELINE_CPU_CODE_PATH="portable").keys() == _probe("cpu_code_path=native").keys()
     assert _probe("cpu_code_path=native") == {"ATEN_CPU_CAPABILITY": None, "MKL_CBWR": None}
 
 
@@ -43,7 +46,8 @@ def test_a_child_torch_runs_the_pinned_capability():
     if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
         pytest.skip("not an x86-64 CPU with AVX2")
     code = "import pipeline.__main__, torch; print(torch.backends.cpu.get_cpu_capability())"
-    out = subprocess.run([sys.executable, "-c", code], env=_child_env(), capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], env=_child_env(PIPELINE_CPU_CODE_PATH="portable"),
+                         capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "AVX2"
 
 
@@ -60,7 +64,8 @@ def test_status_json_records_the_code_path_in_process(tmp_path):
     from pipeline.app.runner import run
 
     run(compose_config([f"paths.output_dir={tmp_path / 'run'}", f"paths.cache_dir={tmp_path / 'cache'}", "dataset=iris",
-                        "explainer=[cart]", "report.figures=false", "report.html=false", "report.summary=false"]))
+                        "explainer=[cart]", "report.figures=false", "report.html=false", "report.summary=false",
+                        "cpu_code_path=portable"]))
     record = json.loads((tmp_path / "run" / "status.json").read_text())["numerics"]["cpu_code_path"]
     assert record["setting"] == "portable" and set(record["environment"]) == set(PORTABLE_CODE_PATH)
     # pinned: whether this process runs the pinned paths (not when torch was imported first with others)
@@ -71,7 +76,7 @@ def test_status_json_records_the_code_path_in_process(tmp_path):
 def test_status_json_records_the_code_path(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pipeline", "dataset=iris", "explainer=[cart]", "report.figures=false",
                            "report.html=false", "report.summary=false", f"hydra.run.dir={tmp_path / 'run'}",
-                           f"paths.cache_dir={tmp_path / 'cache'}"], env=_child_env(), capture_output=True, text=True)
+                           f"paths.cache_dir={tmp_path / 'cache'}", "cpu_code_path=portable"], env=_child_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     record = json.loads((tmp_path / "run" / "status.json").read_text())["numerics"]["cpu_code_path"]
     assert record["setting"] == "portable" and record["pinned"] is True

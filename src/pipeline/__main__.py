@@ -15,9 +15,9 @@ def code_path_setting(argv: list[str]) -> str:
     for arg in reversed(argv):
         if arg.lstrip("+").startswith("cpu_code_path="):
             value = arg.split("=", 1)[1]
-            return value if value in CPU_CODE_PATHS else "portable"
-    value = os.environ.get("PIPELINE_CPU_CODE_PATH", "portable")
-    return value if value in CPU_CODE_PATHS else "portable"
+            return value if value in CPU_CODE_PATHS else "native"
+    value = os.environ.get("PIPELINE_CPU_CODE_PATH", "native")
+    return value if value in CPU_CODE_PATHS else "native"
 
 
 # The OpenMP variables pipeline.threads decides (idle threads sleep instead of spinning) and the

@@ -240,7 +240,7 @@ class Config:
     compute: ComputeConfig = field(default_factory=ComputeConfig)
     seed: int = 0
     threads: Optional[int] = 1  # BLAS/OpenMP threads per run (threadpoolctl); null = library default
-    cpu_code_path: str = "portable"  # portable: CPU code paths pinned (docs/pipeline.md); native: fastest
+    cpu_code_path: str = "native"  # native: each library's fastest path; portable: CPU code paths pinned (docs/pipeline.md)
     offline: Optional[bool] = None  # true: no library tries the network (HF_HUB_OFFLINE...); null: as the environment says
     task_name: str = "pipeline"
 

@@ -281,7 +281,7 @@ def run(cfg):
             log.info("removed %s, a temporary file an earlier run left behind", path)
     write_status(out_dir, running_status(start))
     env = {"threads": plain.get("threads")}
-    code_path = plain.get("cpu_code_path", "portable")
+    code_path = plain.get("cpu_code_path", "native")
     pinned = pin_code_path(code_path)
     try:
         with thread_limit(plain.get("threads")):
