@@ -386,4 +386,4 @@ def test_the_default_mnist_run_re_explains_its_own_digits(tmp_path):
     np.testing.assert_array_equal(df["reference"].to_numpy(), done["cluster"].artifact.labels)
     for row, fit in fits.items():
         np.testing.assert_array_equal(df[f"{row}.cluster"].to_numpy(), fit.predictions)
-    assert {"P(loop)", "P(vertical_line)"} <= set(df.columns)
+    assert {"P(loop†)", "P(vertical_line†)"} <= set(df.columns)

@@ -345,7 +345,8 @@ def test_streamed_concepts_equal_in_memory(concept_files, tmp_path, concepts):
     exact = chunk_moments(P, labels, K).mixture()
     names = done["concepts"].artifact.concept_names
     ref = MMDT(random_state=0).fit_mixture(exact[1], mixture_sigma(exact[2]), names)
-    assert fits["mmdt"].tree == ref.tree_.to_dict()
+    # the streamed fit also keeps its sample's values around each cut (exact printed rules)
+    assert _without_neighbours(fits["mmdt"].tree) == ref.tree_.to_dict()
     # the in-memory run's project and fit stages on the same reference labels
     mem_cluster = ClusterArtifact(labels=labels, method="kmeans", centers=cluster.centers)
     mem_cfg["explainer"] = cfg["explainer"]
