@@ -184,10 +184,9 @@ class ConceptExplainer:
                             "multiply by 255 first")
         record = spec.get("standardized")
         if record:  # the run z-scored the table's columns (dataset.standardize): the same map, the run's mean and sd
-            arr = np.array(arr, dtype=np.float64)
-            for j, scaled in enumerate(record["scaled"]):
-                if scaled:
-                    arr[:, j] = (arr[:, j] - record["mean"][j]) / record["sd"][j]
+            from pipeline.app.data.loading import apply_standardization
+
+            arr = apply_standardization(arr, record)
         return arr
 
     @staticmethod

@@ -93,20 +93,18 @@ def printed_tests(tree, X, units=None) -> dict[str, dict]:
     from pipeline.trees.display import RuleDisplay
 
     out = {}
-    display = RuleDisplay(tree, X, units)
-    for n, info in display._node.items():
-        kind, what, thr, flip = info[:4]
+    for n, shown in RuleDisplay(tree, X, units).printed_tests().items():
         try:
-            t = float(thr)
+            t = float(shown["threshold"])
         except ValueError:
             continue
-        test = {"kind": kind, "threshold": t, "flip": bool(flip)}
-        if kind == "units" and units is not None and info[4] is not units[what]:
-            test["fallback"] = True  # printed in the units' fallback (a probability's tail read as a percentile)
-        if kind == "oblique":
-            test["terms"] = [[int(j), float(w)] for j, w, _ in what]
+        test = {"kind": shown["kind"], "threshold": t, "flip": shown["flip"]}
+        if shown["kind"] == "oblique":
+            test["terms"] = [[int(j), float(w)] for j, w, _ in shown["terms"]]
         else:
-            test["feature"] = int(what)
+            test["feature"] = int(shown["feature"])
+        if shown["units"] is not None and units is not None and shown["units"] is not units[shown["feature"]]:
+            test["fallback"] = True  # printed in the units' fallback (a probability's tail read as a percentile)
         out[str(n)] = test
     return out
 

@@ -340,6 +340,21 @@ class RuleDisplay:
             return f"{a[2]} < {self.lhs(low_node)} <= {b[2]}"
         return f"{self.condition(low_node, '>')} and {self.condition(high_node, '<=')}"
 
+    def printed_test(self, node: int) -> dict:
+        """The test of internal ``node`` as printed: ``kind`` (``raw``, ``units`` or ``oblique``),
+        ``threshold`` (the printed text), ``flip`` (a decreasing display map), ``units`` (the units
+        object it reads in, for ``units``: the feature's own or its fallback) and ``feature`` or
+        ``terms`` (``[(column, printed weight, weight), ...]``)."""
+        info = self._node[node]
+        test = {"kind": info[0], "threshold": info[2], "flip": bool(info[3]),
+                "units": info[4] if info[0] == "units" else None}
+        test["terms" if info[0] == "oblique" else "feature"] = info[1]
+        return test
+
+    def printed_tests(self) -> dict[int, dict]:
+        """:meth:`printed_test` of every internal node, by node id."""
+        return {n: self.printed_test(n) for n in self._node}
+
     def node_units(self, node: int) -> str:
         """``raw``, ``oblique`` (raw) or the units kind the test of ``node`` reads in."""
         kind, f = self._node[node][:2]

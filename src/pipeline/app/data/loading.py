@@ -106,6 +106,16 @@ def standardize_columns(X, names=None) -> tuple[np.ndarray, dict]:
     return Z, {"mean": mean.tolist(), "sd": sd.tolist(), "scaled": scaled.tolist()}
 
 
+def apply_standardization(X, record: dict) -> np.ndarray:
+    """New rows ``X`` z-scored as :func:`standardize_columns` z-scored the run's table (its
+    ``record``: the run's means and spreads; columns it kept unscaled stay as they are)."""
+    Z = np.array(X, dtype=np.float64)
+    for j, scaled in enumerate(record["scaled"]):
+        if scaled:
+            Z[:, j] = (Z[:, j] - record["mean"][j]) / record["sd"][j]
+    return Z
+
+
 def subsample(ds: Dataset, n: int, random_state: int) -> np.ndarray:
     """Sorted row numbers of a random subsample of ``n`` rows; stratified by class when the loader
     asks for it (``meta["stratify"]``: every class keeps its share, e.g. Fashion-MNIST)."""
