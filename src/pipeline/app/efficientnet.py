@@ -102,6 +102,7 @@ FROZEN_ONLY = {"n_views": 4, "layer": None, "bank_seed": 0, "backbone_batch_size
 
 build_efficientnet_lite.trainable = False  # never fitted: the train stage skips building it on warm runs
 build_efficientnet_lite.may_substitute_model = False
+build_efficientnet_lite.cluster_head = False  # the embedding store needs no network when every item is stored
 
 
 def contrastive_encoder(backbone: str = "resnet34", backbone_weights="imagenet", device: str = "auto",

@@ -17,6 +17,7 @@ import inspect
 import json
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -252,22 +253,35 @@ def fitted_encoder(cfg: dict, artifact: TrainArtifact | EncodeArtifact):
     return load_encoder(path, expected=build(cfg) if cfg["encoder"].get("checkpoint") else None)
 
 
-def embed(encoder, X) -> dict:
-    """Latents (checked finite) and, if the encoder has one, its cluster head and mixture prior."""
-    from pipeline.encoders.base import Encoder
-
-    Z = np.asarray(encoder.transform(X), dtype=np.float32)
-    if Z.ndim != 2 or len(Z) != len(X):
-        raise InvalidInputError(f"encoder {encoder.name!r} returned shape {Z.shape}; expected ({len(X)}, m).")
+def check_latents(Z, n: int, name: str) -> np.ndarray:
+    """``Z`` as float32, checked to be (n, m) and finite (a clear error naming the rows if not)."""
+    Z = np.asarray(Z, dtype=np.float32)
+    if Z.ndim != 2 or len(Z) != n:
+        raise InvalidInputError(f"encoder {name!r} returned shape {Z.shape}; expected ({n}, m).")
     bad = ~np.isfinite(Z)
     if bad.any():
         rows = np.unique(np.nonzero(bad)[0])
         raise InvalidInputError(
-            f"the {encoder.name!r} encoder produced {int(bad.sum())} NaN/inf values in {rows.size} of {len(Z)} "
+            f"the {name!r} encoder produced {int(bad.sum())} NaN/inf values in {rows.size} of {len(Z)} "
             f"embeddings (first rows {rows[:5].tolist()}). Check the input data for NaN/inf, the encoder's "
             "training (diverged loss?) or its checkpoint (+force=encode retrains it)."
         )
-    out = {"Z": Z}
+    return Z
+
+
+def has_head(encoder) -> bool:
+    """Whether the encoder (or encoder class) has its own cluster head or mixture prior."""
+    from pipeline.encoders.base import Encoder
+
+    cls = encoder if isinstance(encoder, type) else type(encoder)
+    return cls.predict_clusters is not Encoder.predict_clusters or cls.mixture is not Encoder.mixture
+
+
+def head_outputs(encoder, X) -> dict:
+    """The encoder's cluster head on ``X`` and its mixture prior, for those it has."""
+    from pipeline.encoders.base import Encoder
+
+    out = {}
     if type(encoder).predict_clusters is not Encoder.predict_clusters:
         out["head_labels"] = np.asarray(encoder.predict_clusters(X), dtype=np.int64)
     mix = encoder.mixture()
@@ -275,6 +289,11 @@ def embed(encoder, X) -> dict:
         out["mixture_weights"], out["mixture_means"], out["mixture_covariances"] = (np.asarray(a, dtype=np.float64)
                                                                                       for a in mix)
     return out
+
+
+def embed(encoder, X) -> dict:
+    """Latents (checked finite) and, if the encoder has one, its cluster head and mixture prior."""
+    return {"Z": check_latents(encoder.transform(X), len(X), encoder.name), **head_outputs(encoder, X)}
 
 
 def latent_names(cfg: dict, dataset: LoadArtifact, width: int) -> list[str]:
@@ -289,15 +308,177 @@ def _encode_config(cfg: dict) -> dict:
     return {"encoder": encoder_key_config(cfg)}
 
 
-def _encode(cfg: dict, load: LoadArtifact, train: TrainArtifact) -> EncodeArtifact:
-    encoder = fitted_encoder(cfg, train)
-    out = embed(encoder, load.inputs)
+DEFAULT_CHUNK_ITEMS = 4096
+
+
+def chunk_items(cfg: dict) -> int:
+    """Items per chunk of the encode stage: ``dataset.chunk_rows``, else about
+    :data:`DEFAULT_CHUNK_ITEMS` rounded up to a multiple of ``encoder.batch_size`` (so the batches
+    inside ``encoder.transform`` are those of one call on the whole array)."""
+    given = cfg["dataset"].get("chunk_rows")
+    if given is not None:
+        if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+            raise InvalidInputError(f"dataset.chunk_rows={given!r}: give a positive number of rows (items) per chunk, "
+                                    "or null for the default.")
+        return given
+    batch = cfg["encoder"].get("batch_size")
+    batch = int(batch) if isinstance(batch, int) and batch > 0 else 1
+    return batch * -(-DEFAULT_CHUNK_ITEMS // batch)
+
+
+def store_identity(cfg: dict, train: TrainArtifact) -> dict:
+    """What makes an encoder's embeddings (the embedding store's key): its key config, layer,
+    checkpoint sha256 (trained encoders) and the model it loaded (encoders that may substitute one)."""
+    enc = cfg["encoder"]
+    layer = enc.get("layer", (enc.get("params") or {}).get("layer"))
+    return {"encoder": enc["name"], "layer": layer, "config": portable(encoder_key_config(cfg), cfg["paths"]),
+            "checkpoint_sha256": train.checkpoint_sha256, "model_used": train.model_used}
+
+
+_WORKER_ENCODERS: dict = {}  # identity id -> encoder, built once per (Dask worker) process
+
+
+@dataclass
+class EmbedChunk:
+    """One chunk of the encode stage as a picklable task: ``(inputs, item hashes) -> Z``, the chunk
+    committed to the embedding store at ``root`` (None: no store). On a Dask worker the encoder is
+    built from the config (a trained one loaded from its checkpoint, sha256 checked)."""
+
+    cfg: dict
+    checkpoint: str | None
+    checkpoint_sha256: str | None
+    model_used: str | None
+    identity: dict
+    root: str | None
+    encoder: object = None
+
+    def __getstate__(self):
+        return {**self.__dict__, "encoder": None}  # workers build their own
+
+    def _encoder(self):
+        if self.encoder is not None:
+            return self.encoder
+        from pipeline.app.embedding_store import identity_id
+
+        key = identity_id(self.identity)
+        if key not in _WORKER_ENCODERS:
+            _WORKER_ENCODERS[key] = worker_encoder(self.cfg, TrainArtifact(
+                checkpoint=self.checkpoint, checkpoint_sha256=self.checkpoint_sha256, model_used=self.model_used))
+        return _WORKER_ENCODERS[key]
+
+    def __call__(self, item) -> np.ndarray:
+        inputs, hashes = item
+        encoder = self._encoder()
+        Z = check_latents(encoder.transform(inputs), len(inputs), encoder.name)
+        if self.root is not None:
+            from pipeline.app.embedding_store import EmbeddingStore
+
+            EmbeddingStore(self.root, self.identity).add(hashes, Z)
+        return Z
+
+
+def worker_encoder(cfg: dict, train: TrainArtifact):
+    """The fitted encoder rebuilt in another process (a Dask worker): one clear paragraph if it cannot
+    load its weights there, naming where a local copy goes."""
+    name = cfg["encoder"]["name"]
+    try:
+        encoder = fitted_encoder(cfg, train)
+        if train.model_used is not None:
+            encoder.fit(None)
+            used = str(getattr(encoder, "model_used_", "")).split(" (")[0]
+            if used != train.model_used:
+                raise InvalidInputError(f"it loaded the model {used!r}, not {train.model_used!r} as the driver did")
+        return encoder
+    except Exception as exc:  # noqa: BLE001 - whatever the weights loader raises, said once, plainly
+        where = (f"encoder.checkpoint=<a copy of {train.checkpoint} on a file system every worker reads>"
+                 if train.checkpoint else
+                 "the encoder's weights parameter (encoder.params.*, see the message above) pointing at a local copy, "
+                 "or paths.model_cache_dir=<a folder every worker reads>")
+        raise InvalidInputError(
+            f"a Dask worker could not build the {name} encoder to embed its chunks: {exc}. Every worker loads the "
+            f"encoder's weights itself, so they must be readable on each worker: set {where}, or run with "
+            "compute=local.") from None
+
+
+def _take(inputs, idx: np.ndarray):
+    """The items at ``idx`` (a slice, not a copy, when they are consecutive)."""
+    if isinstance(inputs, list):
+        return [inputs[i] for i in idx]
+    if len(idx) and idx[-1] - idx[0] == len(idx) - 1:
+        return inputs[int(idx[0]):int(idx[-1]) + 1]
+    return inputs[idx]
+
+
+def _encode(cfg: dict, load: LoadArtifact, train: TrainArtifact, ctx: RunContext) -> EncodeArtifact:
+    if cfg["encoder"]["name"] == "identity":  # the input is the embedding: nothing to store
+        out = embed(fitted_encoder(cfg, train), load.inputs)
+    else:
+        out = _encode_through_store(cfg, load, train, ctx)
     # the path relative to paths.models_dir: the cached artifact survives moving the models directory
     return EncodeArtifact(**out, latent_names=latent_names(cfg, load, out["Z"].shape[1]),
                           checkpoint=portable(train.checkpoint, cfg["paths"]) if train.checkpoint else None,
                           checkpoint_sha256=train.checkpoint_sha256)
 
 
-ENCODE = Stage("encode", ("load", "train"), _encode_config, _encode, version=2, artifact=EncodeArtifact)
+def _encode_through_store(cfg: dict, load: LoadArtifact, train: TrainArtifact, ctx: RunContext) -> dict:
+    """Z from the embedding store; the items it lacks embedded in chunks of :func:`chunk_items`
+    (locally or as Dask tasks), each chunk committed to the store when it is done, so a killed run
+    resumes after its last finished chunk. Cluster head and mixture prior as :func:`embed`."""
+    from pipeline.app.compute import make_compute
+    from pipeline.app.embedding_store import EmbeddingStore, item_hashes, store_root
 
-__all__ = ["TRAIN", "ENCODE", "build", "checkpoint_path", "embed", "fitted_encoder", "latent_names"]
+    inputs = load.inputs
+    n = len(inputs)
+    if n == 0:
+        raise InvalidInputError("the dataset has no items to embed; check dataset.classes / dataset.n_samples.")
+    identity = store_identity(cfg, train)
+    hashes = item_hashes(inputs)
+    store = EmbeddingStore(store_root(cfg["paths"]["cache_dir"], identity), identity) if ctx.cache.enabled else None
+    if store is not None and not ctx.cache.forced("encode"):
+        Z, found = store.read(hashes)
+    else:
+        Z, found = None, np.zeros(n, dtype=bool)
+    missing = np.flatnonzero(~found)
+    size = chunk_items(cfg)
+    chunks = [missing[i:i + size] for i in range(0, missing.size, size)]
+    where = f"embedding store {store.root}" if store is not None else "no embedding store (cache.enabled=false)"
+    log.info("%s: %d of %d items stored; embedding %d in %d chunks of up to %d", where, n - missing.size, n,
+             missing.size, len(chunks), size)
+    encoder = train.encoder
+    if chunks:
+        compute = make_compute(cfg.get("compute"))
+        task = EmbedChunk(cfg, train.checkpoint, train.checkpoint_sha256, train.model_used, identity,
+                          str(store.root) if store is not None else None)
+        try:
+            desc = f"embedding ({cfg['encoder']['name']})"
+            if compute.name == "local":
+                task.encoder = encoder = encoder if encoder is not None else fitted_encoder(cfg, train)
+                parts = compute.map(lambda idx: task((_take(inputs, idx), [hashes[i] for i in idx])), chunks, desc)
+            else:
+                parts = compute.map(task, [(_take(inputs, idx), [hashes[i] for i in idx]) for idx in chunks], desc)
+        finally:
+            compute.close()
+        if Z is None:
+            Z = np.empty((n, parts[0].shape[1]), dtype=np.float32)
+        for idx, part in zip(chunks, parts):
+            if part.shape[1] != Z.shape[1]:
+                raise InvalidInputError(f"encoder {cfg['encoder']['name']!r} returned {part.shape[1]}-wide embeddings "
+                                        f"but the store holds {Z.shape[1]}-wide ones for the same encoder identity.")
+            Z[idx] = part
+        log.info("embedded %d items (%d chunks)", missing.size, len(chunks))
+    out = {"Z": Z}
+    if encoder is None:
+        from pipeline.app.instantiate import locate
+
+        target = locate(cfg["encoder"]["_target_"], "encoder")  # a factory declares cluster_head = False
+        if getattr(target, "cluster_head", None) is not False and (not isinstance(target, type) or has_head(target)):
+            encoder = fitted_encoder(cfg, train)
+    if encoder is not None and has_head(encoder):  # as embed(): the head and prior over the run's items
+        out.update(head_outputs(encoder, inputs))
+    return out
+
+
+ENCODE = Stage("encode", ("load", "train"), _encode_config, _encode, version=2, context=True, artifact=EncodeArtifact)
+
+__all__ = ["TRAIN", "ENCODE", "EmbedChunk", "build", "check_latents", "checkpoint_path", "chunk_items", "embed",
+           "fitted_encoder", "head_outputs", "latent_names", "store_identity"]

@@ -45,6 +45,8 @@ DEFAULT_CHUNK_ROWS = 100_000
 # ------------------------------------------------------------------ shared
 def is_streamed(cfg: dict) -> bool:
     """True when the run reads its data in chunks (``dataset.chunk_rows`` or ``compute=dask``)."""
+    if cfg["encoder"].get("name", "identity") != "identity":  # store35 (temporary): encode embeds in chunks
+        return False
     return bool(cfg["dataset"].get("chunk_rows")) or (cfg.get("compute") or {}).get("name", "local") != "local"
 
 
