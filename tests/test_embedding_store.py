@@ -274,3 +274,43 @@ def test_a_later_commit_of_an_item_wins(tmp_path):
     assert found.all() and Z[:, 0].tolist() == [0, 1, 1]
     with pytest.raises(InvalidInputError, match="3-wide embeddings"):
         store.add(["d"], np.zeros((1, 3), np.float32))
+
+
+# ------------------------------------------------------------------ docs/encoders.md, "Embedding store"
+def _idx(path: Path, arr: np.ndarray) -> None:
+    header = (0x0800 | arr.ndim).to_bytes(4, "big") + b"".join(int(d).to_bytes(4, "big") for d in arr.shape)
+    path.write_bytes(header + np.ascontiguousarray(arr, dtype=np.uint8).tobytes())
+
+
+@pytest.mark.slow
+def test_documented_store_commands_run_on_a_tiny_fashion_mnist(tmp_path, caplog):
+    """The section's two commands, on 60 + 20 real Fashion-MNIST images written as IDX files
+    (dataset.root=): the second (three classes) embeds nothing."""
+    import re
+    import shlex
+
+    from pipeline.app.data.fashion_mnist import DEBIAN_ROOT, read_split
+
+    text = (ROOT / "docs" / "encoders.md").read_text()
+    section = text[text.index("## Embedding store"):text.index("## Checkpoints")]
+    lines = [ln for block in re.findall(r"```bash\n(.*?)```", section, flags=re.S) for ln in block.splitlines()
+             if ln.startswith("python -m pipeline")]
+    assert len(lines) == 2
+    if not DEBIAN_ROOT.is_dir():
+        pytest.skip(f"Fashion-MNIST not installed in {DEBIAN_ROOT}")
+    for split, n in (("train", 60), ("test", 20)):
+        X, y = read_split(DEBIAN_ROOT, split)
+        prefix = "train" if split == "train" else "t10k"
+        _idx(tmp_path / f"{prefix}-images-idx3-ubyte", X[:n])
+        _idx(tmp_path / f"{prefix}-labels-idx1-ubyte", y[:n])
+    counts = []
+    for i, line in enumerate(lines):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="pipeline.app.stages.encode"):
+            run(compose_config([*shlex.split(line)[3:], f"dataset.root={tmp_path}", "encoder.image_size=64",
+                                f"paths.output_dir={tmp_path / f'out{i}'}", f"paths.cache_dir={tmp_path / 'cache'}",
+                                "report.figures=false", "report.summary=false"]))
+        counts.append(re.search(r"(\d+) of (\d+) items stored; embedding (\d+) in", caplog.text).groups())
+    assert counts[0] == ("0", "80", "80")
+    n_subset = int(counts[1][1])
+    assert n_subset > 0 and counts[1] == (str(n_subset), str(n_subset), "0")
