@@ -186,6 +186,16 @@ def test_a_dask_worker_without_the_weights_gets_one_paragraph(tmp_path):
         worker_encoder(cfg, TrainArtifact(checkpoint=missing, checkpoint_sha256="0" * 64))
 
 
+def test_a_dask_worker_without_a_weights_file_is_told_the_key(tmp_path):
+    from pipeline.app.artifacts import TrainArtifact
+    from pipeline.app.stages.encode import worker_encoder
+
+    cfg = compose_config([f"paths.cache_dir={tmp_path / 'cache'}", "dataset=iris", "encoder=torch",
+                          "encoder.model._target_=torchvision.models.resnet18", f"encoder.weights={tmp_path / 'w.pt'}"])
+    with pytest.raises(InvalidInputError, match=r"could not build the torch encoder.*set encoder\.weights=<a copy of"):
+        worker_encoder(cfg, TrainArtifact())
+
+
 def test_bad_chunk_rows_is_refused():
     from pipeline.app.stages.encode import chunk_items
 

