@@ -125,6 +125,8 @@ def test_chunk_rows_chunks_the_embedding_and_a_killed_run_resumes_after_its_last
     Counting.embedded = 0
     run(config(tmp_path, "b", "dataset.chunk_rows=64"))
     assert Counting.embedded == n - 3 * 64  # only the items not in finished shards
+    # chunks of whole batches: the resumed Z is the uninterrupted one, bit for bit
+    np.testing.assert_array_equal(encoded(tmp_path, "b"), Counting(batch_size=16).transform(digits([0, 1, 2])))
     assert len(list((root / "shards").glob("*.npy"))) == -(-(n - 192) // 64) + 3
 
 
