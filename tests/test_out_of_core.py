@@ -437,7 +437,6 @@ def test_chunked_concept_bad_input(concept_files, tmp_path):
     for f in ("cf/stripes/a.txt", "cf/random/b.txt"):
         (tmp_path / f).write_text("words")
     cases = [
-        (["encoder=vade"], r"encoder=vade with dataset\.chunk_rows: .*Embed the data first.*\.npy shards"),
         (["concepts=examples", f"concepts.path={tmp_path / 'cf'}"], r"holds text examples but the dataset is tabular"),
         (["concepts=examples", f"concepts.path={d / 'cex.npz'}", "concepts.params.select=1"],
          r"concepts\.params\.select .* needs the in-memory run"),
