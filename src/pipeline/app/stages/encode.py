@@ -289,7 +289,19 @@ def _encode_config(cfg: dict) -> dict:
     return {"encoder": encoder_key_config(cfg)}
 
 
+def passes_through(cfg: dict) -> bool:
+    """The identity encoder on an array read by row range: the latents are that array, read as
+    float32 (no copy in memory or in the cache)."""
+    from pipeline.app.stages.load import reads_by_row_range
+
+    return cfg["encoder"].get("_target_") == "pipeline.encoders.base.IdentityEncoder" and reads_by_row_range(cfg)
+
+
 def _encode(cfg: dict, load: LoadArtifact, train: TrainArtifact) -> EncodeArtifact:
+    from pipeline.app.data.chunked import is_view
+
+    if is_view(load.X) and cfg["encoder"].get("_target_") == "pipeline.encoders.base.IdentityEncoder":
+        return EncodeArtifact(Z=load.X.as_dtype(np.float32), latent_names=latent_names(cfg, load, load.X.shape[1]))
     encoder = fitted_encoder(cfg, train)
     out = embed(encoder, load.inputs)
     # the path relative to paths.models_dir: the cached artifact survives moving the models directory
@@ -298,6 +310,7 @@ def _encode(cfg: dict, load: LoadArtifact, train: TrainArtifact) -> EncodeArtifa
                           checkpoint_sha256=train.checkpoint_sha256)
 
 
-ENCODE = Stage("encode", ("load", "train"), _encode_config, _encode, version=2, artifact=EncodeArtifact)
+ENCODE = Stage("encode", ("load", "train"), _encode_config, _encode, version=2, artifact=EncodeArtifact,
+               cached=lambda cfg: not passes_through(cfg))
 
 __all__ = ["TRAIN", "ENCODE", "build", "checkpoint_path", "embed", "fitted_encoder", "latent_names"]

@@ -74,6 +74,8 @@ def evaluate(y_true, reference: ClusterArtifact, fits: dict[str, FitArtifact]) -
                      "q": q, "q_bound": bound,
                      "n_leaves": fit.n_leaves, "depth": fit.depth, "fit_seconds": float(fit.fit_seconds),
                      "n_noise": n_noise, "uses_labels": bool(reference.uses_labels)})
+        if fit.fit_rows is not None:  # fitted on a stratified sample; every row evaluated
+            rows[-1]["fit_rows"] = int(fit.fit_rows)
     if y_true is None:  # no ground truth: label-based columns are left out of every table, not reported as 0/NaN
         rows = [{k: v for k, v in r.items() if k not in LABEL_COLUMNS} for r in rows]
     return rows
