@@ -57,7 +57,7 @@ def map_rows(fn, X, chunk_rows: int, compute=None, resume: Path | None = None, d
     finished = _finished(resume) if resume is not None else {}
     items = [(i, r) for i, r in enumerate(ranges) if r not in finished]
     if finished:
-        log.info("%s: %d of %d chunks finished by an earlier run are reused; %d to compute", desc,
+        log.warning("%s: %d of %d chunks finished by an earlier run are reused; %d to compute", desc,
                  len(ranges) - len(items), len(ranges), len(items))
     results = dict(finished)
 

@@ -18,7 +18,7 @@ import logging
 import math
 
 import numpy as np
-from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score
+from sklearn.metrics import adjusted_rand_score
 
 from pipeline import metrics
 from pipeline.app.artifacts import ClusterArtifact, EvaluateArtifact, FitArtifact, LoadArtifact
@@ -33,7 +33,7 @@ LABEL_COLUMNS = ("ari", "ami")  # need ground-truth labels
 def _agreement(a, b, mask) -> tuple[float, float]:
     if mask.sum() < 2:
         return math.nan, math.nan
-    return float(adjusted_rand_score(a[mask], b[mask])), float(adjusted_mutual_info_score(a[mask], b[mask]))
+    return float(adjusted_rand_score(a[mask], b[mask])), metrics.adjusted_mutual_info(a[mask], b[mask])
 
 
 def _q_and_bound(fit: FitArtifact, n_clusters: int) -> tuple[float, float]:
