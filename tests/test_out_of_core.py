@@ -22,11 +22,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import metrics
 from pipeline.app.config import compose_config
 from pipeline.app.data.chunked import open_chunked
 from pipeline.app.runner import run
-from pipeline.streaming import Contingency, chunk_moments, merge_moments, stratified_sample, stream_kmeans
+from pipeline.streaming import stratified_sample
 from pipeline.validation import InvalidInputError
 
 N, D, K = 40_000, 32, 4
@@ -51,71 +50,7 @@ def data(tmp_path_factory):
     return d, X, y
 
 
-# ------------------------------------------------------------------ library: streaming maths
-def _chunked(X, y, edges, k):
-    return merge_moments(chunk_moments(X[a:b], y[a:b], k) for a, b in zip(edges[:-1], edges[1:]))
-
-
-@settings(max_examples=25, deadline=None)
-@given(st.integers(1, 300), st.lists(st.integers(1, 97), min_size=1, max_size=6), st.integers(0, 2**16),
-       st.sampled_from([1.0, 1e-3, 1e6]))
-def test_moments_exact_whatever_the_chunking(n, cuts, seed, scale):
-    from fractions import Fraction
-
-    rng = np.random.default_rng(seed)
-    X = rng.normal(3, 2, (n, 4)) * scale
-    y = rng.integers(-1, 3, n)
-    bounds = np.unique(np.clip(np.cumsum(cuts), 0, n))
-    edges = [0, *[b for b in bounds if 0 < b < n], n]
-    m, whole = _chunked(X, y, edges, 3), chunk_moments(X, y, 3)
-    means, variances = m.exact()
-    assert np.array_equal((means, variances), whole.exact())  # bit-identical to the one-chunk (in-memory) run
-    for k in range(3):  # brute force: exact rationals
-        rows = X[y == k]
-        assert m.counts[k] == rows.shape[0]
-        for j in range(4):
-            if rows.shape[0]:
-                s1 = sum(Fraction(v) for v in rows[:, j]) / rows.shape[0]
-                s2 = sum(Fraction(v * v) for v in rows[:, j]) / rows.shape[0]
-                assert means[k, j] == float(s1) and variances[k, j] == float(max(s2 - s1 * s1, 0))
-        if rows.shape[0] > 1:
-            np.testing.assert_allclose(m.scatter[k] / rows.shape[0], np.cov(rows.T, bias=True), rtol=1e-9,
-                                       atol=1e-9 * scale**2)
-
-
-def test_exact_sums_both_summation_paths_agree():
-    from pipeline.streaming import ExactSums
-
-    rng = np.random.default_rng(3)
-    V, y = rng.normal(0, 1e3, (500, 100)), rng.integers(0, 4, 500)
-    small, large = ExactSums.of(V, y, 4), ExactSums.of(V, y, 100)  # bincount bins vs sorted keys (K*d*2100 > 2^24)
-    assert small.total() == large.total()[:4]
-
-
-def test_moments_same_chunks_bit_identical():
-    X, y = blobs(5000, 6)
-    edges = [*range(0, 5000, 700), 5000]
-    a, b = _chunked(X, y, edges, K), _chunked(X, y, edges, K)
-    assert np.array_equal(a.means, b.means) and np.array_equal(a.scatter, b.scatter)
-    assert all(np.array_equal(u, v) for u, v in zip(a.mixture(), b.mixture()))
-
-
-@settings(max_examples=25, deadline=None)
-@given(st.integers(2, 300), st.integers(0, 2**16))
-def test_contingency_metrics_equal_in_memory(n, seed):
-    rng = np.random.default_rng(seed)
-    ref, pred = rng.integers(-1, 4, n), rng.integers(0, 5, n)
-    c = Contingency()
-    for i in range(0, n, 37):
-        c = c.merge(Contingency().update(pred[i:i + 37], ref[i:i + 37]))
-    assert c.n_rows == n
-    assert c.ari() == metrics.ari(ref, pred) and c.ami() == metrics.ami(ref, pred)
-    if (ref >= 0).any():
-        assert c.ari(exclude_noise=True) == metrics.ari(ref, pred, exclude_noise=True)
-        assert c.agreement(match=True) == metrics.reference_agreement(pred, ref, match=True)
-        assert c.misassignment() == pytest.approx(metrics.misassignment_rate(pred, ref), abs=1e-15)
-
-
+# ------------------------------------------------------------------ library: samples
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.integers(0, 5), min_size=1, max_size=300), st.integers(1, 400))
 def test_stratified_sample_keeps_shares(labels, size):
