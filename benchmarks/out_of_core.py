@@ -1,33 +1,30 @@
-"""Embeddings streamed from disk: a 10M x 512 float32 file (20 GB) through the streamed run (issue 28).
+"""One pipeline at any size (issue 35): the command a user runs, measured at 1M, 2M and 10M rows.
 
-Data: ``n`` x 512 float32 Gaussian blobs (10 clusters, std 6 around centres in [-10, 10]^512)
-written as one ``.npy`` under ``--dir`` (default /tmp, never the repository) in 200k-row
-chunks, with its int32 labels, and 20 concepts given as example embeddings
-(``<stem>_concepts.npz``: 300 positives per concept, 600 negatives). The files are deleted
-afterwards unless ``--keep``.
+Every row runs ``python -m pipeline ...`` as a child process (never the library step by step)
+and records its wall time, the peak resident set and the peak anonymous memory of the whole
+process tree (psutil, sampled every 20 ms: the Dask workers count too), the cache's size after
+the run, the load average before and after, and the run's own stage timings (status.json).
 
-Every run goes through the command line's runner (``pipeline.app.runner.run`` on the
-``python -m pipeline`` arguments of :func:`cli_args`): ``dataset.chunk_rows=100000``,
-``clustering=kmeans``, ``concepts=examples`` (CAVs fitted from the examples), ``explainer=[mmdt,
-imm,cart]``, its stages cached under the section's work folder. Sections, each in its own
-process (peak RSS = the process's VmHWM, plus a 5 ms sampler):
+Sections (``--sections``, default all but ``scale``):
 
-- ``read``: a plain sequential read of the file (8 MB ``readinto``), the physical limit;
-- ``streamed``: all rows, trees on a stratified sample of ``--sample-rows``; then the same
-  command again (every stage a cache hit, shards verified);
-- ``memory_vs_streamed`` on the first ``--small`` rows: the streamed run (trees on every row)
-  against the in-memory run's stages (load, encode, concepts, project, fit) on the same rows
-  with the streamed reference clustering; same trees? time ratio;
-- ``dask_vs_local`` on the same rows: ``compute=local`` vs ``compute=dask`` (a 2-worker
-  LocalCluster, k-means by dask-ml's k-means||): time, ARI between the two reference clusterings.
+- ``million``: 1M x 512 float32 (2.05 GB), 20 concepts given as example embeddings, the issue's
+  command ``dataset=files ... clustering=kmeans clustering.n_clusters=10 concepts=examples
+  explainer=[mmdt,concept_cart,imm,spex_clique] threads=2``: cold (empty cache), warm (the same
+  again), and cold without figures/HTML (``report.figures=false report.html=false``); beside a
+  plain read of the file (the floor);
+- ``bare``: 2M x 128 float32 (1.0 GB), the bare command ``dataset=files dataset.path=...
+  dataset.labels=... explainer=[mmdt,imm]`` (no other option: GMM with K from the labels);
+- ``dask``: the 1M x 512 chunked command of the issue (``clustering=kmeans
+  clustering.n_clusters=10 explainer=[mmdt,imm]``) with ``compute=local`` and with
+  ``compute=dask compute.n_workers=2``, both cold;
+- ``scale``: 10M x 512 (20.5 GB) with the 20 concepts, end to end, beside one sequential read of
+  the file with its pages dropped from the page cache first.
 
-Before every pass the file's pages are dropped from the page cache (posix_fadvise DONTNEED on
-this file only), so each pass reads the disk.
+Data are written under ``--dir`` (default /work/big) and kept (``--fresh`` rewrites them).
+Results: benchmarks/results/out_of_core.json (merged per section; printed too).
 
-    python benchmarks/out_of_core.py                              # 10M rows (20 GB), ~1 h on 2 loaded cores
-    python benchmarks/out_of_core.py --rows 200000 --small 100000 # quick
-
-Results: benchmarks/results/out_of_core.json (printed too).
+    python benchmarks/out_of_core.py --sections million bare dask
+    python benchmarks/out_of_core.py --sections scale
 """
 
 from __future__ import annotations
@@ -35,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -44,8 +42,9 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve()
+ROOT = HERE.parents[1]
 OUT = HERE.parent / "results" / "out_of_core.json"
-DIM, CLUSTERS, CONCEPTS, CHUNK = 512, 10, 20, 100_000
+DIM, CLUSTERS, CONCEPTS = 512, 10, 20
 
 
 def make_data(path: Path, n: int, d: int = DIM, k: int = CLUSTERS, chunk: int = 200_000, seed: int = 0) -> None:
@@ -80,35 +79,6 @@ def drop_cache(path: Path) -> None:
         os.close(fd)
 
 
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def hwm_bytes() -> int:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-class Sampler:
-    def __enter__(self):
-        self.peak, self._stop = rss_bytes(), threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
-        self._t.start()
-        return self
-
-    def _run(self):
-        while not self._stop.wait(0.005):
-            self.peak = max(self.peak, rss_bytes())
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._t.join()
-
-
 def make_concepts(path: Path, d: int = DIM, k: int = CLUSTERS, m: int = CONCEPTS, per: int = 300,
                   seed: int = 0) -> Path:
     """Concept examples as embeddings (``concepts=examples`` with an ``.npz``): concept j's
@@ -127,265 +97,195 @@ def make_concepts(path: Path, d: int = DIM, k: int = CLUSTERS, m: int = CONCEPTS
     return out
 
 
-EXPLAINERS = ["mmdt", "imm", "cart"]
+class TreeSampler:
+    """Peak RSS and peak anonymous memory of a process and its children, sampled every 20 ms."""
+
+    def __init__(self, pid: int):
+        import psutil
+
+        self.proc, self.peak_rss, self.peak_anon = psutil.Process(pid), 0, 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _sample(self):
+        import psutil
+
+        rss = anon = 0
+        try:
+            procs = [self.proc, *self.proc.children(recursive=True)]
+        except psutil.Error:
+            return
+        for p in procs:
+            try:
+                with open(f"/proc/{p.pid}/status") as fh:
+                    for line in fh:
+                        if line.startswith("VmRSS:"):
+                            rss += int(line.split()[1]) * 1024
+                        elif line.startswith("RssAnon:"):
+                            anon += int(line.split()[1]) * 1024
+            except OSError:
+                pass
+        self.peak_rss, self.peak_anon = max(self.peak_rss, rss), max(self.peak_anon, anon)
+
+    def _run(self):
+        while not self._stop.wait(0.02):
+            self._sample()
+
+    def stop(self):
+        self._stop.set()
+        self._t.join()
 
 
-def cli_args(path: Path, work: Path, compute: str = "local", sample_rows: int | None = None) -> list:
-    """The command line of the streamed run: ``python -m pipeline <these>``."""
-    args = [f"paths.output_dir={work / 'out'}", f"paths.cache_dir={work / 'cache'}", "dataset=files",
-            f"dataset.path={path}", f"dataset.labels={labels_path(path)}", f"dataset.chunk_rows={CHUNK}",
-            "clustering=kmeans", f"clustering.n_clusters={CLUSTERS}", f"explainer=[{','.join(EXPLAINERS)}]",
-            "concepts=examples", f"concepts.path={path.with_name(path.stem + '_concepts.npz')}",
+def folder_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) if Path(path).exists() else 0
+
+
+def command(args: list, work: Path, tag: str) -> dict:
+    """``python -m pipeline <args>`` as a child process; wall, peaks, cache size, stage seconds."""
+    out = work / f"out-{tag}"
+    shutil.rmtree(out, ignore_errors=True)
+    full = [sys.executable, "-m", "pipeline", *args, f"hydra.run.dir={out}", f"paths.cache_dir={work / 'cache'}",
             "report.summary=false"]
-    if compute == "dask":
-        args += ["compute=dask", "compute.n_workers=2", "compute.threads_per_worker=1"]
-    if sample_rows:
-        args.append(f"fit.sample_rows={sample_rows}")
-    return args
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    load0 = os.getloadavg()
+    t0 = time.perf_counter()
+    with open(work / f"{tag}.log", "w") as log:
+        proc = subprocess.Popen(full, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        sampler = TreeSampler(proc.pid)
+        rc = proc.wait()
+        sampler.stop()
+    wall = time.perf_counter() - t0
+    row = {"command": "python -m pipeline " + " ".join(args), "wall_s": round(wall, 2), "returncode": rc,
+           "peak_rss_gb": round(sampler.peak_rss / 1e9, 3), "peak_anon_gb": round(sampler.peak_anon / 1e9, 3),
+           "cache_gb": round(folder_bytes(work / "cache") / 1e9, 3), "load_before": load0, "load_after": os.getloadavg()}
+    status = out / "status.json"
+    if status.exists():
+        events = json.loads(status.read_text()).get("cache", [])
+        row["stages_s"] = {}
+        for e in events:
+            row["stages_s"][e["stage"]] = round(row["stages_s"].get(e["stage"], 0) + e["seconds"], 2)
+        row["cache_hits"] = f"{sum(e['hit'] for e in events)}/{len(events)}"
+    if (out / "results.csv").exists():
+        import pandas as pd
+
+        df = pd.read_csv(out / "results.csv")
+        keep = [c for c in ("explainer", "ari", "ref_ari", "fit_rows") if c in df.columns]
+        row["results"] = df[keep].to_dict("records")
+    if rc != 0:
+        row["log_tail"] = (work / f"{tag}.log").read_text()[-2000:]
+    print(json.dumps({k: v for k, v in row.items() if k != "results"}), flush=True)
+    return row
 
 
-def _cli_run(path: Path, work: Path, compute: str = "local", sample_rows: int | None = None) -> dict:
-    """One streamed run through the command line's runner; wall, CPU, every stage's seconds."""
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import run
-
-    t0, c0 = time.perf_counter(), time.process_time()
-    df = run(compose_config(cli_args(path, work, compute, sample_rows)))
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    status = json.loads((work / "out" / "status.json").read_text())
-    stages = {}
-    for e in status["cache"]:
-        stages[e["stage"]] = stages.get(e["stage"], 0.0) + e["seconds"]
-    return {"wall_s": wall, "cpu_s_driver": cpu, "stage_wall_s": stages,
-            "cache_hits": sum(e["hit"] for e in status["cache"]), "cached_stages": len(status["cache"]),
-            "results": df.to_dict(orient="records")}
-
-
-def section_read(path: Path) -> dict:
+def read_file(path: Path) -> dict:
+    """One sequential read of ``path`` after dropping its pages (8 MB readinto): the floor."""
     drop_cache(path)
     buf = bytearray(8 << 20)
-    t0, c0, total = time.perf_counter(), time.process_time(), 0
+    t0, n = time.perf_counter(), 0
     with open(path, "rb", buffering=0) as fh:
-        while True:
-            got = fh.readinto(buf)
-            if not got:
-                break
-            total += got
+        while (got := fh.readinto(buf)):
+            n += got
     wall = time.perf_counter() - t0
-    return {"bytes": total, "wall_s": wall, "cpu_s": time.process_time() - c0, "GB_per_s": total / wall / 1e9,
-            "peak_rss_GB": hwm_bytes() / 1e9}
+    return {"bytes": n, "wall_s": round(wall, 2), "gb_per_s": round(n / wall / 1e9, 3)}
 
 
-def section_streamed(path: Path, work: Path, sample_rows: int) -> dict:
-    drop_cache(path)
-    with Sampler() as mem:
-        res = _cli_run(path, work, "local", sample_rows)
-    n = int(np.load(labels_path(path), mmap_mode="r").shape[0])
-    nbytes = path.stat().st_size
-    res.update(rows=n, bytes=nbytes, rows_per_s=n / res["wall_s"], GB_per_s=nbytes / res["wall_s"] / 1e9,
-               peak_rss_GB=max(mem.peak, hwm_bytes()) / 1e9, sample_rows=sample_rows)
+def ensure(path: Path, n: int, d: int, fresh: bool, concepts: bool = False) -> None:
+    if fresh or not path.exists():
+        make_data(path, n, d)
+    if concepts and (fresh or not concepts_path(path).exists()):
+        make_concepts(path, d)
+
+
+def concepts_path(path: Path) -> Path:
+    return path.with_name(path.stem + "_concepts.npz")
+
+
+def concept_args(path: Path) -> list:
+    return ["dataset=files", f"dataset.path={path}", f"dataset.labels={labels_path(path)}", "clustering=kmeans",
+            f"clustering.n_clusters={CLUSTERS}", "concepts=examples", f"concepts.path={concepts_path(path)}",
+            "explainer=[mmdt,concept_cart,imm,spex_clique]", "threads=2"]
+
+
+def million(d: Path, fresh: bool) -> dict:
+    path = d / "m1.npy"
+    ensure(path, 1_000_000, DIM, fresh, concepts=True)
+    work = d / "work-million"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    out = {"data_gb": round(path.stat().st_size / 1e9, 3), "read_cached": None}
+    out["cold"] = command(concept_args(path), work, "cold")
+    out["warm"] = command(concept_args(path), work, "warm")
+    shutil.rmtree(work / "cache")
+    out["cold_no_figures"] = command(concept_args(path) + ["report.figures=false", "report.html=false"], work,
+                                     "cold-nofig")
     t0 = time.perf_counter()
-    again = _cli_run(path, work, "local", sample_rows)  # every cached stage read back (shards verified)
-    res["rerun"] = {"wall_s": time.perf_counter() - t0, "cache_hits": again["cache_hits"],
-                    "cached_stages": again["cached_stages"]}
-    return res
+    with open(path, "rb", buffering=0) as fh:
+        buf = bytearray(8 << 20)
+        while fh.readinto(buf):
+            pass
+    out["read_cached"] = {"wall_s": round(time.perf_counter() - t0, 2), "note": "file in the page cache"}
+    return out
 
 
-def _in_memory(path: Path, work: Path, centres) -> tuple[dict, dict]:
-    """The in-memory run's stages (load, encode, concepts, project, fit) on the same file, with the
-    streamed run's reference clustering (its k-means centres) assigning the rows."""
-    from pipeline import metrics
-    from pipeline.app.artifacts import ClusterArtifact
-    from pipeline.app.cache import StageCache
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import to_plain
-    from pipeline.app.stages.concepts import CONCEPTS
-    from pipeline.app.stages.encode import ENCODE, TRAIN
-    from pipeline.app.stages.fit import fit_row
-    from pipeline.app.stages.framework import RunContext, execute
-    from pipeline.app.stages.load import LOAD
-    from pipeline.app.stages.project import PROJECT
-    from pipeline.streaming import assign_nearest
-
-    cfg = to_plain(compose_config([a for a in cli_args(path, work) if not a.startswith("dataset.chunk_rows")]))
-    ctx, done, seconds = RunContext(StageCache(work / "cache", enabled=False), work / "out"), {}, {}
-    for stage in (LOAD, TRAIN, ENCODE, CONCEPTS):
-        t = time.perf_counter()
-        done[stage.name] = execute(stage, cfg, ctx, done)
-        seconds[stage.name] = time.perf_counter() - t
-    t = time.perf_counter()
-    Z = done["encode"].artifact.Z
-    cluster = ClusterArtifact(labels=assign_nearest(Z, centres).astype(np.int64), method="kmeans", centers=centres)
-    seconds["assign"] = time.perf_counter() - t
-    t = time.perf_counter()
-    project = PROJECT.compute(cfg, encode=done["encode"].artifact, cluster=cluster, concepts=done["concepts"].artifact)
-    seconds["project"] = time.perf_counter() - t
-    trees, y = {}, done["load"].artifact.y
-    for row in EXPLAINERS:
-        t = time.perf_counter()
-        fit = fit_row(cfg, row, project, cluster)
-        seconds[f"fit.{row}"] = time.perf_counter() - t
-        trees[row] = (fit.tree, metrics.ari(y, fit.predictions))
-    return seconds, trees, done["concepts"].artifact.cavs
+def bare(d: Path, fresh: bool) -> dict:
+    path = d / "m2.npy"
+    ensure(path, 2_000_000, 128, fresh)
+    work = d / "work-bare"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    args = ["dataset=files", f"dataset.path={path}", f"dataset.labels={labels_path(path)}", "explainer=[mmdt,imm]"]
+    return {"data_gb": round(path.stat().st_size / 1e9, 3), "cold": command(args, work, "cold")}
 
 
-def section_memory_vs_streamed(path: Path, rows: int, work: Path) -> dict:
-    import shutil
-
-    from pipeline.trees.tree import ExplanationTree
-
-    work.mkdir(parents=True, exist_ok=True)
-    small = work / "warm.npy"  # warm-up on 20k rows: the trees' compiled kernels, imports
-    np.save(small, np.load(path, mmap_mode="r")[:20_000])
-    np.save(labels_path(small), np.load(labels_path(path))[:20_000])
-    shutil.copy(path.with_name(path.stem + "_concepts.npz"), small.with_name(small.stem + "_concepts.npz"))
-    _cli_run(small, work / "warm")
-    drop_cache(path)
-    with Sampler() as m2:
-        streamed = _cli_run(path, work / "streamed")
-    from pipeline.app.artifacts import StreamClusterArtifact
-    from pipeline.app.cache import load_artifact
-
-    entry = next((work / "streamed" / "cache" / "stream_cluster").glob("*/manifest.json")).parent
-    centres = StreamClusterArtifact.from_record(load_artifact(entry)).centers
-    drop_cache(path)
-    with Sampler() as m1:
-        t0 = time.perf_counter()
-        mem_seconds, mem_trees, mem_cavs = _in_memory(path, work / "memory", centres)
-        mem_wall = time.perf_counter() - t0
-    same = {}
-    for row, (doc, _) in mem_trees.items():
-        st = json.loads((work / "streamed" / "out" / "trees" / f"{row}.json").read_text())
-        same[row] = {"identical": st == doc, "structure": _structure(doc) == _structure(st),
-                     "max_threshold_diff": _threshold_diff(ExplanationTree.from_dict(doc), ExplanationTree.from_dict(st))}
-    return {"rows": rows, "in_memory": {"wall_s": mem_wall, "stage_wall_s": mem_seconds, "peak_rss_GB": m1.peak / 1e9,
-                                        "ari": {r: t[1] for r, t in mem_trees.items()}},
-            "streamed": {**streamed, "peak_rss_GB": m2.peak / 1e9,
-                         "ari": {r["explainer"]: r.get("ari") for r in streamed["results"]}},
-            "streamed_over_in_memory": streamed["wall_s"] / mem_wall, "same_trees": same}
-
-
-def _structure(d: dict):
-    """The tree without its thresholds (features, children, labels)."""
-    nodes = [{k: v for k, v in node.items() if k != "threshold"} for node in d.get("nodes", [])]
-    return json.dumps({**d, "nodes": nodes}, sort_keys=True, default=str)
-
-
-def _threshold_diff(a, b) -> float:
-    ta, tb = np.asarray(a.threshold, float), np.asarray(b.threshold, float)
-    if ta.shape != tb.shape:
-        return float("inf")
-    ok = np.isfinite(ta) & np.isfinite(tb)
-    return float(np.max(np.abs(ta[ok] - tb[ok]), initial=0.0))
-
-
-def section_dask_vs_local(path: Path, rows: int, work: Path) -> dict:
-    """The command line's streamed run with compute=local and compute=dask (a 2-worker LocalCluster;
-    k-means by dask-ml's k-means||): time, and the ARI between the two reference clusterings."""
-    import pandas as pd
-
-    from pipeline import metrics
-
+def dask(d: Path, fresh: bool) -> dict:
+    path = d / "m1.npy"
+    ensure(path, 1_000_000, DIM, fresh)
     out = {}
-    for name in ("local", "dask"):
-        drop_cache(path)
-        out[name] = _cli_run(path, work / name, name)
-    ref = {n: pd.read_parquet(work / n / "out" / "assignments")["reference"].to_numpy() for n in ("local", "dask")}
-    out["reference_ari_dask_vs_local"] = metrics.ari(ref["local"], ref["dask"])
-    out["same_trees"] = {r: (work / "local" / "out" / "trees" / f"{r}.json").read_text()
-                         == (work / "dask" / "out" / "trees" / f"{r}.json").read_text() for r in EXPLAINERS}
-    out["dask_over_local"] = out["dask"]["wall_s"] / out["local"]["wall_s"]
+    base = ["dataset=files", f"dataset.path={path}", f"dataset.labels={labels_path(path)}", "clustering=kmeans",
+            f"clustering.n_clusters={CLUSTERS}", "explainer=[mmdt,imm]"]
+    for tag, extra in (("local", []), ("dask", ["compute=dask", "compute.n_workers=2", "compute.threads_per_worker=1"])):
+        work = d / f"work-dask-{tag}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        out[tag] = command(base + extra, work, tag)
+    out["ratio_dask_over_local"] = round(out["dask"]["wall_s"] / out["local"]["wall_s"], 3)
     return out
 
 
-def _first_rows(path: Path, rows: int, work: Path) -> Path:
-    """The file itself when it has ``rows`` rows, else a copy of its first ``rows`` rows (chunk by chunk)."""
-    import shutil
-
-    if np.load(path, mmap_mode="r").shape[0] == rows:
-        return path
-    work.mkdir(parents=True, exist_ok=True)
-    out = work / f"first_{rows}.npy"
-    src = np.load(path, mmap_mode="r")
-    dst = np.lib.format.open_memmap(out, mode="w+", dtype=src.dtype, shape=(rows, src.shape[1]))
-    for s in range(0, rows, 200_000):
-        dst[s:s + 200_000] = src[s:min(s + 200_000, rows)]
-    dst.flush()
-    del dst
-    np.save(labels_path(out), np.load(labels_path(path))[:rows])
-    shutil.copy(path.with_name(path.stem + "_concepts.npz"), out.with_name(out.stem + "_concepts.npz"))
+def scale(d: Path, fresh: bool) -> dict:
+    path = d / "m10.npy"
+    ensure(path, 10_000_000, DIM, fresh, concepts=True)
+    work = d / "work-scale"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    out = {"data_gb": round(path.stat().st_size / 1e9, 3), "read": read_file(path)}
+    drop_cache(path)
+    out["cold"] = command(concept_args(path), work, "cold")
+    out["ratio_to_read"] = round(out["cold"]["wall_s"] / out["read"]["wall_s"], 2)
     return out
 
 
-def child(args) -> None:
-    path, work = Path(args.data), Path(args.work)
-    if args.section == "read":
-        res = section_read(path)
-    elif args.section == "streamed":
-        res = section_streamed(path, work / "streamed", args.sample_rows)
-    elif args.section == "memory_vs_streamed":
-        res = section_memory_vs_streamed(_first_rows(path, args.small, work), args.small, work / "small")
-    else:
-        res = section_dask_vs_local(_first_rows(path, args.small, work), args.small, work / "dask")
-    print("RESULT " + json.dumps(res, default=float), flush=True)
+SECTIONS = {"million": million, "bare": bare, "dask": dask, "scale": scale}
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=10_000_000)
-    ap.add_argument("--small", type=int, default=1_000_000, help="rows of the in-memory and Dask comparisons")
-    ap.add_argument("--sample-rows", type=int, default=1_000_000, help="fit.sample_rows of the big run")
-    ap.add_argument("--dir", default="/tmp", help="where the data file goes (never the repository)")
-    ap.add_argument("--keep", action="store_true", help="keep the data file")
-    ap.add_argument("--sections", nargs="+", default=["read", "streamed", "memory_vs_streamed", "dask_vs_local"])
-    ap.add_argument("--out", default=str(OUT))
-    ap.add_argument("--section", help=argparse.SUPPRESS)
-    ap.add_argument("--data", help=argparse.SUPPRESS)
-    ap.add_argument("--work", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.section:
-        return child(args)
-    base = Path(args.dir) / f"out_of_core_{args.rows}"
-    base.mkdir(parents=True, exist_ok=True)
-    path = base / "embeddings.npy"
-    made = not path.exists()
-    if made:
-        t0 = time.perf_counter()
-        print(f"writing {args.rows} x {DIM} float32 ({args.rows * DIM * 4 / 1e9:.1f} GB) to {path}", flush=True)
-        make_data(path, args.rows)
-        make_concepts(path)
-        print(f"  written in {time.perf_counter() - t0:.0f} s", flush=True)
-    report = {"rows": args.rows, "dim": DIM, "clusters": CLUSTERS, "concepts": CONCEPTS, "chunk_rows": CHUNK,
-              "file_GB": path.stat().st_size / 1e9, "cpus": os.cpu_count(), "sections": {}}
-    try:
-        for section in args.sections:
-            load = os.getloadavg()
-            cmd = [sys.executable, str(HERE), "--section", section, "--data", str(path), "--work", str(base / "work"),
-                   "--small", str(min(args.small, args.rows)), "--sample-rows", str(args.sample_rows)]
-            print(f"[{section}] load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-            if proc.returncode or not line:
-                print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
-                report["sections"][section] = {"error": proc.stderr[-2000:]}
-                continue
-            res = json.loads(line[0][len("RESULT "):])
-            res["load_average_before"] = load
-            res["load_average_after"] = os.getloadavg()
-            report["sections"][section] = res
-            print(json.dumps(res, indent=1)[:3000], flush=True)
-            Path(args.out).write_text(json.dumps(report, indent=1))  # every finished section is kept
-    finally:
-        import shutil
-
-        shutil.rmtree(base / "work", ignore_errors=True)
-        if made and not args.keep:
-            shutil.rmtree(base, ignore_errors=True)
-    s = report["sections"]
-    if "read" in s and "streamed" in s and "error" not in s["read"] and "error" not in s["streamed"]:
-        report["streamed_over_read"] = s["streamed"]["wall_s"] / s["read"]["wall_s"]
-    Path(args.out).write_text(json.dumps(report, indent=1))
-    print(f"written to {args.out}")
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sections", nargs="+", default=["million", "bare", "dask"], choices=sorted(SECTIONS))
+    ap.add_argument("--dir", type=Path, default=Path("/work/big"))
+    ap.add_argument("--fresh", action="store_true", help="rewrite the data files")
+    a = ap.parse_args()
+    a.dir.mkdir(parents=True, exist_ok=True)
+    results = json.loads(OUT.read_text()) if OUT.exists() else {}
+    results = {k: v for k, v in results.items() if k in SECTIONS or k == "machine"}
+    results["machine"] = {"cpus": os.cpu_count(), "memory_gb": round(os.sysconf("SC_PAGE_SIZE") *
+                                                                       os.sysconf("SC_PHYS_PAGES") / 1e9, 1)}
+    for name in a.sections:
+        results[name] = SECTIONS[name](a.dir, a.fresh)
+        results[name]["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        OUT.parent.mkdir(parents=True, exist_ok=True)
+        OUT.write_text(json.dumps(results, indent=1, default=str))
+    print(json.dumps(results, indent=1, default=str))
 
 
 if __name__ == "__main__":

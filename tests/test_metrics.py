@@ -120,3 +120,37 @@ def test_price_of_explainability():
     assert metrics.price_of_explainability(np.zeros((2, 1)), [0, 1], [0, 1]) == 1.0
     with pytest.raises(InvalidInputError, match="kind"):
         metrics.price_of_explainability(X, tree, ref, kind="kcenter")
+
+
+# ------------------------------------------------------------------ AMI with a windowed expectation (issue 35)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(2, 3000), st.integers(1, 12), st.integers(1, 12), st.floats(0, 1), st.integers(0, 2**16),
+       st.booleans())
+def test_windowed_expected_mutual_information_equals_scikit_learn(n, k1, k2, noise, seed, skewed):
+    from sklearn.metrics.cluster import contingency_matrix, expected_mutual_information
+
+    from pipeline.metrics import expected_mutual_information as windowed
+
+    rng = np.random.default_rng(seed)
+    a = np.minimum(rng.geometric(0.4, n) - 1, k1 - 1) if skewed else rng.integers(0, k1, n)
+    b = a.copy()
+    flip = rng.random(n) < noise
+    b[flip] = rng.integers(0, k2, int(flip.sum()))
+    table = contingency_matrix(a, b)
+    assert windowed(table, n) == pytest.approx(expected_mutual_information(table, n), rel=1e-9, abs=1e-14)
+
+
+def test_ami_on_many_rows_equals_scikit_learn():
+    from sklearn.metrics import adjusted_mutual_info_score
+
+    from pipeline.metrics import FAST_AMI_ROWS, adjusted_mutual_info
+
+    rng = np.random.default_rng(0)
+    y = np.minimum(rng.geometric(0.3, 3 * FAST_AMI_ROWS), 12)  # clusters from 90k rows down to a handful
+    p = y.copy()
+    p[:20_000] = rng.integers(0, 12, 20_000)
+    assert adjusted_mutual_info(y, p) == pytest.approx(adjusted_mutual_info_score(y, p), rel=1e-12)
+    q = rng.integers(0, 5, y.size)  # independent: AMI ~ 0, where the expectation matters most
+    assert adjusted_mutual_info(y, q) == pytest.approx(adjusted_mutual_info_score(y, q), abs=1e-12)

@@ -169,7 +169,7 @@ def _kmeans(X, k, params, seed):
     # centres in the units of X (what the trees see): the cluster means when k-means ran on scaled data
     centers = (np.stack([X[labels == c].mean(axis=0) if (labels == c).any() else np.full(X.shape[1], np.nan)
                          for c in range(k)]) if standardize else km.cluster_centers_)
-    return Clustering(labels, "kmeans", centers=centers)
+    return Clustering(labels, "kmeans", centers=centers, scores={"scaled": True} if standardize else {})
 
 
 def _fit_rows(fit_rows, k: int, n: int) -> int | None:
@@ -277,6 +277,52 @@ def choose_n_clusters(X, k_min: int = 2, k_max: int = 10, random_state: int = 0,
     bic = {k: float(GaussianMixture(k, covariance_type="diag", n_init=1, random_state=random_state,
                                     reg_covar=1e-6).fit(X).bic(X)) for k in ks}
     return min(bic, key=bic.get), bic
+
+
+def assign_rows(c: Clustering, X, sample_X=None, block_rows: int = 16_384) -> np.ndarray:
+    """Labels (int64) of the rows ``X`` under a clustering fitted on other rows (a sample).
+
+    k-means (unscaled): the nearest centre; a Gaussian mixture: the most probable component
+    (what ``GaussianMixture.predict`` says); any other method (spectral, DBSCAN, best_of, scaled
+    k-means), which has no rule for new points: the label of the nearest row of ``sample_X``, the
+    rows it was fitted on (noise stays noise). A row's label does not depend on the other rows,
+    so chunks can be labelled anywhere, in any order.
+    """
+    # float32 latents stay float32 (distances are accumulated in float64 blocks by scikit-learn)
+    X = check_matrix(X, "X", min_rows=0, dtype=np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64)
+    out = np.empty(X.shape[0], np.int64)
+    if c.method == "gmm" and c.means is not None and c.covariances is not None and np.ndim(c.covariances) == 3:
+        gm = _mixture_predictor(c)
+        for i in range(0, X.shape[0], block_rows):
+            out[i:i + block_rows] = gm.predict(X[i:i + block_rows])
+        return out
+    if c.method == "kmeans" and c.centers is not None and not c.scores.get("scaled"):
+        from sklearn.metrics import pairwise_distances_argmin
+
+        for i in range(0, X.shape[0], block_rows):
+            out[i:i + block_rows] = pairwise_distances_argmin(X[i:i + block_rows], np.asarray(c.centers, X.dtype))
+        return out
+    if sample_X is None or len(sample_X) != len(c.labels):
+        raise InvalidInputError(f"clustering {c.method!r} has no rule for new rows; assigning them needs the rows it "
+                                "was fitted on (sample_X).")
+    nn = NearestNeighbors(n_neighbors=1).fit(np.asarray(sample_X, dtype=np.float64))
+    for i in range(0, X.shape[0], block_rows):
+        out[i:i + block_rows] = np.asarray(c.labels)[nn.kneighbors(X[i:i + block_rows], return_distance=False)[:, 0]]
+    return out
+
+
+def _mixture_predictor(c: Clustering) -> GaussianMixture:
+    """A fitted GaussianMixture with ``c``'s full-covariance parameters (its ``predict``)."""
+    from scipy.linalg import cholesky, solve_triangular
+
+    covs = np.asarray(c.covariances, dtype=np.float64)
+    d = covs.shape[1]
+    gm = GaussianMixture(n_components=len(covs), covariance_type="full")
+    gm.weights_, gm.means_, gm.covariances_ = np.asarray(c.weights, np.float64), np.asarray(c.means, np.float64), covs
+    gm.precisions_cholesky_ = np.stack([solve_triangular(cholesky(cov, lower=True), np.eye(d), lower=True).T
+                                        for cov in covs])
+    gm.n_features_in_ = d
+    return gm
 
 
 def mixture_from_labels(X, labels, reg_covar: float = 1e-6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -129,9 +129,89 @@ def ari(labels_true, labels_pred, exclude_noise: bool = False) -> float:
 
 
 def ami(labels_true, labels_pred, exclude_noise: bool = False) -> float:
-    """Adjusted mutual information (sklearn); ``exclude_noise`` as in :func:`ari`."""
+    """Adjusted mutual information (scikit-learn's definition, arithmetic normalisation, with
+    :func:`expected_mutual_information` for the expectation); ``exclude_noise`` as in :func:`ari`."""
     pred, ref = _pair(labels_pred, labels_true, exclude_noise)
-    return float(adjusted_mutual_info_score(ref, pred))
+    return adjusted_mutual_info(ref, pred)
+
+
+def adjusted_mutual_info(labels_true, labels_pred) -> float:
+    """``sklearn.metrics.adjusted_mutual_info_score(labels_true, labels_pred)``: its own value below
+    ``FAST_AMI_ROWS`` rows; from there on the same value (to ~1e-12) with the expected mutual
+    information summed where the hypergeometric terms matter (:func:`expected_mutual_information`):
+    0.25 s instead of 1.2 s on a million rows in 10 x 10 clusters, the gap growing with the rows."""
+    from sklearn.metrics import mutual_info_score
+    from sklearn.metrics.cluster import contingency_matrix
+
+    labels_true, labels_pred = np.asarray(labels_true), np.asarray(labels_pred)
+    if labels_true.shape[0] < FAST_AMI_ROWS:  # small data: scikit-learn's own value, bit for bit
+        return float(adjusted_mutual_info_score(labels_true, labels_pred))
+    classes, clusters = np.unique(labels_true), np.unique(labels_pred)
+    if classes.shape[0] == clusters.shape[0] == 1 or classes.shape[0] == clusters.shape[0] == 0:
+        return 1.0
+    table = contingency_matrix(labels_true, labels_pred, sparse=True)
+    mi = mutual_info_score(labels_true, labels_pred, contingency=table)
+    emi = expected_mutual_information(table.toarray(), labels_true.shape[0])
+    h_true, h_pred = _entropy(np.asarray(table.sum(axis=1)).ravel()), _entropy(np.asarray(table.sum(axis=0)).ravel())
+    denominator = (h_true + h_pred) / 2 - emi
+    eps = np.finfo("float64").eps
+    denominator = min(denominator, -eps) if denominator < 0 else max(denominator, eps)
+    return float((mi - emi) / denominator)
+
+
+FAST_AMI_ROWS = 100_000  # from here on the windowed expectation (below that scikit-learn's is fast)
+
+
+def _entropy(counts) -> float:
+    counts = np.asarray(counts, dtype=np.float64)
+    counts = counts[counts > 0]
+    if counts.size <= 1:
+        return 0.0
+    total = counts.sum()
+    return float(-np.sum((counts / total) * (np.log(counts) - np.log(total))))
+
+
+#: a cell's hypergeometric terms farther than this many standard deviations (+ this many counts)
+#: from its mean are left out of the expected mutual information: each is below exp(-400) of the
+#: largest (Bernstein's bound), so the sum does not change in float64
+EMI_WINDOW = 40
+
+
+def expected_mutual_information(contingency, n_samples: int) -> float:
+    """Expected mutual information of two labelings with the margins of ``contingency`` under
+    random permutation (Vinh, Epps & Bailey 2010; ``sklearn.metrics.cluster.expected_mutual_information``).
+
+    Every cell sums its hypergeometric distribution over the counts within ``EMI_WINDOW``
+    standard deviations (plus ``EMI_WINDOW`` counts) of its mean instead of over every possible
+    count, so the cost no longer grows with the cluster sizes; checked against scikit-learn's
+    full sum (tests/test_metrics.py)."""
+    from scipy.special import gammaln
+
+    table = np.asarray(contingency)
+    a = table.sum(axis=1).astype(np.int64)
+    b = table.sum(axis=0).astype(np.int64)
+    N = int(n_samples)
+    if a.size == 1 or b.size == 1:
+        return 0.0
+    g_a, g_Na = gammaln(a + 1.0), gammaln(N - a + 1.0)
+    g_b, g_Nb = gammaln(b + 1.0), gammaln(N - b + 1.0)
+    g_N = gammaln(N + 1.0)
+    emi = 0.0
+    for i in range(a.size):
+        for j in range(b.size):
+            lo, hi = max(1, int(a[i] + b[j] - N)), int(min(a[i], b[j]))
+            if hi < lo:
+                continue
+            mean = a[i] * b[j] / N
+            sd = np.sqrt(mean * (N - a[i]) * (N - b[j]) / (N * max(N - 1, 1)))
+            lo = max(lo, int(np.floor(mean - EMI_WINDOW * (sd + 1))))
+            hi = min(hi, int(np.ceil(mean + EMI_WINDOW * (sd + 1))))
+            nij = np.arange(lo, hi + 1, dtype=np.float64)
+            log_p = (g_a[i] + g_b[j] + g_Na[i] + g_Nb[j] - g_N - gammaln(nij + 1) - gammaln(a[i] - nij + 1)
+                     - gammaln(b[j] - nij + 1) - gammaln(N - a[i] - b[j] + nij + 1))
+            term = (nij / N) * (np.log(N * nij) - np.log(float(a[i]) * float(b[j])))
+            emi += float(np.sum(term * np.exp(log_p)))
+    return emi
 
 
 def reference_agreement(labels_pred, labels_ref, match: bool = False) -> float:

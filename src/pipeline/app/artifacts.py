@@ -221,7 +221,7 @@ class FitArtifact(Artifact):
     depth: int
     means: np.ndarray | None = None
     sigma: np.ndarray | None = None
-    fit_rows: int | None = None  # chunked runs: the rows the tree was fitted on (a sample, or all)
+    fit_rows: int | None = None  # the rows the tree was fitted on when not every row (a stratified sample)
 
 
 @dataclass(frozen=True)
@@ -269,87 +269,3 @@ class ReportArtifact(Artifact):
     table2: Any = None
     counterfactuals_csv: Any = None
     html: Any = None
-
-
-# ------------------------------------------------------------------ the streamed run (docs/out-of-core.md)
-@dataclass(frozen=True)
-class StreamArtifact(Artifact):
-    """Stage ``open`` of a chunked run (not cached): the embeddings ``Z``, ground truth and ids as
-    :class:`pipeline.app.data.chunked.ChunkedArray` (read by row range, never whole)."""
-
-    stage: ClassVar[str] = "open"
-    Z: Any
-    chunk_rows: int
-    n_clusters: int
-    name: str
-    truth: Any = None
-    ids: Any = None
-    feature_names: list | None = None
-
-
-@dataclass(frozen=True)
-class StreamClusterArtifact(Artifact):
-    """Stage ``cluster`` of a chunked run: the reference clustering as the parameters that assign a
-    row (k-means centres, or a Gaussian mixture); :meth:`predict` labels a chunk (picklable: Dask
-    workers call it)."""
-
-    stage: ClassVar[str] = "stream_cluster"
-    method: str
-    backend: str  # how it was fitted: MiniBatchKMeans partial_fit, dask-ml k-means||, a GMM on a sample
-    fit_rows: int
-    centers: np.ndarray | None = None
-    weights: np.ndarray | None = None
-    means: np.ndarray | None = None
-    covariances: np.ndarray | None = None
-    precisions_cholesky: np.ndarray | None = None
-    covariance_type: str | None = None
-
-    def predict(self, X) -> np.ndarray:
-        """Cluster labels (int32) of rows ``X``: the nearest centre, or the most probable component."""
-        from pipeline.streaming import assign_mixture, assign_nearest
-
-        if self.method == "gmm":
-            return assign_mixture(X, self.weights, self.means, self.covariances, self.precisions_cholesky,
-                                  self.covariance_type)
-        return assign_nearest(X, self.centers)
-
-
-@dataclass(frozen=True)
-class ShardedArtifact(Artifact):
-    """A stage whose big outputs are ``.npy`` shards (``<shards>/<part>/<chunk>.npy`` with a sha256
-    manifest) beside the small record the cache keeps; the shards are verified when read."""
-
-    shards: str
-    manifest_sha256: str
-    n_rows: int
-
-
-@dataclass(frozen=True)
-class AssignArtifact(ShardedArtifact):
-    """Stage ``assign`` of a chunked run: shards ``labels`` (reference clusters) and ``X`` (concept
-    coordinates Z Cᵀ, when there are CAVs), the exact per-cluster moments of the coordinates the
-    trees cut on (:class:`pipeline.streaming.Moments`, flattened) and the contingency table of the
-    reference against the ground truth (rows ``pred, truth, count``)."""
-
-    stage: ClassVar[str] = "assign"
-    feature_names: list
-    counts: np.ndarray
-    chan_means: np.ndarray
-    scatter: np.ndarray
-    sums_index: np.ndarray
-    sums_hi: np.ndarray
-    sums_lo: np.ndarray
-    squares_index: np.ndarray
-    squares_hi: np.ndarray
-    squares_lo: np.ndarray
-    projected: bool = False
-    truth_table: np.ndarray | None = None
-
-
-@dataclass(frozen=True)
-class StreamEvaluateArtifact(ShardedArtifact):
-    """Stage ``evaluate`` of a chunked run: shards ``<row>`` (each tree's predictions) and the
-    results rows (ARI/AMI, agreement, mis-assignment over every row)."""
-
-    stage: ClassVar[str] = "stream_evaluate"
-    rows: list = None

@@ -34,11 +34,14 @@ class LocalCompute:
 
     name: str = "local"
 
-    def map(self, fn, items: list, desc: str = "chunks") -> list:
+    def map(self, fn, items: list, desc: str = "chunks", done=None) -> list:
+        """``[fn(item) for item in items]``; ``done(i, result)`` is called as each finishes."""
         out = []
         with _progress(len(items), desc) as bar:
-            for item in items:
+            for i, item in enumerate(items):
                 out.append(fn(item))
+                if done is not None:
+                    done(i, out[-1])
                 bar.update()
         return out
 
@@ -90,13 +93,20 @@ class DaskCompute:
             self.client = Client(self.cluster, timeout=f"{timeout}s")
         log.info("dask: %s (%d workers)", self.client.scheduler.address, len(self.client.scheduler_info()["workers"]))
 
-    def map(self, fn, items: list, desc: str = "chunks") -> list:
+    def map(self, fn, items: list, desc: str = "chunks", done=None) -> list:
+        """``fn`` over ``items`` as tasks; the results in item order. ``done(i, result)`` is called
+        in this process as each task finishes (in any order)."""
         from distributed import as_completed
 
+        if not items:
+            return []
         futures = self.client.map(fn, items, pure=False, retries=self.retries)
+        index = {f.key: i for i, f in enumerate(futures)}
         try:
             with _progress(len(items), desc) as bar:
-                for _ in as_completed(futures):
+                for f in as_completed(futures):
+                    if done is not None:
+                        done(index[f.key], f.result())
                     bar.update()
             return self.client.gather(futures)
         except Exception as exc:
@@ -122,3 +132,19 @@ def make_compute(spec: dict | None):
     if name == "dask":
         return DaskCompute(**{k: v for k, v in spec.items() if v is not None})
     raise InvalidInputError(f"compute={name}: unknown; choose compute=local or compute=dask.")
+
+
+def run_backend(cfg: dict, ctx):
+    """The run's compute backend (``compute=``), started on first use and shared by its stages;
+    the runner closes it after the run (:func:`close_backend`)."""
+    if ctx is None:
+        return None
+    if "compute" not in ctx.resources:
+        ctx.resources["compute"] = make_compute(cfg.get("compute"))
+    return ctx.resources["compute"]
+
+
+def close_backend(ctx) -> None:
+    compute = ctx.resources.pop("compute", None)
+    if compute is not None:
+        compute.close()

@@ -97,8 +97,11 @@ class DatasetConfig:
     noise_label: Optional[Any] = None  # the label value meaning noise (none by default)
     image_size: Optional[int] = None  # resize images to this side (default: their own / most common size)
     array: Optional[str] = None  # the features array of an .npz (default: X / embeddings / features / the only 2-D one)
-    chunk_rows: Optional[int] = None  # read dataset.path in chunks of this many rows, never whole (docs/out-of-core.md)
-    ids: Optional[str] = None  # chunked runs: a 1-D file of row ids (.npy, shards, zarr), read in chunks like labels
+    chunk_rows: Optional[int] = None  # rows per chunk when reading / encoding / assigning (null: from memory_budget)
+    ids: Optional[str] = None  # a 1-D file of row ids (.npy, shards, zarr) for an array dataset: in assignments/
+    # latents larger than this are handled out of core (docs/out-of-core.md): auto = 1/32 of the machine's memory;
+    # bytes or a size such as 2GB
+    memory_budget: Any = "auto"
 
 
 @dataclass
@@ -130,6 +133,9 @@ class ClusteringConfig:
     # what the clustering hands to explainers (labels, centers, mixture, graph); null: known only
     # after it ran (best_of). See pipeline.app.capabilities.
     provides: Optional[List[str]] = field(default_factory=lambda: ["labels"])
+    # fit on a uniform sample of this many rows and assign every row (null: every row in memory,
+    # 20,000 when the latents exceed dataset.memory_budget)
+    sample_rows: Optional[int] = None
 
 
 @dataclass
@@ -202,7 +208,9 @@ class ReportConfig:
 
 @dataclass
 class FitConfig:
-    sample_rows: Optional[int] = None  # chunked runs: fit trees on a stratified sample of this many rows (null: all)
+    # fit the trees on a stratified sample of this many rows (null: every row when their coordinates fit in
+    # dataset.memory_budget, else the largest sample that fits a quarter of it); every row is still evaluated
+    sample_rows: Optional[int] = None
 
 
 @dataclass

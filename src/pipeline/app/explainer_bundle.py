@@ -133,16 +133,34 @@ def _reference(cluster, Z) -> tuple[dict, dict]:
         doc["note"] = (f"{method} has no rule for new points: the cluster whose training mean is nearest (an "
                        "approximation; the trees' clusters are exact)")
         used = [c for c in range(k) if (labels == c).any()]
-        means = np.stack([np.asarray(Z, dtype=np.float64)[labels == c].mean(axis=0) for c in used]) if used else None
+        means = _cluster_means(Z, labels, used) if used else None
         if means is not None:
             arrays.update(ref_centers=means, ref_center_labels=np.asarray(used, dtype=np.int64))
     return doc, {k: np.asarray(v, dtype=np.float64) if k != "ref_center_labels" else v for k, v in arrays.items()}
 
 
+PERCENTILE_ROWS = 100_001
+
+
+def _cluster_means(Z, labels, used) -> np.ndarray:
+    """Each used cluster's mean latent, chunk by chunk (the latents may be on disk)."""
+    from pipeline.app.data.chunked import read_rows, row_ranges
+
+    sums, counts = np.zeros((len(used), Z.shape[1])), np.zeros(len(used))
+    index = {c: i for i, c in enumerate(used)}
+    for start, stop in row_ranges(Z, 65536):
+        block, lab = np.asarray(read_rows(Z, start, stop), dtype=np.float64), labels[start:stop]
+        for c, i in index.items():
+            mask = lab == c
+            sums[i] += block[mask].sum(axis=0)
+            counts[i] += mask.sum()
+    return sums / counts[:, None]
+
+
 def _input_spec(load) -> dict:
     if load.kind == "text":
         return {"kind": "text"}
-    X = np.asarray(load.X)
+    X = load.X if hasattr(load.X, "shape") else np.asarray(load.X)  # an array on disk: its header only
     return {"kind": load.kind, "shape": list(X.shape[1:]), "dtype": str(X.dtype),
             "feature_names": list(load.feature_names) if load.feature_names is not None else None,
             # a table standardised for clustering (dataset.standardize): new rows are z-scored alike
@@ -154,7 +172,7 @@ def _encoder_doc(cfg: dict, train, encode) -> dict:
 
     enc = dict(cfg["encoder"])
     out = {"name": enc.get("name"), "config": enc, "latent_names": list(encode.latent_names),
-           "width": int(np.asarray(encode.Z).shape[1]), "checkpoint": None, "checkpoint_sha256": None,
+           "width": int(encode.Z.shape[1]), "checkpoint": None, "checkpoint_sha256": None,
            "model_used": getattr(train, "model_used", None) if train is not None else None, "weights": None}
     if encode.checkpoint:
         out["checkpoint"] = str(Path(localize(encode.checkpoint, cfg["paths"])).resolve())
@@ -190,7 +208,10 @@ def bundle_from_run(cfg: dict, done: dict, out_dir: Path | None = None) -> Bundl
     if project.cavs is not None:
         arrays["cavs"] = np.asarray(project.cavs, dtype=np.float64)
     if project.units is not None:  # percentile units, and the percentile fallback of probability units
-        arrays["percentile_values"] = np.sort(X, axis=0)
+        values = np.sort(X, axis=0)
+        if len(values) > PERCENTILE_ROWS:  # evenly spaced order statistics: percentiles of new rows within 1e-5
+            values = values[np.linspace(0, len(values) - 1, PERCENTILE_ROWS).round().astype(np.int64)]
+        arrays["percentile_values"] = values
     results = report.df if report is not None else pd.DataFrame()
     trees, tree_docs = {}, {}
     for name, out in done.items():
@@ -249,7 +270,8 @@ def write_bundle(bundle: Bundle, path: Path, copy_weights: bool = False, checkpo
         for row, tree in bundle.trees.items():
             atomic_write(tmp / "trees" / f"{row}.json", json.dumps(tree.to_dict(), indent=1))
         buf = io.BytesIO()
-        np.savez_compressed(buf, **bundle.arrays)
+        big = sum(np.asarray(a).nbytes for a in bundle.arrays.values()) > 50e6
+        (np.savez if big else np.savez_compressed)(buf, **bundle.arrays)
         atomic_write(tmp / "arrays.npz", buf.getvalue())
         if copy_weights:
             doc["encoder"] = _copy_weights(doc["encoder"], checkpoint, tmp)

@@ -148,47 +148,21 @@ def save_explainer(cfg: dict, done: dict[str, StageOutput], out_dir: Path) -> No
 def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = False, summary: bool = True):
     """One dataset: the stage loop, then the summary. Returns the results DataFrame.
 
-    ``dataset.chunk_rows`` or ``compute=dask``: the chunked run, :func:`run_streamed` below (its
-    stages: :func:`pipeline.app.stages.streamed.streamed_stages`; docs/out-of-core.md).
+    The same stages at every size: latents larger than ``dataset.memory_budget`` are handled out
+    of core by those stages (docs/out-of-core.md); ``compute=dask`` runs their chunk passes as
+    Dask tasks (the backend is closed after the loop).
     """
-    from pipeline.app.stages.streamed import is_streamed
+    from pipeline.app.compute import close_backend
 
-    if is_streamed(cfg):
-        return run_streamed(cfg, RunContext(cache, Path(out_dir), keep_going), summary)
-    if cfg["dataset"].get("ids"):
-        raise InvalidInputError("dataset.ids (a file of row ids read in chunks) applies to chunked runs (dataset.chunk_rows); "
-                                "an in-memory table names its id column with dataset.id_column.")
-    if (cfg.get("fit") or {}).get("sample_rows") is not None:
-        raise InvalidInputError("fit.sample_rows applies to chunked runs only (dataset=files with dataset.chunk_rows, "
-                                "or compute=dask): an in-memory run fits every tree on every row. Set "
-                                "dataset.chunk_rows too, or drop fit.sample_rows.")
     check_request(cfg)
-    done = run_pipeline(cfg, RunContext(cache, Path(out_dir), keep_going), declared_stages(cfg))
-    save_explainer(cfg, done, Path(out_dir))
-    print_summary(cfg, done, show=summary)
-    return done["report"].artifact.df
-
-
-def run_streamed(cfg: dict, ctx: RunContext, summary: bool = True):
-    """A chunked run: its stages (:func:`pipeline.app.stages.streamed.streamed_stages`; the compute
-    backend closed after them), the seconds of every cached stage in ``streamed/seconds.json``,
-    the summary. Returns the results DataFrame."""
-    import json
-
-    from pipeline.app.report.writer import atomic_write
-    from pipeline.app.stages.streamed import check_config, close, stage_seconds
-
-    check_config(cfg)
+    ctx = RunContext(cache, Path(out_dir), keep_going)
     try:
         done = run_pipeline(cfg, ctx, declared_stages(cfg))
     finally:
-        close(ctx)
-    atomic_write(ctx.out_dir / "streamed" / "seconds.json", json.dumps(stage_seconds(ctx), indent=1))
-    report = done["report"].artifact
-    if summary and (cfg.get("report") or {}).get("summary", True):
-        print(report.df.to_string(index=False, na_rep="", float_format=lambda v: f"{v:.3f}"))
-    print(f"results written to {report.csv}")
-    return report.df
+        close_backend(ctx)
+    save_explainer(cfg, done, Path(out_dir))
+    print_summary(cfg, done, show=summary)
+    return done["report"].artifact.df
 
 
 def run_study(cfg: dict, cache: StageCache, out_dir: Path):

@@ -72,23 +72,27 @@ def concept_completeness(Z, concept_X, labels, cv: int = 3, max_rows: int = MAX_
     """
     from sklearn.model_selection import StratifiedKFold, train_test_split
 
-    Z = check_matrix(Z, "Z", min_rows=2)
-    Xc = check_matrix(concept_X, "concept coordinates", min_rows=2)
     y = np.asarray(labels).ravel()
-    if not (Z.shape[0] == Xc.shape[0] == y.shape[0]):
-        raise InvalidInputError(f"completeness needs one row per point in Z ({Z.shape[0]}), the concept coordinates "
-                                f"({Xc.shape[0]}) and the labels ({y.shape[0]}).")
-    keep = y >= 0
-    Z, Xc, y = Z[keep], Xc[keep], y[keep]
+    n_z, n_x = (np.shape(Z)[0] if np.ndim(Z) else 0), (np.shape(concept_X)[0] if np.ndim(concept_X) else 0)
+    if not (n_z == n_x == y.shape[0]):
+        raise InvalidInputError(f"completeness needs one row per point in Z ({n_z}), the concept coordinates "
+                                f"({n_x}) and the labels ({y.shape[0]}).")
+    # the rows are chosen from the labels alone; only they are read and checked (a million latents
+    # are never copied whole)
+    keep = np.flatnonzero(y >= 0)
+    y = y[keep]
     classes, counts = np.unique(y, return_counts=True)
-    k = min(int(cv), int(counts.min()))
+    k = min(int(cv), int(counts.min())) if counts.size else 0
     if classes.size < 2 or k < 2:
         raise InvalidInputError(f"completeness needs at least 2 clusters with {max(int(cv), 2)} points each; the "
                                 f"clusters have {counts.tolist()} points.")
     if y.size > max_rows:
         rows, _ = train_test_split(np.arange(y.size), train_size=max_rows, stratify=y, random_state=random_state)
         rows = np.sort(rows)
-        Z, Xc, y = Z[rows], Xc[rows], y[rows]
+        keep, y = keep[rows], y[rows]
+    Z = check_matrix(Z[keep] if hasattr(Z, "shape") else np.asarray(Z)[keep], "Z", min_rows=2)
+    Xc = check_matrix(concept_X[keep] if hasattr(concept_X, "shape") else np.asarray(concept_X)[keep],
+                      "concept coordinates", min_rows=2)
     folds = list(StratifiedKFold(k, shuffle=True, random_state=random_state).split(Z, y))
     chance = float(np.bincount(np.searchsorted(classes, y)).max() / y.size)
     acc_z = _probe_accuracy(Z, y, folds, C)

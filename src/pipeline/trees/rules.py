@@ -201,18 +201,26 @@ def leaf_stats(leaf_of_row: np.ndarray, leaves: Sequence[int], labels: Sequence[
     """
     ref = None if reference is None else np.asarray(reference)
     truth = None if y is None else np.asarray(y)
+    leaf_of_row = np.asarray(leaf_of_row)
+    order = np.argsort(leaf_of_row, kind="stable")  # the rows grouped by leaf once, not one mask per leaf
+    grouped = leaf_of_row[order]
     out = {}
     for leaf, label in zip(leaves, labels):
-        rows = leaf_of_row == leaf
-        stats = LeafStats(size=int(rows.sum()))
+        lo, hi = np.searchsorted(grouped, leaf, side="left"), np.searchsorted(grouped, leaf, side="right")
+        rows = order[lo:hi]
+        stats = LeafStats(size=int(rows.size))
         if ref is not None and stats.size:
-            stats.purity = float(np.mean(ref[rows] == label))
+            stats.purity = float(np.count_nonzero(ref[rows] == label) / rows.size)
         if truth is not None:
             members = truth[rows]
             if members.dtype.kind in "iu":
                 members = members[members >= 0]
             if members.size:
-                values, counts = np.unique(members, return_counts=True)
+                if members.dtype.kind in "iu":  # the smallest of the most frequent values, as np.unique + argmax
+                    counts = np.bincount(members)
+                    values = np.arange(counts.size)
+                else:
+                    values, counts = np.unique(members, return_counts=True)
                 best = int(np.argmax(counts))
                 major = values[best].item()
                 stats.majority, stats.majority_share = major, float(counts[best] / members.size)

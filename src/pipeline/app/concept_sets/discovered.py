@@ -31,6 +31,9 @@ from pipeline.validation import InvalidInputError
 log = logging.getLogger(__name__)
 
 
+DISCOVERY_ROWS = 50_000  # latents on disk: rows the factorisation sees
+
+
 def discovered(Z, dataset, cfg: dict, n_concepts: int = 5, method: str = "auto", names: dict | None = None,
                n_examples: int = 8, min_auc: float = 0.6, max_iter: int = 1000, attributes: str | None = None,
                attributes_id_column: str | None = None, attributes_fingerprint=None, n_words: int = 3) -> dict:
@@ -51,8 +54,16 @@ def discovered(Z, dataset, cfg: dict, n_concepts: int = 5, method: str = "auto",
                                 f"name (e.g. {{'c1': round}}), got {names!r}.")
     if isinstance(n_concepts, bool) or not isinstance(n_concepts, (int, np.integer)):
         raise InvalidInputError(f"concepts.params.n_concepts must be a whole number, got {n_concepts!r}.")
-    Z = np.asarray(Z, dtype=np.float64)
     notes = []
+    from pipeline.app.data.chunked import is_view
+
+    sample = None
+    if is_view(Z) and len(Z) > DISCOVERY_ROWS:  # latents on disk: discovered on a uniform sample of rows
+        sample = np.sort(np.random.default_rng(cfg["seed"]).choice(len(Z), DISCOVERY_ROWS, replace=False))
+        log.info("discovered concepts: factorised on a uniform sample of %d of %d rows", sample.size, len(Z))
+        dataset = dataset.subset(sample)
+        Z = Z[sample]
+    Z = np.asarray(Z, dtype=np.float64)
     if Z.ndim == 2 and 1 <= Z.shape[1] < int(n_concepts):
         notes.append(
             f"concepts.params.n_concepts={n_concepts} but the representation has {Z.shape[1]} dimension(s), so a "
@@ -77,6 +88,8 @@ def discovered(Z, dataset, cfg: dict, n_concepts: int = 5, method: str = "auto",
             for j, (label, auc) in enumerate(assoc)]
     log.info("discovered concepts (%s): %s", model.method_,
              ", ".join(f"{r['concept']} ({r['association'] or 'no labels'})" for r in rows))
+    if sample is not None:
+        top = sample[top]  # row numbers of the whole data
     return {"concept_names": final, "cavs": model.directions_, "discovery": rows, "concept_set": "discovered",
             "discovery_method": model.method_, "top_examples": top, "n_concept_examples": int(Z.shape[0]),
             "concept_notes": notes or None}

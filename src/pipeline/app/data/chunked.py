@@ -106,6 +106,7 @@ class ChunkedArray:
 
     source: str
     parts: tuple
+    cast: str | None = None  # rows are converted to this dtype when read (the identity encoder's float32)
 
     @property
     def n_rows(self) -> int:
@@ -113,7 +114,13 @@ class ChunkedArray:
 
     @property
     def dtype(self) -> np.dtype:
-        return np.dtype(self.parts[0].dtype)
+        return np.dtype(self.cast or self.parts[0].dtype)
+
+    def as_dtype(self, dtype) -> "ChunkedArray":
+        """The same rows, converted to ``dtype`` as they are read."""
+        dtype = np.dtype(dtype)
+        return self if dtype == self.dtype else ChunkedArray(self.source, self.parts,
+                                                             None if dtype == np.dtype(self.parts[0].dtype) else dtype.str)
 
     @property
     def shape(self) -> tuple:
@@ -132,8 +139,10 @@ class ChunkedArray:
                 blocks.append(part.read(max(start - first, 0), min(stop, first + part.rows) - first))
             first += part.rows
         if len(blocks) == 1:
-            return blocks[0]
-        return np.concatenate(blocks) if blocks else np.empty((0, *self.shape[1:]), self.dtype)
+            out = blocks[0]
+        else:
+            out = np.concatenate(blocks) if blocks else np.empty((0, *self.parts[0].width), self.parts[0].dtype)
+        return out if self.cast is None else out.astype(self.cast)
 
     def ranges(self, chunk_rows: int) -> list[tuple[int, int]]:
         """``(start, stop)`` of consecutive chunks of ``chunk_rows`` rows covering every row."""
@@ -144,15 +153,74 @@ class ChunkedArray:
         for start, stop in self.ranges(chunk_rows):
             yield self.read(start, stop)
 
-    def take(self, indices, chunk_rows: int) -> np.ndarray:
-        """The rows at sorted ``indices``, read chunk by chunk (one pass)."""
+    def take(self, indices, chunk_rows: int = 65536) -> np.ndarray:
+        """The rows at sorted ``indices``, read chunk by chunk (one pass); a chunk from which few
+        rows are wanted is read row by row (a sample of 20,000 of 10M rows reads 20,000 rows,
+        not the file)."""
         indices = np.asarray(indices, dtype=np.int64)
         out = np.empty((indices.size, *self.shape[1:]), self.dtype)
         for start, stop in self.ranges(chunk_rows):
             lo, hi = np.searchsorted(indices, [start, stop])
-            if hi > lo:
+            if hi - lo > (stop - start) // 16:
                 out[lo:hi] = self.read(start, stop)[indices[lo:hi] - start]
+            else:
+                for j in range(lo, hi):
+                    out[j] = self.read(int(indices[j]), int(indices[j]) + 1)[0]
         return out
+
+    # -- numpy-like reading, so code written for arrays reads a view (rows on demand)
+    ndim = property(lambda self: len(self.shape))
+
+    def __len__(self) -> int:
+        return self.n_rows
+
+    def __getitem__(self, index):
+        """``Z[a:b]`` (step 1), ``Z[i]``, ``Z[indices]`` or ``Z[mask]``: those rows, read now."""
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self.n_rows)
+            if step != 1:
+                return self.read(start, stop)[::step]
+            return self.read(start, stop)
+        if isinstance(index, (int, np.integer)):
+            i = int(index) + (self.n_rows if index < 0 else 0)
+            return self.read(i, i + 1)[0]
+        idx = np.asarray(index)
+        if idx.dtype == bool:
+            if idx.shape != (self.n_rows,):
+                raise IndexError(f"boolean index of shape {idx.shape} for {self.n_rows} rows")
+            idx = np.flatnonzero(idx)
+        idx = idx.astype(np.int64)
+        order = np.argsort(idx, kind="stable")
+        rows = self.take(idx[order])
+        out = np.empty_like(rows)
+        out[order] = rows
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.read(0, self.n_rows)
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+
+def row_ranges(X, chunk_rows: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` of the chunks of an array or :class:`ChunkedArray` (one chunk when it is
+    held in memory and ``chunk_rows`` covers it)."""
+    n = len(X)
+    chunk_rows = max(int(chunk_rows), 1)
+    return [(s, min(s + chunk_rows, n)) for s in range(0, n, chunk_rows)] or [(0, 0)]
+
+
+def read_rows(X, start: int, stop: int) -> np.ndarray:
+    """Rows ``start:stop`` of an array or :class:`ChunkedArray`, in memory."""
+    return X.read(start, stop) if isinstance(X, ChunkedArray) else np.asarray(X[start:stop])
+
+
+def is_view(X) -> bool:
+    """True for data read from disk on demand (a :class:`ChunkedArray`), False for an array in memory."""
+    return isinstance(X, ChunkedArray)
+
+
+def nbytes(X) -> int:
+    return int(X.nbytes) if hasattr(X, "nbytes") else 0
 
 
 def _npy_part(path: Path, key: str) -> _NpyPart:

@@ -38,7 +38,7 @@ _ARRAY_KEYS = ("X", "x", "embeddings", "features", "data")
 
 def load_files(path, labels=None, *, feature_names=None, text_column: str | None = None, label_column=None,
                id_column: str | None = None, noise_label=None, array: str | None = None, image_size=None,
-               name: str | None = None, key: str = "dataset.path") -> Dataset:
+               name: str | None = None, key: str = "dataset.path", ids=None) -> Dataset:
     """A :class:`Dataset` from a user's file or folder (see the module docstring).
 
     Parameters
@@ -57,6 +57,9 @@ def load_files(path, labels=None, *, feature_names=None, text_column: str | None
         A table column of row ids (kept out of the features; ``concepts.id_column`` joins on it).
     noise_label : optional
         The label value that marks noise points (coded -1).
+    ids : str, optional
+        A 1-D array file (``.npy``, shards, zarr) of row ids of an array dataset
+        (``concepts.id_column`` joins on them; they name the rows of ``assignments.parquet``).
     array : str, optional
         Name of the features array in an ``.npz``.
     image_size : int, optional
@@ -67,6 +70,9 @@ def load_files(path, labels=None, *, feature_names=None, text_column: str | None
     p = r.existing_path(path, key, KINDS)
     name = name or p.stem
     meta = {"source": str(p.resolve())}
+    if is_array_source(p):
+        ds = _view(p, labels, feature_names, noise_label, name, meta, key)
+        return _with_ids(ds, ids)
     if p.is_dir():
         return _folder(p, labels, name, meta, key, image_size, noise_label, label_column)
     s = r.suffix(p)
@@ -91,7 +97,66 @@ def load_files(path, labels=None, *, feature_names=None, text_column: str | None
     if values is not None:
         y, class_names = r.encode_labels(values, f"the labels of {p.name}", noise_label)
         meta["labels"] = str(labels)
-    return Dataset(name=name, X=X, y=y, kind=kind, feature_names=fnames, class_names=class_names, meta=meta)
+    return _with_ids(Dataset(name=name, X=X, y=y, kind=kind, feature_names=fnames, class_names=class_names, meta=meta),
+                     ids)
+
+
+def is_array_source(path) -> bool:
+    """True for the arrays a run reads by row range instead of loading (docs/out-of-core.md): a
+    2-D ``.npy``, a folder of ``.npy`` / ``.parquet`` shards, a zarr array."""
+    from pipeline.app.data.chunked import _is_zarr
+
+    p = Path(str(path)).expanduser()
+    if p.is_dir():
+        if _is_zarr(p):
+            return True
+        try:
+            names = [f for f in p.iterdir() if not f.name.startswith(".")]
+        except OSError:
+            return False
+        return bool(names) and all(f.is_file() and f.suffix.lower() in (".npy", ".parquet", ".pq") for f in names)
+    if p.suffix.lower() != ".npy" or not p.is_file():
+        return False
+    try:
+        with open(p, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            shape, _, dtype = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                               else np.lib.format.read_array_header_2_0)(fh)
+    except (ValueError, OSError):
+        return False  # read (and reported) the usual way
+    return len(shape) == 2 and dtype.kind == "f"  # embeddings / features (integer arrays are read whole, as tables)
+
+
+def _with_ids(ds: Dataset, ids) -> Dataset:
+    if ids is None:
+        return ds
+    from pipeline.app.data.chunked import open_chunked
+
+    values = open_chunked(ids, "dataset.ids", vector=True)
+    if values.n_rows != len(ds):
+        raise InvalidInputError(f"dataset.ids={ids} holds {values.n_rows} ids but dataset.path holds {len(ds)} rows; "
+                                "give one id per row (in the same order).")
+    ds.meta["ids"] = [str(v) for v in values.read(0, values.n_rows).tolist()]
+    return ds
+
+
+def _view(p: Path, labels, feature_names, noise_label, name: str, meta: dict, key: str) -> Dataset:
+    """An array on disk as a :class:`pipeline.app.data.chunked.ChunkedArray`: nothing but its header
+    is read here; the stages read it by row range (its values are checked as they are read)."""
+    from pipeline.app.data.chunked import open_chunked
+
+    X = open_chunked(p, key)
+    if X.dtype.kind not in "fiu":
+        raise InvalidInputError(f"{key}={p} holds {X.dtype} values; features must be numeric.")
+    fnames = _feature_names(None, feature_names, X.shape[1], p, key, False)
+    y = class_names = None
+    if labels is not None:
+        values = _label_values(labels, X.n_rows, p, key, None, None)
+        y, class_names = r.encode_labels(values, f"the labels of {p.name}", noise_label)
+        meta["labels"] = str(labels)
+    meta["n_rows"] = X.n_rows
+    log.info("%s: %d x %d %s, read by row range", p, X.n_rows, X.shape[1], X.dtype)
+    return Dataset(name=name, X=X, y=y, kind="tabular", feature_names=fnames, class_names=class_names, meta=meta)
 
 
 def _array(p: Path, key: str, labels, array):

@@ -220,7 +220,8 @@ def write_concept_run(out_dir: Path, load: LoadArtifact, cluster: ClusterArtifac
     if images is not None and len(images) <= MAX_THUMBNAILS:
         arrays["images"] = np.asarray(images)
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
+    # compressing a million rows of float64 coordinates takes seconds and saves little
+    (np.savez if len(arrays["X"]) > 100_000 else np.savez_compressed)(buf, **arrays)
     atomic_write(out / "run.npz", buf.getvalue())
     meta = {"dataset": load.name, "kind": load.kind, "concept_names": list(project.feature_names),
             "class_names": load.class_names, "cav_summary": concepts.cav_summary or [],

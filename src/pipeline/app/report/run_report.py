@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # matplotlib and pandas are imported only when a figure or re
     import pandas as pd
     from matplotlib.figure import Figure
 
+SAMPLE_ROWS = 100_000  # rows that annotate leaves when the coordinates are read from disk
 MAX_GALLERY_LEAVES = 40  # trees with more leaves get no per-leaf gallery (the page would be huge)
 
 
@@ -27,6 +28,17 @@ def tree_data(load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArti
     """Keyword arguments for annotating a tree fitted on ``project.X``: ``X``, ``reference``,
     ``y``, ``class_names`` and, for galleries, ``kind``, ``data``, ``data_feature_names``.
     Entries whose length does not match the tree's rows are left out rather than misaligned."""
+    from pipeline.app.data.chunked import is_view
+
+    if is_view(project.X):  # latents on disk: leaves annotated from a uniform sample of rows
+        n_all = len(project.X)
+        rows = np.sort(np.random.default_rng(0).choice(n_all, min(n_all, SAMPLE_ROWS), replace=False))
+        X = np.asarray(project.X[rows], dtype=float)
+        out = {"X": X, "reference": np.asarray(cluster.labels)[rows],
+               "y": None if load.y is None else np.asarray(load.y)[rows], "sample_of": n_all,
+               "class_names": list(load.class_names) if load.class_names is not None else None,
+               "units": project.units, "units_kind": project.units_kind}
+        return out
     X = np.asarray(project.X, dtype=float)
     n = len(X)
 

@@ -9,13 +9,8 @@ from __future__ import annotations
 
 
 def declared_stages(cfg: dict) -> list:
-    """The stages of one run of ``cfg``, in execution order (each one's inputs come before it).
-    A chunked run (``dataset.chunk_rows`` or ``compute=dask``) has its own
-    (:func:`pipeline.app.stages.streamed.streamed_stages`)."""
-    from pipeline.app.stages.streamed import is_streamed, streamed_stages
-
-    if is_streamed(cfg):
-        return streamed_stages(cfg)
+    """The stages of one run of ``cfg``, in execution order (each one's inputs come before it):
+    the same at every size (docs/out-of-core.md)."""
     from pipeline.app.stages.cluster import CLUSTER
     from pipeline.app.stages.completeness import completeness_stage
     from pipeline.app.stages.concepts import CONCEPTS

@@ -169,7 +169,15 @@ def select_for_reference(cfg: dict, concepts: ConceptsArtifact, cluster: Cluster
     if cluster.means is not None and cluster.covariances is not None:
         mu, sigma = concept_mixture(C, cluster.means, cluster.covariances, concept_names=names)
     else:
-        mu, sigma = pooled_concept_sigma(project(Z, C), cluster.labels)  # float32 Z: no float64 copy
+        from pipeline.app.data.chunked import is_view
+
+        if is_view(Z):  # latents on disk: Z Cᵀ chunk by chunk
+            from pipeline.app.chunk_map import map_rows
+
+            X = map_rows(lambda rows, start: {"X": project(rows, C)}, Z, 65_536, desc="Z Cᵀ")["X"]
+        else:
+            X = project(Z, C)  # float32 Z: no float64 copy
+        mu, sigma = pooled_concept_sigma(X, cluster.labels)
     res = select_concepts(mu, sigma, int(params["select"]), names=names, tol=float(params.get("select_tol", 0.0)))
     log.info("concept selection: %s (q %.3f of %.3f with all %d concepts)", res.names, res.q_selected, res.q_all,
              len(names))

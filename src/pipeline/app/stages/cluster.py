@@ -9,6 +9,7 @@ and passes those its signature names.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -72,25 +73,119 @@ def encoder_head(X, encode: EncodeArtifact) -> Clustering:
 
 
 def _config(cfg: dict) -> dict:
-    return {"clustering": cfg["clustering"], "seed": cfg["seed"]}
+    return {"clustering": cfg["clustering"], "seed": cfg["seed"], **_budget_key(cfg)}
 
 
-def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact) -> ClusterArtifact:
+def _budget_key(cfg: dict) -> dict:
+    # the memory budget decides whether the clustering is fitted on a sample: it is part of the key
+    # only when it is set (so existing keys of in-memory runs stay valid)
+    budget = (cfg["dataset"] or {}).get("memory_budget", "auto")
+    return {} if budget in (None, "auto") else {"memory_budget": budget}
+
+
+def sample_of(cfg: dict, Z) -> np.ndarray | None:
+    """Sorted rows the clustering is fitted on (uniform, seeded), or None for every row:
+    ``clustering.sample_rows``, else 20,000 when the latents exceed ``dataset.memory_budget``."""
+    from pipeline.app.data.budget import CLUSTER_SAMPLE, out_of_core, sample_rows
+
+    n = len(Z)
+    default = CLUSTER_SAMPLE if out_of_core(cfg, Z) else n
+    if cfg["clustering"].get("_target_") == "pipeline.app.stages.cluster.encoder_head":
+        return None  # the encoder's head labelled every row already
+    rows = sample_rows(cfg["clustering"].get("sample_rows"), n, default, "clustering.sample_rows")
+    if rows is None:
+        return None
+    return np.sort(np.random.default_rng(cfg["seed"]).choice(n, rows, replace=False))
+
+
+def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, ctx=None) -> ClusterArtifact:
+    from pipeline.app.data.chunked import is_view
+
     spec = cfg["clustering"]
     y = load.y
-    offered = {"random_state": cfg["seed"], "y_true": y, "candidates": spec.get("candidates") or (), "encode": encode}
+    Z = encode.Z
+    rows = sample_of(cfg, Z)
+    if rows is None:
+        Zfit, y_fit = (check_finite_rows(np.asarray(Z), 0, Z) if is_view(Z) else Z), y
+    else:
+        Zfit = check_finite_rows(Z[rows], 0, Z, rows)
+        y_fit = None if y is None else y[rows]
+        log.info("%s fitted on a uniform sample of %d of %d rows (clustering.sample_rows); every row is then "
+                 "assigned in one pass", spec.get("name"), rows.size, len(Z))
+    offered = {"random_state": cfg["seed"], "y_true": y_fit, "candidates": spec.get("candidates") or (),
+               "encode": encode}
     if accepts(spec, "n_clusters", "clustering"):
-        offered["n_clusters"] = resolve_n_clusters(cfg, y, encode.Z)
+        offered["n_clusters"] = resolve_n_clusters(cfg, y, Zfit)
         from pipeline.app.checks import check_cluster_sizes
 
-        check_cluster_sizes(len(encode.Z), offered["n_clusters"])  # 2 samples per cluster, else ARI/q mean nothing
-    c = call(factory(spec, "clustering"), "clustering", encode.Z, offered=offered)
+        check_cluster_sizes(len(Z), offered["n_clusters"])  # 2 samples per cluster, else ARI/q mean nothing
+    c = call(factory(spec, "clustering"), "clustering", Zfit, offered=offered)
     if not isinstance(c, Clustering):
         raise InvalidInputError(f"clustering._target_={spec['_target_']} returned {type(c).__name__}, not a "
                                 "pipeline.clustering.Clustering.")
+    if rows is not None:
+        c = _assign_every_row(cfg, c, Z, Zfit, rows, ctx)
     return clustering_to_artifact(c)
+
+
+def check_finite_rows(block: np.ndarray, start: int, source, rows=None) -> np.ndarray:
+    """``block`` (rows of ``source`` from ``start``, or the ``rows``) unchanged, or a clear error
+    naming the first rows with NaN/inf values."""
+    bad = ~np.isfinite(block)
+    if bad.any():
+        where = np.unique(np.nonzero(bad)[0])
+        first = (where + start if rows is None else np.asarray(rows)[where])[:5].tolist()
+        where_from = getattr(source, "source", "the latents")
+        raise InvalidInputError(f"{where_from} holds NaN or inf values in rows {first} (0-based; {where.size} such rows "
+                                "in this chunk); every row must be finite. Remove or fix those rows.")
+    return block
+
+
+@dataclass(frozen=True)
+class AssignChunk:
+    """Labels of one chunk under a clustering fitted on a sample (picklable: Dask tasks)."""
+
+    clustering: Clustering
+    sample_X: np.ndarray | None
+    source: object = None
+
+    def __call__(self, rows: np.ndarray, start: int) -> dict:
+        from pipeline.clustering import assign_rows
+
+        check_finite_rows(rows, start, self.source)
+        return {"labels": assign_rows(self.clustering, rows, self.sample_X)}
+
+
+def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clustering:
+    from pipeline.app.chunk_map import map_rows, resume_folder
+    from pipeline.app.compute import run_backend
+    from pipeline.app.data.budget import chunk_rows
+    from pipeline.clustering import assign_rows
+
+    light = Clustering(np.asarray(c.labels), c.method, centers=c.centers, weights=c.weights, means=c.means,
+                       covariances=c.covariances, scores=c.scores)
+    needs_sample = not ((c.method == "kmeans" and c.centers is not None and not c.scores.get("scaled"))
+                        or (c.method == "gmm" and c.means is not None))
+    fitted = np.asarray(c.labels)
+    if not needs_sample:  # the fitted rows keep the label the fit gave them only if the rule agrees
+        agree = np.mean(assign_rows(light, Zfit) == fitted)
+        if agree < 1:
+            log.info("%s: %.4f of the sample's rows keep their fitted label under the assignment rule",
+                     c.method, agree)
+    task = AssignChunk(light, np.asarray(Zfit) if needs_sample else None, getattr(Z, "source", None))
+    row_bytes = int(np.prod(Z.shape[1:])) * 8
+    labels = map_rows(task, Z, chunk_rows(cfg, row_bytes), run_backend(cfg, ctx), resume_folder(ctx, "cluster"),
+                      desc="assign")["labels"]
+    if c.graph is not None:
+        log.info("%s's graph covers the %d sampled rows only; it is not kept (graph explainers need the in-memory "
+                 "run: clustering.sample_rows=null with a larger dataset.memory_budget)", c.method, len(rows))
+    scores = dict(c.scores or {})
+    scores["sample"] = {"rows": int(len(rows)), "of": int(len(Z)),
+                        "note": "fitted on a uniform sample; every row assigned by the fitted model"}
+    return Clustering(labels.astype(np.int64), c.method, centers=c.centers, weights=c.weights, means=c.means,
+                      covariances=c.covariances, graph=None, uses_labels=c.uses_labels, scores=scores)
 
 
 # version 2 (issue 36): GMM restarts fitted one by one, a restart with a degenerate component not
 # chosen, and the restarts' stability kept in the artifact's scores
-CLUSTER = Stage("cluster", ("load", "encode"), _config, _compute, version=2, artifact=ClusterArtifact)
+CLUSTER = Stage("cluster", ("load", "encode"), _config, _compute, version=2, artifact=ClusterArtifact, context=True)

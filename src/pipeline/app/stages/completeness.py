@@ -34,8 +34,9 @@ def completeness_stage(rows) -> Stage:
         from pipeline.trees.tree import ExplanationTree
 
         names = list(project.feature_names)
+        Z, Xc, labels = encode.Z, project.X, np.asarray(cluster.labels)
         try:
-            result = concept_completeness(encode.Z, project.X, cluster.labels, random_state=cfg["seed"]).to_dict()
+            result = concept_completeness(Z, Xc, labels, random_state=cfg["seed"]).to_dict()
         except InvalidInputError as exc:
             log.warning("concept completeness not computed: %s", exc)
             result = {"error": str(exc)}

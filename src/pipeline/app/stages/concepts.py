@@ -16,6 +16,7 @@ stage uses) and may name any of the offered ``dataset`` (a :class:`pipeline.app.
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import numpy as np
 
@@ -24,6 +25,8 @@ from pipeline.app.instantiate import call, factory
 from pipeline.app.stages.framework import Stage
 from pipeline.app.stages.load import artifact_to_dataset
 from pipeline.validation import InvalidInputError
+
+log = logging.getLogger(__name__)
 
 STAGE_ONLY = ("select", "select_tol")  # concepts.params used by the project stage, not by the concept source
 
@@ -41,9 +44,24 @@ def _config(cfg: dict) -> dict:
     return {"concepts": {**node, "params": params}, "cav": cfg["cav"], "seed": cfg["seed"]}
 
 
+def _labelled_rows(examples, Z):
+    """Per-row concept labels over latents on disk: only the rows that carry a label are read
+    (a row without any takes part in no CAV, so the fit is the one on every row)."""
+    from pipeline.app.data.chunked import is_view
+
+    if not is_view(Z) or examples.inputs is not None or examples.input_kind == "latents":
+        return examples, Z
+    labels = np.asarray(examples.labels, dtype=np.float64)
+    rows = np.flatnonzero(np.isfinite(labels.reshape(len(labels), -1)).any(axis=1))
+    log.info("concepts %s: the %d of %d rows with a concept label read for the CAVs", examples.set_name, rows.size,
+             len(Z))
+    return dataclasses.replace(examples, labels=examples.labels[rows]), Z[rows]
+
+
 def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, latents=None) -> ConceptsArtifact:
     """``latents(cfg, dataset, encode, examples) -> (examples, their latents)`` (default: the
-    examples and :func:`pipeline.app.stages.cavs.example_latents`); the chunked run passes its own."""
+    examples and :func:`pipeline.app.stages.cavs.example_latents`, reading only the labelled rows
+    of latents on disk)."""
     if not enabled(cfg):
         return ConceptsArtifact()
     from pipeline.app.stages.cavs import example_latents, fit_cavs  # concept code only for concept runs
@@ -57,7 +75,7 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, latents=None
     got = call(factory(node, "concepts"), "concepts", offered=offered)
     if isinstance(got, ConceptExamples):
         got, Zex = (latents(cfg, dataset, encode, got) if latents is not None
-                    else (got, example_latents(cfg, dataset, encode.Z, got, encode)))
+                    else _labelled_rows(got, example_latents(cfg, dataset, encode.Z, got, encode)))
         out = fit_cavs(cfg, got, Zex)
     elif isinstance(got, dict):
         try:

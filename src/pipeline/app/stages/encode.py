@@ -415,7 +415,19 @@ def _take(inputs, idx: np.ndarray):
     return inputs[idx]
 
 
+def passes_through(cfg: dict) -> bool:
+    """The identity encoder on an array read by row range: the latents are that array, read as
+    float32 (no copy in memory or in the cache)."""
+    from pipeline.app.stages.load import reads_by_row_range
+
+    return cfg["encoder"].get("_target_") == "pipeline.encoders.base.IdentityEncoder" and reads_by_row_range(cfg)
+
+
 def _encode(cfg: dict, load: LoadArtifact, train: TrainArtifact, ctx: RunContext) -> EncodeArtifact:
+    from pipeline.app.data.chunked import is_view
+
+    if is_view(load.X) and cfg["encoder"].get("_target_") == "pipeline.encoders.base.IdentityEncoder":
+        return EncodeArtifact(Z=load.X.as_dtype(np.float32), latent_names=latent_names(cfg, load, load.X.shape[1]))
     if cfg["encoder"]["name"] == "identity":  # the input is the embedding: nothing to store
         out = embed(fitted_encoder(cfg, train), load.inputs)
     else:
@@ -430,7 +442,8 @@ def _encode_through_store(cfg: dict, load: LoadArtifact, train: TrainArtifact, c
     """Z from the embedding store; the items it lacks embedded in chunks of :func:`chunk_items`
     (locally or as Dask tasks), each chunk committed to the store when it is done, so a killed run
     resumes after its last finished chunk. Cluster head and mixture prior as :func:`embed`."""
-    from pipeline.app.compute import make_compute
+    from pipeline.app.compute import run_backend
+    from pipeline.app.data.chunked import is_view, read_rows
     from pipeline.app.embedding_store import EmbeddingStore, item_hashes, store_root
 
     inputs = load.inputs
@@ -438,32 +451,32 @@ def _encode_through_store(cfg: dict, load: LoadArtifact, train: TrainArtifact, c
     if n == 0:
         raise InvalidInputError("the dataset has no items to embed; check dataset.classes / dataset.n_samples.")
     identity = store_identity(cfg, train)
-    hashes = item_hashes(inputs)
+    size = chunk_items(cfg)
+    if is_view(inputs):  # an array on disk: hashed chunk by chunk, never read whole
+        hashes = [h for start in range(0, n, size) for h in item_hashes(read_rows(inputs, start, start + size))]
+    else:
+        hashes = item_hashes(inputs)
     store = EmbeddingStore(store_root(cfg["paths"]["cache_dir"], identity), identity) if ctx.cache.enabled else None
     if store is not None and not ctx.cache.forced("encode"):
         Z, found = store.read(hashes)
     else:
         Z, found = None, np.zeros(n, dtype=bool)
     missing = np.flatnonzero(~found)
-    size = chunk_items(cfg)
     chunks = [missing[i:i + size] for i in range(0, missing.size, size)]
     where = f"embedding store {store.root}" if store is not None else "no embedding store (cache.enabled=false)"
     log.info("%s: %d of %d items stored; embedding %d in %d chunks of up to %d", where, n - missing.size, n,
              missing.size, len(chunks), size)
     encoder = train.encoder
     if chunks:
-        compute = make_compute(cfg.get("compute"))
+        compute = run_backend(cfg, ctx)  # the run's backend (closed by the runner)
         task = EmbedChunk(cfg, train.checkpoint, train.checkpoint_sha256, train.model_used, identity,
                           str(store.root) if store is not None else None)
-        try:
-            desc = f"embedding ({cfg['encoder']['name']})"
-            if compute.name == "local":
-                task.encoder = encoder = encoder if encoder is not None else fitted_encoder(cfg, train)
-                parts = compute.map(lambda idx: task((_take(inputs, idx), [hashes[i] for i in idx])), chunks, desc)
-            else:
-                parts = compute.map(task, [(_take(inputs, idx), [hashes[i] for i in idx]) for idx in chunks], desc)
-        finally:
-            compute.close()
+        desc = f"embedding ({cfg['encoder']['name']})"
+        if compute.name == "local":
+            task.encoder = encoder = encoder if encoder is not None else fitted_encoder(cfg, train)
+            parts = compute.map(lambda idx: task((_take(inputs, idx), [hashes[i] for i in idx])), chunks, desc)
+        else:
+            parts = compute.map(task, [(_take(inputs, idx), [hashes[i] for i in idx]) for idx in chunks], desc)
         if Z is None:
             Z = np.empty((n, parts[0].shape[1]), dtype=np.float32)
         for idx, part in zip(chunks, parts):
@@ -484,7 +497,8 @@ def _encode_through_store(cfg: dict, load: LoadArtifact, train: TrainArtifact, c
     return out
 
 
-ENCODE = Stage("encode", ("load", "train"), _encode_config, _encode, version=2, context=True, artifact=EncodeArtifact)
+ENCODE = Stage("encode", ("load", "train"), _encode_config, _encode, version=2, context=True, artifact=EncodeArtifact,
+               cached=lambda cfg: not passes_through(cfg))
 
 __all__ = ["TRAIN", "ENCODE", "EmbedChunk", "build", "check_latents", "checkpoint_path", "chunk_items", "embed",
            "fitted_encoder", "head_outputs", "latent_names", "store_identity"]

@@ -18,7 +18,7 @@ import logging
 import math
 
 import numpy as np
-from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score
+from sklearn.metrics import adjusted_rand_score
 
 from pipeline import metrics
 from pipeline.app.artifacts import ClusterArtifact, EvaluateArtifact, FitArtifact, LoadArtifact
@@ -33,7 +33,7 @@ LABEL_COLUMNS = ("ari", "ami")  # need ground-truth labels
 def _agreement(a, b, mask) -> tuple[float, float]:
     if mask.sum() < 2:
         return math.nan, math.nan
-    return float(adjusted_rand_score(a[mask], b[mask])), float(adjusted_mutual_info_score(a[mask], b[mask]))
+    return float(adjusted_rand_score(a[mask], b[mask])), metrics.adjusted_mutual_info(a[mask], b[mask])
 
 
 def _q_and_bound(fit: FitArtifact, n_clusters: int) -> tuple[float, float]:
@@ -74,6 +74,8 @@ def evaluate(y_true, reference: ClusterArtifact, fits: dict[str, FitArtifact]) -
                      "q": q, "q_bound": bound,
                      "n_leaves": fit.n_leaves, "depth": fit.depth, "fit_seconds": float(fit.fit_seconds),
                      "n_noise": n_noise, "uses_labels": bool(reference.uses_labels)})
+        if fit.fit_rows is not None:  # fitted on a stratified sample; every row evaluated
+            rows[-1]["fit_rows"] = int(fit.fit_rows)
     if y_true is None:  # no ground truth: label-based columns are left out of every table, not reported as 0/NaN
         rows = [{k: v for k, v in r.items() if k not in LABEL_COLUMNS} for r in rows]
     return rows

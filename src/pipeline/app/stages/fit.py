@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,9 +18,12 @@ log = logging.getLogger(__name__)
 
 
 def fit_inputs(project: ProjectArtifact, cluster: ClusterArtifact) -> FitInputs:
+    from pipeline.app.data.chunked import is_view
+
     labels = cluster.labels
     return FitInputs(
-        X=np.asarray(project.X, dtype=np.float64), labels=labels, feature_names=list(project.feature_names),
+        X=project.X if is_view(project.X) else np.asarray(project.X, dtype=np.float64), labels=labels,
+        feature_names=list(project.feature_names),
         n_clusters=int(np.unique(labels[labels >= 0]).size), centers=project.centers,
         mixture=project.mixture, graph=cluster.graph(), latent=project.latent_X,
         latent_mixture=project.latent_mixture, cavs=project.cavs, concept_names=project.concept_names,
@@ -30,13 +34,78 @@ def fit_stage(row: str) -> Stage:
     """The fit stage of explainer row ``row`` (its config is ``cfg["explainer"][row]``)."""
 
     def config(cfg: dict) -> dict:
-        return {"explainer": cfg["explainer"][row], "seed": cfg["seed"]}
+        sample = {k: v for k, v in (("fit.sample_rows", (cfg.get("fit") or {}).get("sample_rows")),
+                                    ("memory_budget", cfg["dataset"].get("memory_budget", "auto")))
+                  if v not in (None, "auto")}  # only when set: in-memory runs keep their keys
+        return {"explainer": cfg["explainer"][row], "seed": cfg["seed"], **sample}
 
-    def compute(cfg: dict, project: ProjectArtifact, cluster: ClusterArtifact) -> FitArtifact:
-        return fit_row(cfg, row, project, cluster)
+    def compute(cfg: dict, project: ProjectArtifact, cluster: ClusterArtifact, ctx=None) -> FitArtifact:
+        return fit_row(cfg, row, project, cluster, ctx)
 
     # version 2 (issue 36): the tree keeps the training values around each cut (exact printed rules)
-    return Stage(f"fit.{row}", ("project", "cluster"), config, compute, store="fit", version=2, artifact=FitArtifact)
+    return Stage(f"fit.{row}", ("project", "cluster"), config, compute, store="fit", version=2, artifact=FitArtifact,
+                 context=True)
+
+
+def tree_sample(cfg: dict, X, labels, latents=None) -> np.ndarray | None:
+    """Sorted rows the trees are fitted on, or None for every row: ``fit.sample_rows``, else every
+    row, unless the run is out of core (``latents`` larger than ``dataset.memory_budget``) and the
+    coordinates of every row (float64) would take more than a quarter of the budget: then the
+    largest stratified sample (by reference cluster) that fits."""
+    from pipeline.app.data.budget import memory_budget, out_of_core, sample_rows
+    from pipeline.streaming import stratified_sample
+
+    n, d = len(X), int(np.prod(X.shape[1:]))
+    fits = max(memory_budget(cfg) // 4 // (8 * max(d, 1)), 1)
+    big = out_of_core(cfg, latents if latents is not None else X)
+    rows = sample_rows((cfg.get("fit") or {}).get("sample_rows"), n, min(n, fits) if big else n, "fit.sample_rows")
+    return None if rows is None else stratified_sample(np.asarray(labels), rows, cfg["seed"])
+
+
+@dataclass(frozen=True)
+class PredictChunk:
+    """A fitted tree's clusters for one chunk of rows (picklable: Dask tasks)."""
+
+    estimator: object
+
+    def __call__(self, rows: np.ndarray, start: int) -> dict:
+        return {"pred": np.asarray(self.estimator.predict(np.asarray(rows, dtype=np.float64)), dtype=np.int64)}
+
+
+def _fit_sampled(cfg: dict, row: str, spec: dict, inputs: FitInputs, ctx):
+    """The tree fitted on a stratified sample (or on every row of coordinates read from disk), then
+    every row predicted chunk by chunk."""
+    import dataclasses
+
+    from pipeline.app.chunk_map import map_rows
+    from pipeline.app.compute import run_backend
+    from pipeline.app.data.budget import chunk_rows
+
+    rows = tree_sample(cfg, inputs.X, inputs.labels, inputs.latent)
+    n = len(inputs.labels)
+    idx = np.arange(n) if rows is None else rows
+    latent = inputs.latent
+    on_latent = spec.get("fit") == "concept_mixture"
+    if latent is not None and (rows is not None or on_latent):
+        latent_rows = idx if rows is not None else tree_sample(cfg, latent, inputs.labels, latent)
+        latent = latent[latent_rows if latent_rows is not None else idx]
+    else:
+        latent = None
+    sub = dataclasses.replace(inputs, X=np.asarray(inputs.X[idx] if rows is not None else inputs.X, dtype=np.float64),
+                              labels=np.asarray(inputs.labels)[idx], latent=latent,
+                              graph=inputs.graph if rows is None else None)
+    if rows is not None:
+        log.info("%s: fitted on a stratified sample of %d of %d rows (fit.sample_rows; the coordinates of every row "
+                 "would take %.0f MB, over a quarter of dataset.memory_budget); every row is predicted and evaluated",
+                 row, idx.size, n, n * int(np.prod(inputs.X.shape[1:])) * 8 / 1e6)
+    est, pred = fit_explainer(row, spec, sub, cfg["seed"])
+    source = inputs.latent if on_latent else inputs.X
+    fit_rows = None if rows is None else int(idx.size)
+    if rows is None and not on_latent:
+        return est, pred, fit_rows
+    width = int(np.prod(source.shape[1:])) * 8
+    pred = map_rows(PredictChunk(est), source, chunk_rows(cfg, width), run_backend(cfg, ctx), desc=f"predict {row}")
+    return est, pred["pred"], fit_rows
 
 
 def fix_hint(cfg: dict, row: str, message: str, concepts: bool) -> str:
@@ -53,14 +122,21 @@ def fix_hint(cfg: dict, row: str, message: str, concepts: bool) -> str:
             f"{keep if others else 'explainer=[cart]'}.")
 
 
-def fit_row(cfg: dict, row: str, project: ProjectArtifact, cluster: ClusterArtifact) -> FitArtifact:
+def fit_row(cfg: dict, row: str, project: ProjectArtifact, cluster: ClusterArtifact, ctx=None) -> FitArtifact:
     """Fit explainer row ``row`` on the projected data and the reference clustering."""
+    from pipeline.app.data.chunked import is_view
+
     inputs = fit_inputs(project, cluster)
     spec = cfg["explainer"][row]
     start = time.perf_counter()
     check_provided(row, spec, inputs.capabilities(), cfg["clustering"]["name"], inputs.cavs is None)
+    fit_rows = None
     try:
-        est, pred = fit_explainer(row, spec, inputs, cfg["seed"])
+        if is_view(inputs.X) or is_view(inputs.latent) or tree_sample(cfg, inputs.X, inputs.labels,
+                                                                      inputs.latent) is not None:
+            est, pred, fit_rows = _fit_sampled(cfg, row, spec, inputs, ctx)
+        else:
+            est, pred = fit_explainer(row, spec, inputs, cfg["seed"])
     except InvalidInputError as exc:
         raise InvalidInputError(f"{exc}{fix_hint(cfg, row, str(exc), inputs.cavs is not None)}") from None
     seconds = time.perf_counter() - start
@@ -72,4 +148,4 @@ def fit_row(cfg: dict, row: str, project: ProjectArtifact, cluster: ClusterArtif
         if hasattr(est, attr):
             stats[key] = np.asarray(getattr(est, attr), dtype=np.float64)
     return FitArtifact(row=row, name=spec["name"], tree=tree.to_dict(), predictions=pred, fit_seconds=seconds,
-                       n_leaves=int(tree.n_leaves), depth=int(tree.depth), **stats)
+                       n_leaves=int(tree.n_leaves), depth=int(tree.depth), fit_rows=fit_rows, **stats)

@@ -66,9 +66,9 @@ class Stage:
         Returns an instance of ``artifact``. With ``context=True`` it also receives ``ctx=RunContext``.
     version : int
         Bump when ``compute`` changes meaning, to invalidate old cache entries.
-    cached : bool
+    cached : bool or callable (cfg: dict) -> bool
         False for stages cheaper to recompute than to read back (a matrix product, metrics,
-        report files); their artifacts may hold any Python object.
+        report files, an array file opened by row range); their artifacts may hold any Python object.
     store : str or None
         Cache sub-directory (default ``name``); stages producing the same kind of artifact share it.
     context : bool
@@ -89,12 +89,15 @@ class Stage:
     config: Callable[[dict], Any]
     compute: Callable[..., Artifact]
     version: int = 1
-    cached: bool = True
+    cached: bool | Callable[[dict], bool] = True
     store: str | None = None
     context: bool = False
     output_key: Callable[[str, Artifact], str] | None = None
     artifact: type[Artifact] = Artifact
     verify: Callable[[Artifact], None] | None = None
+
+    def is_cached(self, cfg: dict) -> bool:
+        return bool(self.cached(cfg) if callable(self.cached) else self.cached)
 
     def key(self, cfg: dict, done: dict[str, StageOutput]) -> str:
         # paths under the configured roots enter the key relative to them: moving models/, the data
@@ -111,7 +114,8 @@ def execute(stage: Stage, cfg: dict, cache: StageCache | RunContext, done: dict[
     if stage.context:
         inputs["ctx"] = ctx
         ctx.resources["key"] = key
-    if not stage.cached:
+        ctx.resources["input_keys"] = {i: done[i].key for i in stage.inputs}
+    if not stage.is_cached(cfg):
         out = stage.compute(cfg, **inputs)
         return StageOutput(stage.output_key(key, out) if stage.output_key else key, out)
     check = None if stage.verify is None else (lambda record: stage.verify(stage.artifact.from_record(record)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.app.artifacts import LoadArtifact
+from pipeline.app.data.chunked import is_view
 from pipeline.app.data.dataset import Dataset
 from pipeline.app.data.loading import load_dataset
 from pipeline.app.stages.framework import Stage
@@ -16,7 +17,7 @@ _KEY_FIELDS = ("_target_", "name", "split", "classes", "n_samples", "standardize
 def dataset_to_artifact(ds: Dataset) -> LoadArtifact:
     return LoadArtifact(name=ds.name, kind=ds.kind, feature_names=ds.feature_names, class_names=ds.class_names,
                         meta=ds.meta, texts=list(ds.X) if ds.kind == "text" else None,
-                        X=None if ds.kind == "text" else np.asarray(ds.X),
+                        X=None if ds.kind == "text" else (ds.X if is_view(ds.X) else np.asarray(ds.X)),
                         y=None if ds.y is None else np.asarray(ds.y, dtype=np.int64), images=ds.images,
                         raw=ds.raw)
 
@@ -38,6 +39,21 @@ def _compute(cfg: dict) -> LoadArtifact:
     return dataset_to_artifact(load_dataset(cfg["dataset"], cfg["paths"], cfg["seed"]))
 
 
+def reads_by_row_range(cfg: dict) -> bool:
+    """True when ``dataset.path`` is an array the run reads by row range (a 2-D float ``.npy``,
+    ``.npy``/``.parquet`` shards, zarr): loading it opens headers only, so it is not cached (the
+    file is its own cache; its fingerprint is in every key downstream)."""
+    ds = cfg["dataset"]
+    if ds.get("_target_") != "pipeline.app.data.files.load_from_config" or not ds.get("path"):
+        return False
+    if ds.get("classes") or ds.get("n_samples"):
+        return False  # a subset is loaded into memory (and cached) as before
+    from pipeline.app.data.files import is_array_source
+
+    return is_array_source(ds["path"])
+
+
 # version 2: entries written before dataset.n_samples above the dataset's size became an error
 # (issue 29) held the whole dataset under that key; they must not hit any more.
-LOAD = Stage("load", (), _config, _compute, version=2, artifact=LoadArtifact)
+LOAD = Stage("load", (), _config, _compute, version=2, artifact=LoadArtifact,
+             cached=lambda cfg: not reads_by_row_range(cfg))

@@ -7,6 +7,9 @@ a matrix product is cheaper than reading its result back.
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
+
 import numpy as np
 
 from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, EncodeArtifact, LoadArtifact, ProjectArtifact
@@ -20,8 +23,43 @@ def _config(cfg: dict) -> dict:
     return {k: params[k] for k in ("select", "select_tol") if params.get(k) is not None}
 
 
+@dataclass(frozen=True)
+class ProjectChunk:
+    """Concept coordinates of one chunk of latents (picklable: Dask tasks)."""
+
+    cavs: np.ndarray
+
+    def __call__(self, rows: np.ndarray, start: int) -> dict:
+        return {"X": project(rows, self.cavs)}
+
+
+def concept_coordinates(cfg: dict, Z, C, ctx=None, key: str = "") -> np.ndarray:
+    """``Z Cᵀ``: at once for latents in memory; chunk by chunk for latents on disk, kept in the cache
+    (store ``coordinates``, keyed by the latents and the CAVs) so a warm run does not read the latents."""
+    from pipeline.app.data.chunked import is_view
+
+    if not is_view(Z):
+        return project(Z, C)
+    from pipeline.app.cache import make_key
+    from pipeline.app.chunk_map import map_rows
+    from pipeline.app.compute import run_backend
+    from pipeline.app.data.budget import chunk_rows
+
+    def compute() -> dict:
+        rows = chunk_rows(cfg, int(Z.shape[1]) * 8)
+        resume = None if ctx is None or not ctx.cache.enabled else ctx.cache.root / "chunks" / "coordinates" / k
+        return {"X": map_rows(ProjectChunk(np.asarray(C, dtype=np.float64)), Z, rows, run_backend(cfg, ctx), resume,
+                              desc="Z Cᵀ")["X"]}
+
+    k = make_key("coordinates", {"cavs_sha256": hashlib.sha256(np.ascontiguousarray(C, dtype=np.float64)).hexdigest()},
+                 [key], 1)
+    if ctx is None:
+        return compute()["X"]
+    return ctx.cache.get_or_compute("coordinates", k, compute)["X"]
+
+
 def _compute(cfg: dict, encode: EncodeArtifact, cluster: ClusterArtifact,
-             concepts: ConceptsArtifact, load: LoadArtifact | None = None) -> ProjectArtifact:
+             concepts: ConceptsArtifact, load: LoadArtifact | None = None, ctx=None) -> ProjectArtifact:
     Z = encode.Z
     if concepts.enabled and (cfg["concepts"].get("params") or {}).get("select"):  # off by default
         from pipeline.app.stages.cavs import select_for_reference
@@ -36,7 +74,7 @@ def _compute(cfg: dict, encode: EncodeArtifact, cluster: ClusterArtifact,
     from pipeline.app.stages.cavs import display_units
 
     C = concepts.cavs
-    X = project(Z, C)
+    X = concept_coordinates(cfg, Z, C, ctx, (ctx.resources.get("input_keys", {}).get("encode", "") if ctx is not None else ""))
     units_kind, units = display_units(cfg, concepts, X, concepts.concept_names)
     return ProjectArtifact(
         X=X, feature_names=concepts.concept_names, latent_X=Z, latent_names=encode.latent_names,
@@ -49,6 +87,10 @@ def _compute(cfg: dict, encode: EncodeArtifact, cluster: ClusterArtifact,
 def table_units(load: LoadArtifact | None, encode: EncodeArtifact) -> list | None:
     """A standardised table explained on its own columns (encoder=identity): one map per column
     back to the table's units, so thresholds print as ``alcohol <= 13.05``, not in z-scores."""
+    from pipeline.app.data.chunked import is_view
+
+    if is_view(encode.Z):
+        return None
     record = (load.meta or {}).get("standardized") if load is not None else None
     if record is None or load.raw is None or list(encode.latent_names) != list(load.feature_names or []):
         return None
@@ -62,4 +104,4 @@ def table_units(load: LoadArtifact | None, encode: EncodeArtifact) -> list | Non
 
 
 PROJECT = Stage("project", ("encode", "cluster", "concepts", "load"), _config, _compute, cached=False,
-                artifact=ProjectArtifact)
+                artifact=ProjectArtifact, context=True)

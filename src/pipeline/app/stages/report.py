@@ -40,6 +40,7 @@ def report_stage(rows, counterfactuals: bool = False, completeness: bool = False
         renders = render_cache(cfg, ctx)
         write_trees(out_dir, fits, cfg["report"]["figures"], data, load.name, ari, cache=renders)
         csv, _ = write_tables(out_dir, df)
+        write_assignments(out_dir, cfg, load, cluster, fits)
         out = {"df": df, "csv": csv, "fits": fits, "table2": None, "counterfactuals_csv": None, "html": None}
         if concepts.enabled:  # Table-2 row, CAV table, files for the notebook (issue 6)
             from pipeline.app.report.concept_run import cav_frame, table2_for_run, write_cav_table, write_concept_run
@@ -67,6 +68,34 @@ def report_stage(rows, counterfactuals: bool = False, completeness: bool = False
         return ReportArtifact(**out)
 
     return Stage("report", inputs, lambda cfg: {}, compute, cached=False, context=True, artifact=ReportArtifact)
+
+
+def row_ids(cfg: dict, load: LoadArtifact):
+    """Every row's id: ``dataset.ids`` (a 1-D array file), the dataset's own ids (``dataset.id_column``,
+    file names of a folder), else None (row numbers)."""
+    import numpy as np
+
+    n = len(load.y) if load.y is not None else len(load.inputs)
+    ids = (load.meta or {}).get("ids")
+    return None if ids is None or len(ids) != n else np.asarray(ids)
+
+
+def write_assignments(out_dir: Path, cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, fits: dict) -> Path:
+    """``assignments.parquet``: every row's id (or row number), its reference cluster and each
+    tree's cluster (row groups of a million rows), written atomically."""
+    import io
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    labels = np.asarray(cluster.labels)
+    ids = row_ids(cfg, load)
+    cols = {"id": ids if ids is not None else np.arange(labels.size, dtype=np.int64), "reference": labels}
+    cols.update({row: np.asarray(fit.predictions) for row, fit in fits.items() if len(fit.predictions) == labels.size})
+    buf = io.BytesIO()
+    pq.write_table(pa.table(cols), buf, row_group_size=1_000_000)
+    return atomic_write(Path(out_dir) / "assignments.parquet", buf.getvalue())
 
 
 def render_cache(cfg: dict, ctx: RunContext):

@@ -1,0 +1,115 @@
+"""One pass over a run's rows, chunk by chunk, resumable (docs/out-of-core.md).
+
+:func:`map_rows` applies a function to every chunk of rows of an array in memory or a
+:class:`pipeline.app.data.chunked.ChunkedArray` read from disk and concatenates what it returns
+(a dict of arrays, one row per input row). An array in memory is one chunk when it fits a
+chunk; a view is read chunk by chunk, in this process or as Dask tasks (``compute=dask``).
+
+With a ``resume`` folder every finished chunk's result is written there at once
+(``<start>-<stop>.<sha256[:16]>.npz``, written under a temporary name and renamed; the name's
+digest is checked when read), so a pass that is killed recomputes only the chunks that were in
+flight. The folder is removed when the pass completes (its result then lives in the stage's
+cache entry).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.app.data.chunked import is_view, read_rows, row_ranges
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ChunkTask:
+    """``fn(rows)`` for one ``(index, (start, stop))`` item (small and picklable: a view is paths)."""
+
+    X: object
+    fn: object
+
+    def __call__(self, item):
+        _, (start, stop) = item
+        return self.fn(read_rows(self.X, start, stop), start)
+
+
+def resume_folder(ctx, name: str) -> Path | None:
+    """Where the stage being computed keeps its finished chunks (None without a cache)."""
+    if ctx is None or not ctx.cache.enabled:
+        return None
+    return ctx.cache.root / "chunks" / name / ctx.resources.get("key", "nokey")
+
+
+def map_rows(fn, X, chunk_rows: int, compute=None, resume: Path | None = None, desc: str = "chunks") -> dict:
+    """``fn(rows, start) -> {name: array}`` over the chunks of ``X``; the arrays concatenated in row order."""
+    ranges = row_ranges(X, chunk_rows)
+    if len(ranges) == 1:
+        return fn(read_rows(X, *ranges[0]), 0)
+    finished = _finished(resume) if resume is not None else {}
+    items = [(i, r) for i, r in enumerate(ranges) if r not in finished]
+    if finished:
+        log.warning("%s: %d of %d chunks finished by an earlier run are reused; %d to compute", desc,
+                 len(ranges) - len(items), len(ranges), len(items))
+    results = dict(finished)
+
+    def done(j, result):
+        rng = items[j][1]
+        results[rng] = result
+        if resume is not None:
+            _save(resume, rng, result)
+
+    from pipeline.app.compute import LocalCompute
+
+    backend = compute if (compute is not None and is_view(X)) else LocalCompute()
+    backend.map(ChunkTask(X, fn), items, desc=desc, done=done)
+    ordered = [results[r] for r in ranges]
+    out = {k: np.concatenate([res[k] for res in ordered]) for k in ordered[0]}
+    if resume is not None:
+        shutil.rmtree(resume, ignore_errors=True)
+    return out
+
+
+def _save(folder: Path, rng: tuple, result: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    np.savez(buf, **result)
+    data = buf.getvalue()
+    final = folder / f"{rng[0]}-{rng[1]}.{hashlib.sha256(data).hexdigest()[:16]}.npz"
+    tmp = folder / f".{final.name}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, final)
+
+
+def _finished(folder: Path) -> dict:
+    """The chunk results a killed pass left, checked against the digest in their names."""
+    out = {}
+    if not folder.is_dir():
+        return out
+    for f in folder.iterdir():
+        if f.name.startswith("."):
+            f.unlink(missing_ok=True)  # a chunk being written when the run was killed
+            continue
+        try:
+            span, digest, _ = f.name.split(".")
+            start, stop = (int(v) for v in span.split("-"))
+            data = f.read_bytes()
+            if hashlib.sha256(data).hexdigest()[:16] != digest:
+                raise ValueError("digest differs")
+            with np.load(io.BytesIO(data), allow_pickle=False) as z:
+                out[(start, stop)] = {k: z[k] for k in z.files}
+        except (ValueError, OSError) as exc:
+            log.warning("chunk result %s is damaged (%s); that chunk is recomputed", f, exc)
+            f.unlink(missing_ok=True)
+    return out
