@@ -140,6 +140,16 @@ def test_texts_go_through_the_store_in_chunks(tmp_path):
     assert Counting.embedded == 40  # +force=encode embeds again, whatever the store holds
 
 
+def test_an_array_on_disk_is_hashed_and_embedded_chunk_by_chunk(tmp_path):
+    X = np.random.default_rng(1).standard_normal((300, 64)).astype(np.float32)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", np.arange(300) % 3)
+    files = ("dataset=files", f"dataset.path={tmp_path / 'X.npy'}", f"dataset.labels={tmp_path / 'y.npy'}")
+    run(config(tmp_path, "f", "dataset.chunk_rows=96", "clustering.n_clusters=3", dataset=files))
+    assert Counting.embedded == 300 and Counting.calls == 4
+    np.testing.assert_array_equal(encoded(tmp_path, "f"), Counting(batch_size=16).transform(X))
+
+
 def test_another_encoder_configuration_gets_its_own_store(tmp_path):
     run(config(tmp_path, "a"))
     run(config(tmp_path, "b", "+encoder.params.scale=2.0"))
