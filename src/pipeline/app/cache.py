@@ -134,6 +134,17 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+def write_file_atomic(path: Path, data: bytes, suffix: str = ".tmp") -> None:
+    """Write ``data`` to ``path`` atomically: a temporary sibling ``.<name>.<random><suffix>``,
+    fsynced, then renamed into place (a killed writer leaves only the temporary file)."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}{suffix}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
 def save_artifact(path: Path, artifact: Artifact) -> None:
     """Write ``artifact`` into the (new, empty) directory ``path``, with a checksum manifest; fsynced."""
     arrays = {k: v for k, v in artifact.items() if isinstance(v, np.ndarray)}

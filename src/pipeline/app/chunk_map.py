@@ -17,14 +17,13 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
-import os
 import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from pipeline.app.cache import write_file_atomic
 from pipeline.app.data.chunked import is_view, read_rows, row_ranges
 
 log = logging.getLogger(__name__)
@@ -84,12 +83,7 @@ def _save(folder: Path, rng: tuple, result: dict) -> None:
     np.savez(buf, **result)
     data = buf.getvalue()
     final = folder / f"{rng[0]}-{rng[1]}.{hashlib.sha256(data).hexdigest()[:16]}.npz"
-    tmp = folder / f".{final.name}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, final)
+    write_file_atomic(final, data)
 
 
 def _finished(folder: Path) -> dict:

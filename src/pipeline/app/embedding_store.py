@@ -24,16 +24,15 @@ shard is checked against its record's sha256 when it is read: one that changed o
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
-import os
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
 
-from pipeline.app.cache import file_digest, fsync_path
+from pipeline.app.cache import file_digest, fsync_path, write_file_atomic
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -81,12 +80,7 @@ def identity_id(identity: dict) -> str:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_file_atomic(path, data, suffix=".part")  # .part: what _remove_unfinished clears
 
 
 def _describe(identity: dict) -> str:
@@ -279,15 +273,13 @@ class EmbeddingStore:
             raise ValueError(f"{len(hashes)} item hashes for embeddings of shape {Z.shape}")
         name = hashlib.sha256("\n".join(hashes).encode()).hexdigest()[:24]
         shard = self.shards / f"{name}.npy"
+        buf = io.BytesIO()
+        np.save(buf, Z)
+        data = buf.getvalue()
         with self.lock:
             self._set_width(Z.shape[1])
-            tmp = self.shards / f".{name}.{uuid.uuid4().hex}.part"
-            with open(tmp, "wb") as fh:
-                np.save(fh, Z)
-                fh.flush()
-                os.fsync(fh.fileno())
-            digest = file_digest(tmp)
-            os.replace(tmp, shard)
+            _write_atomic(shard, data)
+            digest = hashlib.sha256(data).hexdigest()
             record = {"items": list(hashes), "rows": len(hashes), "width": int(Z.shape[1]), "sha256": digest,
                       "seq": time.time_ns()}
             _write_atomic(shard.with_suffix(".json"), json.dumps(record).encode())
