@@ -10,7 +10,7 @@ Measures, each in a fresh interpreter where a user would have one:
 * **embedding throughput** (images/s wall and images per CPU-second, median of ``--repeats``
   interleaved passes over ``--images`` Fashion-MNIST images after a warm-up pass) of the encoder
   as the pipeline runs it (the network's trunk with BatchNorms folded, channels-last:
-  :func:`pipeline.encoders.efficientnet.feature_trunk`) beside the previous path (the whole
+  :func:`pipeline.encoders.efficientnet_lite.feature_trunk`) beside the previous path (the whole
   eager network read by a forward hook, what this issue's first round ran), per input side;
 * the **cold run**: ``python -m pipeline dataset=fashion_mnist dataset.classes=[6,7,9]
   encoder=efficientnet_lite0 clustering=gmm concepts=fashion_attributes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.concepts.completeness import concept_completeness, permutation_importance
+from pipeline.concepts.completeness_probe import concept_completeness, permutation_importance
 from pipeline.validation import InvalidInputError
 
 

@@ -34,7 +34,7 @@ def test_row_provenance_flags_a_union_of_classes():
 
 def _fashion(names_table=None):
     from pipeline.app.concept_sets import load_concept_spec
-    from pipeline.app.concept_sets.attributes import spec_table
+    from pipeline.app.concept_sets.attribute_tables import spec_table
 
     classes, names, table, _ = spec_table(load_concept_spec("fashion_attributes"))
     run_ds = Dataset("fashion_mnist", np.zeros((6, 4, 4, 1), np.uint8), np.array([0, 0, 1, 1, 2, 2]), "image",

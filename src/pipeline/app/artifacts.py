@@ -235,7 +235,7 @@ class EvaluateArtifact(Artifact):
 @dataclass(frozen=True)
 class CompletenessArtifact(Artifact):
     """Stage ``completeness`` (concept runs): how much the concepts can explain
-    (:func:`pipeline.concepts.completeness.concept_completeness`, as a dict) and each concept's
+    (:func:`pipeline.concepts.completeness_probe.concept_completeness`, as a dict) and each concept's
     permutation importance per explainer row (row -> {concept: importance}); None without concepts."""
 
     stage: ClassVar[str] = "completeness"

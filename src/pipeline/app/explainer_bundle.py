@@ -142,6 +142,31 @@ def _reference(cluster, Z) -> tuple[dict, dict]:
 PERCENTILE_ROWS = 100_001
 
 
+def _coordinates(X) -> tuple[np.ndarray, tuple]:
+    """(the coordinates the rules are printed against, (min, max, std) of every column). Coordinates
+    read from disk (latents out of core) are summarised chunk by chunk; the rules are then printed
+    against the report's uniform sample of rows (:data:`pipeline.app.report.run_report.SAMPLE_ROWS`)."""
+    from pipeline.app.data.chunked import is_view, read_rows, row_ranges
+
+    if not is_view(X):
+        X = np.asarray(X, dtype=np.float64)
+        std = X.std(axis=0) if len(X) else np.ones(X.shape[1])
+        return X, (X.min(axis=0), X.max(axis=0), std)
+    from pipeline.app.report.run_report import SAMPLE_ROWS
+
+    d = X.shape[1]
+    low, high, total, square = np.full(d, np.inf), np.full(d, -np.inf), np.zeros(d), np.zeros(d)
+    for start, stop in row_ranges(X, 65_536):
+        block = np.asarray(read_rows(X, start, stop), dtype=np.float64)
+        low, high = np.minimum(low, block.min(axis=0)), np.maximum(high, block.max(axis=0))
+        total += block.sum(axis=0)
+        square += np.square(block).sum(axis=0)
+    n = len(X)
+    std = np.sqrt(np.maximum(square / n - np.square(total / n), 0.0))
+    rows = np.sort(np.random.default_rng(0).choice(n, min(n, SAMPLE_ROWS), replace=False))
+    return np.asarray(X[rows], dtype=np.float64), (low, high, std)
+
+
 def _cluster_means(Z, labels, used) -> np.ndarray:
     """Each used cluster's mean latent, chunk by chunk (the latents may be on disk)."""
     from pipeline.app.data.chunked import read_rows, row_ranges
@@ -200,11 +225,10 @@ def bundle_from_run(cfg: dict, done: dict, out_dir: Path | None = None) -> Bundl
     cluster, project = done["cluster"].artifact, done["project"].artifact
     train = done["train"].artifact if "train" in done else None
     report = done["report"].artifact if "report" in done else None
-    X = np.asarray(project.X, dtype=np.float64)
     ref_doc, arrays = _reference(cluster, encode.Z)
-    std = X.std(axis=0) if len(X) else np.ones(X.shape[1])
+    X, (low, high, std) = _coordinates(project.X)
     scale = np.where(np.isfinite(std) & (std > 0), std, 1.0)
-    arrays.update(feature_min=X.min(axis=0), feature_max=X.max(axis=0), feature_scale=scale)
+    arrays.update(feature_min=low, feature_max=high, feature_scale=scale)
     if project.cavs is not None:
         arrays["cavs"] = np.asarray(project.cavs, dtype=np.float64)
     if project.units is not None:  # percentile units, and the percentile fallback of probability units
@@ -240,7 +264,7 @@ def bundle_from_run(cfg: dict, done: dict, out_dir: Path | None = None) -> Bundl
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "packages": package_versions(),
         "run": {"dir": str(Path(out_dir).resolve()) if out_dir is not None else None, "dataset": load.name,
-                "n_rows": int(len(X)), "class_names": load.class_names, "seed": cfg.get("seed"),
+                "n_rows": int(len(project.X)), "class_names": load.class_names, "seed": cfg.get("seed"),
                 "clustering": (cfg.get("clustering") or {}).get("name"),
                 "concepts": (cfg.get("concepts") or {}).get("name")},
         "input": _input_spec(load),

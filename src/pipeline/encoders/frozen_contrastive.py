@@ -12,7 +12,7 @@ a cost of ``n_views + 1`` backbone passes per image instead of ``2 x epochs`` (w
 feasible on a CPU). The heads are the authors' two-layer MLPs.
 
 Backbones: EfficientNet-Lite (``backbone="efficientnet_lite0"``, pooled at ``layer``), built
-by :mod:`pipeline.encoders.efficientnet`; the weights arrive as a state dict (the application
+by :mod:`pipeline.encoders.efficientnet_lite`; the weights arrive as a state dict (the application
 reads the weights package).
 """
 
@@ -27,7 +27,7 @@ from torch import nn
 from torchvision.transforms import v2
 
 from pipeline.encoders.contrastive import REPRESENTATIONS, ContrastiveClusteringNet, paired_loss, projectors
-from pipeline.encoders.efficientnet import (DEFAULT_LAYER, EfficientNetEncoder, check_channels, check_variant,
+from pipeline.encoders.efficientnet_lite import (DEFAULT_LAYER, EfficientNetEncoder, check_channels, check_variant,
                                             efficientnet_lite, input_transform)
 from pipeline.encoders.training import COMMON_CONSTRAINTS, TorchEncoder, check_fitted
 from pipeline.validation import InvalidInputError
@@ -224,7 +224,7 @@ class FrozenBackboneContrastive(TorchEncoder):
                                         "package.")
             net = self._build_module()
             state = self.backbone_weights.get("state_dict", self.backbone_weights)
-            from pipeline.encoders.efficientnet import map_state_dict
+            from pipeline.encoders.efficientnet_lite import map_state_dict
 
             net.backbone.load_state_dict(map_state_dict(state, net.backbone))
             self.module_ = net.to(self.device_)

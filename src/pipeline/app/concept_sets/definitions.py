@@ -52,7 +52,7 @@ def build_examples(spec: dict, dataset, cfg: dict | None = None, **options) -> C
     spec = {**spec, **{k: v for k, v in options.items() if v is not None}}
     check_dataset(spec, dataset.name)
     if spec["type"] in ("awa2_predicates", "class_attributes"):
-        from pipeline.app.concept_sets.attributes import attribute_examples
+        from pipeline.app.concept_sets.attribute_tables import attribute_examples
 
         return attribute_examples(spec, dataset, cfg, _awa2_root(spec, dataset) if spec["type"] == "awa2_predicates"
                                   else None)

@@ -2,10 +2,10 @@
 
 On a concept run: the concept completeness of the concept coordinates ``Z Cᵀ`` for the reference
 clustering relative to the latents ``Z``
-(:func:`pipeline.concepts.completeness.concept_completeness`: the held-out accuracy of one
+(:func:`pipeline.concepts.completeness_probe.concept_completeness`: the held-out accuracy of one
 logistic probe on each, chance = 0, latents = 1) and, per fitted explainer row on the concept
 coordinates, each concept's permutation importance for the tree's agreement with the reference
-(:func:`pipeline.concepts.completeness.permutation_importance`). Cached (the probes are the cost:
+(:func:`pipeline.concepts.completeness_probe.permutation_importance`). Cached (the probes are the cost:
 at most 5,000 rows each). Without concepts its artifact is empty.
 """
 
@@ -30,7 +30,7 @@ def completeness_stage(rows) -> Stage:
                 **fits: FitArtifact | None) -> CompletenessArtifact:
         if project.cavs is None:  # concepts=none
             return CompletenessArtifact()
-        from pipeline.concepts.completeness import concept_completeness, permutation_importance
+        from pipeline.concepts.completeness_probe import concept_completeness, permutation_importance
         from pipeline.trees.tree import ExplanationTree
 
         names = list(project.feature_names)
