@@ -47,18 +47,22 @@ def fit_stage(row: str) -> Stage:
                  context=True)
 
 
+TREE_SAMPLE = 50_000  # rows of the stratified sample the trees see when every row's coordinates do not fit
+
+
 def tree_sample(cfg: dict, X, labels, latents=None) -> np.ndarray | None:
     """Sorted rows the trees are fitted on, or None for every row: ``fit.sample_rows``, else every
     row, unless the run is out of core (``latents`` larger than ``dataset.memory_budget``) and the
-    coordinates of every row (float64) would take more than a quarter of the budget: then the
-    largest stratified sample (by reference cluster) that fits."""
+    coordinates of every row (float64) would take more than a quarter of the budget: then a
+    stratified sample (by reference cluster) of ``TREE_SAMPLE`` rows (fewer if those do not fit)."""
     from pipeline.app.data.budget import memory_budget, out_of_core, sample_rows
     from pipeline.streaming import stratified_sample
 
     n, d = len(X), int(np.prod(X.shape[1:]))
     fits = max(memory_budget(cfg) // 4 // (8 * max(d, 1)), 1)
     big = out_of_core(cfg, latents if latents is not None else X)
-    rows = sample_rows((cfg.get("fit") or {}).get("sample_rows"), n, min(n, fits) if big else n, "fit.sample_rows")
+    default = n if not big or n <= fits else min(fits, TREE_SAMPLE)
+    rows = sample_rows((cfg.get("fit") or {}).get("sample_rows"), n, default, "fit.sample_rows")
     return None if rows is None else stratified_sample(np.asarray(labels), rows, cfg["seed"])
 
 
