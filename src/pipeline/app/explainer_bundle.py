@@ -232,11 +232,16 @@ def bundle_from_run(cfg: dict, done: dict, out_dir: Path | None = None) -> Bundl
     if project.cavs is not None:
         arrays["cavs"] = np.asarray(project.cavs, dtype=np.float64)
     if project.units is not None:  # percentile units, and the percentile fallback of probability units
-        values = np.sort(X, axis=0)
+        values = X if len(X) <= 10 * PERCENTILE_ROWS else X[np.sort(np.random.default_rng(0).choice(
+            len(X), 10 * PERCENTILE_ROWS, replace=False))]  # beyond a million rows: a uniform sample of them
+        values = np.sort(values, axis=0)
         if len(values) > PERCENTILE_ROWS:  # evenly spaced order statistics: percentiles of new rows within 1e-5
             values = values[np.linspace(0, len(values) - 1, PERCENTILE_ROWS).round().astype(np.int64)]
         arrays["percentile_values"] = values
     results = report.df if report is not None else pd.DataFrame()
+    # the rules' texts leave the leaf annotations out: the rows they are printed against only fill
+    # in statistics that are dropped, so a large run prints them against a sample of its rows
+    shown = X if len(X) <= 10 * PERCENTILE_ROWS else X[::max(len(X) // PERCENTILE_ROWS, 1)]
     trees, tree_docs = {}, {}
     for name, out in done.items():
         if not name.startswith("fit.") or out.artifact is None:
@@ -252,8 +257,8 @@ def bundle_from_run(cfg: dict, done: dict, out_dir: Path | None = None) -> Bundl
             if "misassignment" in training:
                 training["agreement"] = 1.0 - training["misassignment"]
         tree_docs[row] = {"method": fit.name, "file": f"trees/{row}.json", "n_leaves": tree.n_leaves,
-                          "depth": tree.depth, "rules": rule_texts(tree, X, project.units),
-                          "printed_tests": printed_tests(tree, X, project.units), "training": training}
+                          "depth": tree.depth, "rules": rule_texts(tree, shown, project.units),
+                          "printed_tests": printed_tests(tree, shown, project.units), "training": training}
     ref_train = {}
     if "explainer" in results.columns and (results["explainer"] == "reference").any():
         r = results[results["explainer"] == "reference"].iloc[0]

@@ -21,6 +21,7 @@ from pipeline.app.report.writer import atomic_write
 from pipeline.trees.tree import ExplanationTree
 
 MAX_THUMBNAILS = 20_000  # images kept for leaf thumbnails (digits / MNIST sized)
+NOTEBOOK_ROWS = 1_000_000  # rows of run.npz: larger runs keep a uniform sample (and its row numbers)
 
 
 def _first(df: pd.DataFrame, methods) -> pd.Series | None:
@@ -215,6 +216,11 @@ def write_concept_run(out_dir: Path, load: LoadArtifact, cluster: ClusterArtifac
     arrays = {"X": np.asarray(project.X, dtype=np.float64), "reference": np.asarray(cluster.labels)}
     if load.y is not None:
         arrays["y"] = np.asarray(load.y)
+    n = len(arrays["reference"])
+    if n > NOTEBOOK_ROWS:  # a uniform sample of the rows (their numbers in "rows"): 10M x 20 would be 1.6 GB
+        rows = np.sort(np.random.default_rng(0).choice(n, NOTEBOOK_ROWS, replace=False))
+        arrays = {k: v[rows] for k, v in arrays.items()}
+        arrays["rows"] = rows
     images = load.images if load.images is not None else (load.X if load.kind == "image"
                                                                        else None)
     if images is not None and len(images) <= MAX_THUMBNAILS:
