@@ -154,3 +154,17 @@ def test_ami_on_many_rows_equals_scikit_learn():
     assert adjusted_mutual_info(y, p) == pytest.approx(adjusted_mutual_info_score(y, p), rel=1e-12)
     q = rng.integers(0, 5, y.size)  # independent: AMI ~ 0, where the expectation matters most
     assert adjusted_mutual_info(y, q) == pytest.approx(adjusted_mutual_info_score(y, q), abs=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3000), st.integers(1, 9), st.integers(1, 9), st.floats(0, 1), st.integers(0, 2**16))
+def test_ari_from_a_bincount_table_is_scikit_learns(n, k1, k2, noise, seed):
+    """The O(n) contingency path of large runs gives scikit-learn's ARI bit for bit."""
+    from pipeline.metrics import adjusted_rand_from_table, contingency_table
+
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, k1, n)
+    b = a.copy()
+    flip = rng.random(n) < noise
+    b[flip] = rng.integers(0, k2, int(flip.sum()))
+    assert adjusted_rand_from_table(contingency_table(a, b)) == adjusted_rand_score(a, b)

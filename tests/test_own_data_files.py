@@ -202,3 +202,12 @@ def test_large_photos_are_scaled_down_by_default(tmp_path):
         _image(tmp_path / "big" / f"{i}.jpg", (1024, 768), 100)
     assert load_files(tmp_path / "big").X.shape == (2, 384, 512, 3)
     assert load_files(tmp_path / "big", image_size=32).X.shape == (2, 32, 32, 3)
+
+
+def test_integer_labels_fast_path_codes_like_the_general_one():
+    from pipeline.app.data.readers import encode_labels
+
+    values = np.random.default_rng(0).integers(-2, 7, 1000)
+    fast = encode_labels(values, "x")
+    slow = encode_labels(list(values.astype(object)), "x")  # a list of Python ints: the general path
+    assert np.array_equal(fast[0], slow[0]) and fast[1] == slow[1]

@@ -146,10 +146,17 @@ def adjusted_mutual_info(labels_true, labels_pred) -> float:
     labels_true, labels_pred = np.asarray(labels_true), np.asarray(labels_pred)
     if labels_true.shape[0] < FAST_AMI_ROWS:  # small data: scikit-learn's own value, bit for bit
         return float(adjusted_mutual_info_score(labels_true, labels_pred))
-    classes, clusters = np.unique(labels_true), np.unique(labels_pred)
+    dense = contingency_table(labels_true, labels_pred)
+    if dense is None:
+        classes, clusters = np.unique(labels_true), np.unique(labels_pred)
+        table = contingency_matrix(labels_true, labels_pred, sparse=True)
+    else:
+        from scipy import sparse
+
+        classes, clusters = np.arange(dense.shape[0]), np.arange(dense.shape[1])
+        table = sparse.csr_matrix(dense)
     if classes.shape[0] == clusters.shape[0] == 1 or classes.shape[0] == clusters.shape[0] == 0:
         return 1.0
-    table = contingency_matrix(labels_true, labels_pred, sparse=True)
     mi = mutual_info_score(labels_true, labels_pred, contingency=table)
     emi = expected_mutual_information(table.toarray(), labels_true.shape[0])
     h_true, h_pred = _entropy(np.asarray(table.sum(axis=1)).ravel()), _entropy(np.asarray(table.sum(axis=0)).ravel())
@@ -160,6 +167,36 @@ def adjusted_mutual_info(labels_true, labels_pred) -> float:
 
 
 FAST_AMI_ROWS = 100_000  # from here on the windowed expectation (below that scikit-learn's is fast)
+
+
+def contingency_table(labels_true, labels_pred) -> np.ndarray | None:
+    """The (classes x clusters) count table of two labelings of non-negative integer labels, by one
+    ``bincount`` (O(n), no sort), with the empty rows and columns dropped as scikit-learn's
+    ``contingency_matrix`` does; None for other labels."""
+    a, b = np.asarray(labels_true), np.asarray(labels_pred)
+    if a.dtype.kind not in "iu" or b.dtype.kind not in "iu" or not a.size or a.min() < 0 or b.min() < 0:
+        return None
+    ka, kb = int(a.max()) + 1, int(b.max()) + 1
+    if ka * kb > 10**7:
+        return None
+    table = np.bincount(a.astype(np.int64) * kb + b, minlength=ka * kb).reshape(ka, kb)
+    return table[table.sum(axis=1) > 0][:, table.sum(axis=0) > 0]
+
+
+def adjusted_rand_from_table(table: np.ndarray) -> float:
+    """scikit-learn's ``adjusted_rand_score`` from the count table (its pair-confusion arithmetic)."""
+    table = np.asarray(table, dtype=np.int64)
+    n = int(table.sum())
+    n_c, n_k = table.sum(axis=1), table.sum(axis=0)
+    sum_squares = int((table.astype(np.float64) ** 2).sum()) if n > 3 * 10**9 else int((table ** 2).sum())
+    c11 = sum_squares - n
+    c01 = int((table @ n_k).sum()) - sum_squares
+    c10 = int((table.T @ n_c).sum()) - sum_squares
+    c00 = n * n - c01 - c10 - sum_squares
+    tn, fp, fn, tp = int(c00), int(c01), int(c10), int(c11)
+    if fn == 0 and fp == 0:
+        return 1.0
+    return float(2.0 * (tp * tn - fn * fp) / ((tp + fn) * (fn + tn) + (tp + fp) * (fp + tn)))
 
 
 def _entropy(counts) -> float:

@@ -67,12 +67,13 @@ def load_files(path, labels=None, *, feature_names=None, text_column: str | None
     name : str, optional
         Dataset name in reports (default: the file's stem).
     """
+    ids_file = ids  # (a table's own id column is read into ``ids`` below)
     p = r.existing_path(path, key, KINDS)
     name = name or p.stem
     meta = {"source": str(p.resolve())}
     if is_array_source(p):
         ds = _view(p, labels, feature_names, noise_label, name, meta, key)
-        return _with_ids(ds, ids)
+        return _with_ids(ds, ids_file)
     if p.is_dir():
         return _folder(p, labels, name, meta, key, image_size, noise_label, label_column)
     s = r.suffix(p)
@@ -98,7 +99,7 @@ def load_files(path, labels=None, *, feature_names=None, text_column: str | None
         y, class_names = r.encode_labels(values, f"the labels of {p.name}", noise_label)
         meta["labels"] = str(labels)
     return _with_ids(Dataset(name=name, X=X, y=y, kind=kind, feature_names=fnames, class_names=class_names, meta=meta),
-                     ids)
+                     ids_file)
 
 
 def is_array_source(path) -> bool:
@@ -127,6 +128,9 @@ def is_array_source(path) -> bool:
     return len(shape) == 2 and dtype.kind == "f"  # embeddings / features (integer arrays are read whole, as tables)
 
 
+CHECK_WHOLE_BYTES = 256 * 2**20
+
+
 def _with_ids(ds: Dataset, ids) -> Dataset:
     if ids is None:
         return ds
@@ -148,6 +152,8 @@ def _view(p: Path, labels, feature_names, noise_label, name: str, meta: dict, ke
     X = open_chunked(p, key)
     if X.dtype.kind not in "fiu":
         raise InvalidInputError(f"{key}={p} holds {X.dtype} values; features must be numeric.")
+    if X.nbytes <= CHECK_WHOLE_BYTES:  # small enough to check now; larger arrays are checked as they are read
+        r.check_finite_rows(X.read(0, X.n_rows), p, key)
     fnames = _feature_names(None, feature_names, X.shape[1], p, key, False)
     y = class_names = None
     if labels is not None:

@@ -145,6 +145,11 @@ def encode_labels(values, source: str, noise_label=None) -> tuple[np.ndarray, li
     also maps to -1; no value is noise implicitly. Numeric labels are ordered numerically,
     others alphabetically.
     """
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iu" and arr.ndim == 1 and noise_label is None:
+        # integer labels (a .npy of millions): the same codes and names without a Python object per row
+        classes, codes = np.unique(arr, return_inverse=True)
+        return codes.astype(np.int64).reshape(-1), [str(int(c)) for c in classes]
     s = pd.Series(np.asarray(values, dtype=object).ravel())
     missing = s.isna() | (s.astype(str).str.strip() == "")
     numeric = pd.to_numeric(s[~missing], errors="coerce")

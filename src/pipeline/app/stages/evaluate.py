@@ -33,7 +33,10 @@ LABEL_COLUMNS = ("ari", "ami")  # need ground-truth labels
 def _agreement(a, b, mask) -> tuple[float, float]:
     if mask.sum() < 2:
         return math.nan, math.nan
-    return float(adjusted_rand_score(a[mask], b[mask])), metrics.adjusted_mutual_info(a[mask], b[mask])
+    a, b = a[mask], b[mask]
+    table = metrics.contingency_table(a, b) if a.size >= metrics.FAST_AMI_ROWS else None
+    ari = float(adjusted_rand_score(a, b)) if table is None else metrics.adjusted_rand_from_table(table)
+    return ari, metrics.adjusted_mutual_info(a, b)
 
 
 def _q_and_bound(fit: FitArtifact, n_clusters: int) -> tuple[float, float]:
