@@ -207,12 +207,18 @@ def concept_args(path: Path) -> list:
             "explainer=[mmdt,concept_cart,imm,spex_clique]", "threads=2"]
 
 
+def workspace(d: Path, name: str) -> Path:
+    """An empty work folder (run folders and the stage cache of one section)."""
+    work = d / f"work-{name}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    return work
+
+
 def million(d: Path, fresh: bool) -> dict:
     path = d / "m1.npy"
     ensure(path, 1_000_000, DIM, fresh, concepts=True)
-    work = d / "work-million"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work = workspace(d, "million")
     out = {"data_gb": round(path.stat().st_size / 1e9, 3), "read_cached": None}
     out["cold"] = command(concept_args(path), work, "cold")
     out["warm"] = command(concept_args(path), work, "warm")
@@ -231,9 +237,7 @@ def million(d: Path, fresh: bool) -> dict:
 def bare(d: Path, fresh: bool) -> dict:
     path = d / "m2.npy"
     ensure(path, 2_000_000, 128, fresh)
-    work = d / "work-bare"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work = workspace(d, "bare")
     args = ["dataset=files", f"dataset.path={path}", f"dataset.labels={labels_path(path)}", "explainer=[mmdt,imm]"]
     return {"data_gb": round(path.stat().st_size / 1e9, 3), "cold": command(args, work, "cold")}
 
@@ -245,10 +249,7 @@ def dask(d: Path, fresh: bool) -> dict:
     base = ["dataset=files", f"dataset.path={path}", f"dataset.labels={labels_path(path)}", "clustering=kmeans",
             f"clustering.n_clusters={CLUSTERS}", "explainer=[mmdt,imm]"]
     for tag, extra in (("local", []), ("dask", ["compute=dask", "compute.n_workers=2", "compute.threads_per_worker=1"])):
-        work = d / f"work-dask-{tag}"
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
-        out[tag] = command(base + extra, work, tag)
+        out[tag] = command(base + extra, workspace(d, f"dask-{tag}"), tag)
     out["ratio_dask_over_local"] = round(out["dask"]["wall_s"] / out["local"]["wall_s"], 3)
     return out
 
@@ -256,9 +257,7 @@ def dask(d: Path, fresh: bool) -> dict:
 def scale(d: Path, fresh: bool) -> dict:
     path = d / "m10.npy"
     ensure(path, 10_000_000, DIM, fresh, concepts=True)
-    work = d / "work-scale"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work = workspace(d, "scale")
     out = {"data_gb": round(path.stat().st_size / 1e9, 3), "read": read_file(path)}
     drop_cache(path)
     out["cold"] = command(concept_args(path), work, "cold")
