@@ -99,9 +99,11 @@ def _fit_sampled(cfg: dict, row: str, spec: dict, inputs: FitInputs, ctx):
                               labels=np.asarray(inputs.labels)[idx], latent=latent,
                               graph=inputs.graph if rows is None else None)
     if rows is not None:
-        log.info("%s: fitted on a stratified sample of %d of %d rows (fit.sample_rows; the coordinates of every row "
-                 "would take %.0f MB, over a quarter of dataset.memory_budget); every row is predicted and evaluated",
-                 row, idx.size, n, n * int(np.prod(inputs.X.shape[1:])) * 8 / 1e6)
+        why = ("fit.sample_rows" if (cfg.get("fit") or {}).get("sample_rows") is not None else
+               f"the coordinates of every row would take {n * int(np.prod(inputs.X.shape[1:])) * 8 / 1e6:.0f} MB, "
+               "over a quarter of dataset.memory_budget; fit.sample_rows sets the sample")
+        log.info("%s: fitted on a stratified sample of %d of %d rows (%s); every row is predicted and evaluated",
+                 row, idx.size, n, why)
     est, pred = fit_explainer(row, spec, sub, cfg["seed"])
     source = inputs.latent if on_latent else inputs.X
     fit_rows = None if rows is None else int(idx.size)
