@@ -291,12 +291,13 @@ def assign_rows(c: Clustering, X, sample_X=None, block_rows: int = 16_384) -> np
     # float32 latents stay float32 (distances are accumulated in float64 blocks by scikit-learn)
     X = check_matrix(X, "X", min_rows=0, dtype=np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64)
     out = np.empty(X.shape[0], np.int64)
-    if c.method == "gmm" and c.means is not None and c.covariances is not None and np.ndim(c.covariances) == 3:
+    rule = assignment_rule(c)
+    if rule == "mixture":
         gm = _mixture_predictor(c)
         for i in range(0, X.shape[0], block_rows):
             out[i:i + block_rows] = gm.predict(X[i:i + block_rows])
         return out
-    if c.method == "kmeans" and c.centers is not None and not c.scores.get("scaled"):
+    if rule == "nearest_center":
         from sklearn.metrics import pairwise_distances_argmin
 
         for i in range(0, X.shape[0], block_rows):
@@ -309,6 +310,17 @@ def assign_rows(c: Clustering, X, sample_X=None, block_rows: int = 16_384) -> np
     for i in range(0, X.shape[0], block_rows):
         out[i:i + block_rows] = np.asarray(c.labels)[nn.kneighbors(X[i:i + block_rows], return_distance=False)[:, 0]]
     return out
+
+
+def assignment_rule(c: Clustering) -> str:
+    """How :func:`assign_rows` labels new rows under ``c``: ``"mixture"`` (a Gaussian mixture's most
+    probable component), ``"nearest_center"`` (unscaled k-means) or ``"nearest_row"`` (the nearest
+    of the rows it was fitted on, which must then be passed)."""
+    if c.method == "gmm" and c.means is not None and c.covariances is not None and np.ndim(c.covariances) == 3:
+        return "mixture"
+    if c.method == "kmeans" and c.centers is not None and not c.scores.get("scaled"):
+        return "nearest_center"
+    return "nearest_row"
 
 
 def _mixture_predictor(c: Clustering) -> GaussianMixture:

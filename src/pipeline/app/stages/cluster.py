@@ -160,12 +160,11 @@ def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clusterin
     from pipeline.app.chunk_map import map_rows, resume_folder
     from pipeline.app.compute import run_backend
     from pipeline.app.data.budget import chunk_rows
-    from pipeline.clustering import assign_rows
+    from pipeline.clustering import assign_rows, assignment_rule
 
     light = Clustering(np.asarray(c.labels), c.method, centers=c.centers, weights=c.weights, means=c.means,
                        covariances=c.covariances, scores=c.scores)
-    needs_sample = not ((c.method == "kmeans" and c.centers is not None and not c.scores.get("scaled"))
-                        or (c.method == "gmm" and c.means is not None))
+    needs_sample = assignment_rule(c) == "nearest_row"
     fitted = np.asarray(c.labels)
     if not needs_sample:  # the fitted rows keep the label the fit gave them only if the rule agrees
         agree = np.mean(assign_rows(light, Zfit) == fitted)

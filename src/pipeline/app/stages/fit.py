@@ -76,16 +76,15 @@ class PredictChunk:
         return {"pred": np.asarray(self.estimator.predict(np.asarray(rows, dtype=np.float64)), dtype=np.int64)}
 
 
-def _fit_sampled(cfg: dict, row: str, spec: dict, inputs: FitInputs, ctx):
-    """The tree fitted on a stratified sample (or on every row of coordinates read from disk), then
-    every row predicted chunk by chunk."""
+def _fit_sampled(cfg: dict, row: str, spec: dict, inputs: FitInputs, rows, ctx):
+    """The tree fitted on the stratified sample ``rows`` (:func:`tree_sample`; None: every row, of
+    coordinates read from disk), then every row predicted chunk by chunk."""
     import dataclasses
 
     from pipeline.app.chunk_map import map_rows
     from pipeline.app.compute import run_backend
     from pipeline.app.data.budget import chunk_rows
 
-    rows = tree_sample(cfg, inputs.X, inputs.labels, inputs.latent)
     n = len(inputs.labels)
     idx = np.arange(n) if rows is None else rows
     latent = inputs.latent
@@ -138,9 +137,9 @@ def fit_row(cfg: dict, row: str, project: ProjectArtifact, cluster: ClusterArtif
     check_provided(row, spec, inputs.capabilities(), cfg["clustering"]["name"], inputs.cavs is None)
     fit_rows = None
     try:
-        if is_view(inputs.X) or is_view(inputs.latent) or tree_sample(cfg, inputs.X, inputs.labels,
-                                                                      inputs.latent) is not None:
-            est, pred, fit_rows = _fit_sampled(cfg, row, spec, inputs, ctx)
+        rows = tree_sample(cfg, inputs.X, inputs.labels, inputs.latent)
+        if rows is not None or is_view(inputs.X) or is_view(inputs.latent):
+            est, pred, fit_rows = _fit_sampled(cfg, row, spec, inputs, rows, ctx)
         else:
             est, pred = fit_explainer(row, spec, inputs, cfg["seed"])
     except InvalidInputError as exc:
