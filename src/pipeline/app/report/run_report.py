@@ -112,6 +112,14 @@ def marks_note(tree: ExplanationTree) -> str:
     return "".join(f" {m} {MARK_MEANING[k]}." for k, m in MARKS.items() if m in names)
 
 
+def sample_note(data: dict | None) -> str:
+    """Said wherever leaves are annotated from a sample of the rows (latents read from disk)."""
+    if not data or not data.get("sample_of") or len(data["X"]) >= data["sample_of"]:
+        return ""  # every row counted
+    return (f"leaf points, purity and majority counted on a uniform sample of {len(data['X']):,} of "
+            f"{data['sample_of']:,} rows")
+
+
 def rules_text(row: str, fit: FitArtifact, data: dict | None = None) -> str:
     """``trees/<row>.rules.txt``: simplified annotated rules (every term of an oblique test), the raw
     path rules, the tree drawn as text."""
@@ -121,7 +129,7 @@ def rules_text(row: str, fit: FitArtifact, data: dict | None = None) -> str:
     rules = tree.rules(**tree_annotations(data))
     ann = ("each rule: one interval per feature (root first) → leaf cluster · points · purity (share in the leaf's "
            "reference cluster)" + (" · majority ground-truth class (share)" if data and data.get("y") is not None
-                                   else ""))
+                                   else "")) + (f"; {sample_note(data)}" if sample_note(data) else "")
     full = [r.format() for r in rules]
     raws = [r.format(simplified=False) for r in rules]
     if raws != full:

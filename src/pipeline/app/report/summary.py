@@ -24,7 +24,7 @@ def summary_text(title: str, df: pd.DataFrame, fits: dict[str, FitArtifact], max
                  data: dict | None = None) -> str:
     """Results table and each tree's simplified rules; with ``data``
     (:func:`pipeline.app.report.run_report.tree_data`) the rules carry leaf size, purity and majority class."""
-    from pipeline.app.report.run_report import tree_annotations
+    from pipeline.app.report.run_report import sample_note, tree_annotations
 
     cols = [c for c in _SHOWN if c in df.columns]
     table = pd.DataFrame({c: [_format(v, c) for v in df[c]] for c in cols})
@@ -39,7 +39,8 @@ def summary_text(title: str, df: pd.DataFrame, fits: dict[str, FitArtifact], max
             lines += ["", f"{r.explainer} could not be fitted: {r.error}"]
     for row, fit in fits.items():
         rules = ExplanationTree.from_dict(fit.tree).rules(**tree_annotations(data))
-        lines += ["", f"{row} rules:"] + [f"  {r}" for r in rules[:max_rules]]
+        note = sample_note(data)
+        lines += ["", f"{row} rules" + (f" ({note})" if note else "") + ":"] + [f"  {r}" for r in rules[:max_rules]]
         if len(rules) > max_rules:
             lines.append(f"  ... {len(rules) - max_rules} more (see trees/{row}.rules.txt)")
     return "\n".join(lines)
