@@ -253,6 +253,18 @@ def test_bad_units_input_says_what_to_do():
 
 
 # ------------------------------------------------------------------ no saturated probabilities (issue 34, item 2)
+def test_probabilities_closer_than_rounding_read_as_percentiles():
+    """Coordinates 1e-12 apart under a slope of 1e-3 move P by about one ulp, where the computed
+    sigmoid is not strictly monotone: a P threshold between them could send a point the wrong way
+    (hypothesis found 'P(f0) < 0.731058578630005' misrouting a row), so those cuts read as percentiles."""
+    X = np.array([[0, 2, -1], [2, 1, -2], [-1, 2, 0], [-2, 1, 1], [2, -2, -2], [2, -2, 0]]) * 1e-12
+    y = np.array([0, 1, 2, 0, 1, 2])
+    tree = CART(4, random_state=0).fit(X, y, feature_names=NAMES).tree_
+    units = [probability_units(-1e-3, 1.0, X[:, j], NAMES[j]) for j in range(3)]
+    _check_rules_route_exactly(tree, X, units)
+    assert "P(" not in " ".join(str(r) for r in tree.rules(X, units=units))
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(near_tie_data(), st.floats(1e-3, 1e6), st.floats(-50, 50), st.sampled_from([1.0, -1.0]))
 def test_no_printed_probability_outside_one_and_99_percent(data, slope, intercept, sign):

@@ -40,6 +40,7 @@ class _Units:
     increasing = True
     printable = None
     fallback = None
+    error = 0.0  # a bound on |computed − exact| of the map's values (0: computed exactly)
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,18 @@ class ProbabilityUnits(_Units):
     @property
     def increasing(self) -> bool:
         return self.slope > 0
+
+    @property
+    def error(self) -> float:
+        """A bound on the rounding error of a computed P near the printable range.
+
+        There ``|slope·s + intercept| <= 6``, so ``|slope·s| <= |intercept| + 6``; the argument is
+        off by a few ulps of those terms, σ' <= 1/4, and σ itself adds a few ulps. A printed
+        threshold keeps twice this distance from its mapped neighbours: rounding never sends a
+        point across it, even where the computed map is not strictly monotone (steps of 1e-12
+        in ``s`` under a slope of 1e-3 move P by less than an ulp)."""
+        eps = float(np.finfo(np.float64).eps)
+        return 0.25 * 4 * eps * (2 * abs(self.intercept) + 12) + 8 * eps
 
     @property
     def boundary(self) -> float:

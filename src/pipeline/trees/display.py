@@ -29,7 +29,8 @@ may itself be the printed threshold, as percentiles are) and ``condition(name, o
 / ``interval(name, low_text, high_text)`` returning the text. Optionally ``printable``
 (``(low, high)``: printed values stay inside, e.g. probabilities in [0.01, 0.99]) and
 ``fallback`` (the units a cut reads in when no printable value lies between its neighbours,
-e.g. percentiles; None: raw).
+e.g. percentiles; None: raw) and ``error`` (a bound on the rounding error of a computed mapped
+value: a printed threshold keeps twice that distance from both mapped neighbours).
 """
 
 from __future__ import annotations
@@ -276,6 +277,8 @@ class RuleDisplay:
             mlo, mhi = (float(x) for x in np.asarray(u(np.array([lo, hi])), dtype=np.float64))
             flip = not u.increasing
             a, b = (mhi, mlo) if flip else (mlo, mhi)
+            margin = 2 * getattr(u, "error", 0.0)  # a computed map may round a point across a cut nearer than this
+            a, b = a + margin, b - margin
             text = _in_range(a, b, u.include_low and not flip, getattr(u, "printable", None)) if a < b else None
             if text is not None:
                 return ("units", f, text, flip, u)
