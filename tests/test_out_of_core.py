@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from pipeline.app.config import compose_config
 from pipeline.app.data.chunked import open_chunked
 from pipeline.app.runner import run
+from pipeline.clustering import mixture_predict
 from pipeline.streaming import stratified_sample
 from pipeline.validation import InvalidInputError
 
@@ -51,6 +52,30 @@ def data(tmp_path_factory):
 
 
 # ------------------------------------------------------------------ library: samples
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.sampled_from(["full", "tied"]), st.sampled_from([0.0, 1e4]),
+       st.sampled_from([np.float32, np.float64]), st.booleans())
+def test_mixture_predict_equals_scikit_learn(seed, kind, offset, dtype, twins):
+    """The float32 screen with its error bound gives GaussianMixture.predict's labels exactly: on
+    data far from the origin, for float32 and float64 rows, and with two identical components
+    (every row a tie, all decided by scikit-learn itself)."""
+    from sklearn.mixture import GaussianMixture
+
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(0, 3, (4, 6))
+    X64 = offset + centres[rng.integers(0, 4, 600)] + rng.normal(0, 1, (600, 6))
+    gm = GaussianMixture(4, covariance_type=kind, random_state=0, max_iter=20).fit(X64)
+    X = X64.astype(dtype)
+    if twins:  # component 1 a copy of component 0: exact ties
+        gm.means_[1] = gm.means_[0]
+        if kind == "full":
+            gm.precisions_cholesky_[1] = gm.precisions_cholesky_[0]
+        gm.weights_[1] = gm.weights_[0]
+    near = (X[:50] + rng.normal(0, 1e-3, (50, 6))).astype(dtype)  # rows near the boundaries too
+    for rows in (X, near, np.vstack([X, near])[::7]):
+        assert np.array_equal(mixture_predict(gm, rows), gm.predict(rows))
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.integers(0, 5), min_size=1, max_size=300), st.integers(1, 400))
 def test_stratified_sample_keeps_shares(labels, size):

@@ -295,7 +295,7 @@ def assign_rows(c: Clustering, X, sample_X=None, block_rows: int = 16_384) -> np
     if rule == "mixture":
         gm = _mixture_predictor(c)
         for i in range(0, X.shape[0], block_rows):
-            out[i:i + block_rows] = gm.predict(X[i:i + block_rows])
+            out[i:i + block_rows] = mixture_predict(gm, X[i:i + block_rows])
         return out
     if rule == "nearest_center":
         from sklearn.metrics import pairwise_distances_argmin
@@ -321,6 +321,55 @@ def assignment_rule(c: Clustering) -> str:
     if c.method == "kmeans" and c.centers is not None and not c.scores.get("scaled"):
         return "nearest_center"
     return "nearest_row"
+
+
+def mixture_predict(gm, X) -> np.ndarray:
+    """``gm.predict(X)`` (int64) for a fitted full- or tied-covariance ``GaussianMixture``, about 3×
+    faster: the Mahalanobis terms ``‖(x - μ_k) L_k‖²`` are first computed in float32, with a bound
+    on their rounding error per row and component; only rows whose two most probable components
+    are closer than those bounds allow are predicted again by ``gm.predict`` in float64. The labels
+    are scikit-learn's wherever the float32 screen cannot tell the answer apart, so they equal
+    ``gm.predict(X)``.
+
+    The bound: ``y = x L - μ L`` in float32 (``x``, ``L`` and ``μ L`` rounded to float32, a
+    product of depth ``d``, one subtraction) is off by at most ``(d + 4) ε (|x| + |μ|) · Σ_j |L_ij|`` in the 1-norm (ε:
+    float32's unit roundoff), so ``‖y‖²`` is off by at most ``2 ‖y‖ e + e²``; all of it is summed
+    in float64, with a margin for the float64 arithmetic itself.
+    """
+    X = np.asarray(X)
+    kind = gm.covariance_type
+    if kind not in ("full", "tied") or X.shape[0] == 0:
+        return np.asarray(gm.predict(X), dtype=np.int64)
+    means = np.asarray(gm.means_, dtype=np.float64)
+    k, d = means.shape
+    chol = np.asarray(gm.precisions_cholesky_, dtype=np.float64)
+    chol = np.broadcast_to(chol, (k, d, d)) if kind == "tied" else chol
+    eps = float(np.finfo(np.float32).eps)
+    X32 = np.asarray(X, dtype=np.float32)
+    row_l1 = np.abs(chol).sum(axis=2).T  # (d, k): Σ_j |L_ij| of each component
+    # e = (d + 4) ε (|x| + |μ|) · Σ_j |L_ij|, every component at once
+    e = (d + 4) * eps * ((np.abs(X32) @ row_l1.astype(np.float32)).astype(np.float64)
+                         + np.einsum("kd,dk->k", np.abs(means), row_l1))
+    shift = np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1) - 0.5 * d * np.log(2 * np.pi) \
+        + np.log(np.asarray(gm.weights_, dtype=np.float64))
+    maha = np.empty((X.shape[0], k))
+    for j in range(k):
+        y = X32 @ chol[j].astype(np.float32)
+        y -= (means[j] @ chol[j]).astype(np.float32)
+        maha[:, j] = np.einsum("ij,ij->i", y, y, dtype=np.float64)
+    logp = -0.5 * maha + shift
+    err = 0.5 * (2 * np.sqrt(maha) * e + e * e) + 1e-9 * (1 + np.abs(logp))
+    top2 = np.argpartition(-logp, 1, axis=1)[:, :2] if k > 1 else np.zeros((X.shape[0], 2), np.int64)
+    rows = np.arange(X.shape[0])
+    best = np.where(logp[rows, top2[:, 0]] >= logp[rows, top2[:, 1]], top2[:, 0], top2[:, 1])
+    out = best.astype(np.int64)
+    if k > 1:
+        gap = logp[rows, best][:, None] - logp
+        gap[rows, best] = np.inf
+        unsure = np.flatnonzero((gap <= err[rows, best][:, None] + err).any(axis=1))
+        if unsure.size:
+            out[unsure] = gm.predict(np.asarray(X[unsure]))
+    return out
 
 
 def _mixture_predictor(c: Clustering) -> GaussianMixture:

@@ -36,7 +36,9 @@ def assign_mixture(X, weights, means, covariances, precisions_cholesky, covarian
     gm.weights_, gm.means_, gm.covariances_ = np.asarray(weights), means, np.asarray(covariances)
     gm.precisions_cholesky_ = np.asarray(precisions_cholesky)
     gm.n_features_in_ = means.shape[1]
-    return np.asarray(gm.predict(check_matrix(X, "X", min_rows=0)), dtype=np.int32)
+    from pipeline.clustering import mixture_predict
+
+    return np.asarray(mixture_predict(gm, check_matrix(X, "X", min_rows=0)), dtype=np.int32)
 
 
 def stratified_sample(labels, n_rows: int, random_state: int = 0) -> np.ndarray:

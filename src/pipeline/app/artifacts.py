@@ -269,3 +269,4 @@ class ReportArtifact(Artifact):
     table2: Any = None
     counterfactuals_csv: Any = None
     html: Any = None
+    data: Any = None  # the rows the trees were annotated on (run_report.tree_data), with their readings

@@ -74,18 +74,21 @@ def package_versions() -> dict:
 
 
 # ------------------------------------------------------------------ building from a run
-def rule_texts(tree, X, units=None) -> dict[str, dict]:
+def rule_texts(tree, X, units=None, reading=None) -> dict[str, dict]:
     """Per leaf (id as str): the rule as the run prints it (``text``, exact shortest decimals in
-    the run's units, without the leaf annotations) and its raw path (``raw``)."""
+    the run's units, without the leaf annotations) and its raw path (``raw``); ``reading``: the
+    report's :meth:`ExplanationTree.read` on the same rows, when at hand."""
+    from pipeline.trees.tree import Reading
+
     try:
-        rules = tree.rules(X, units=units)
+        rules = tree.rules(reading=reading or Reading(tree.display(X, units), {}))  # no leaf statistics: dropped
     except InvalidInputError:  # deeper than rules are printed: routed and explained, without rule text
         return {}
     return {str(r.leaf): {"text": dataclasses.replace(r, stats=None).format(),
                           "raw": dataclasses.replace(r, stats=None).format(simplified=False)} for r in rules}
 
 
-def printed_tests(tree, X, units=None) -> dict[str, dict]:
+def printed_tests(tree, X, units=None, display=None) -> dict[str, dict]:
     """Per internal node (id as str): its test as the rules print it, so that a new sample can be
     checked against the printed text (:func:`printed_rule_holds`): ``kind`` raw / units / oblique,
     the feature or the printed weights, the printed threshold and, for a decreasing display map,
@@ -93,7 +96,7 @@ def printed_tests(tree, X, units=None) -> dict[str, dict]:
     from pipeline.trees.display import RuleDisplay
 
     out = {}
-    for n, shown in RuleDisplay(tree, X, units).printed_tests().items():
+    for n, shown in (display or RuleDisplay(tree, X, units)).printed_tests().items():
         try:
             t = float(shown["threshold"])
         except ValueError:
@@ -142,28 +145,46 @@ def _reference(cluster, Z) -> tuple[dict, dict]:
 PERCENTILE_ROWS = 100_001
 
 
-def _coordinates(X) -> tuple[np.ndarray, tuple]:
+def _sorted_column(units, column: np.ndarray) -> np.ndarray:
+    """``np.sort(column)``, taken from the percentile map of ``units`` (its own or its fallback's
+    sorted reference values) when that map was built on this very column."""
+    ranks = units if getattr(units, "kind", None) == "percentile" else getattr(units, "fallback", None)
+    if ranks is not None and getattr(ranks, "column", None) is not None and len(ranks.column) == len(column) \
+            and np.isfinite(column).all() and np.array_equal(ranks.column, column):
+        return ranks.values
+    return np.sort(column)
+
+
+def _coordinates(X, sample=None) -> tuple[np.ndarray, tuple]:
     """(the coordinates the rules are printed against, (min, max, std) of every column). Coordinates
     read from disk (latents out of core) are summarised chunk by chunk; the rules are then printed
-    against the report's uniform sample of rows (:data:`pipeline.app.report.run_report.SAMPLE_ROWS`)."""
+    against the report's uniform sample of rows (:data:`pipeline.app.report.run_report.SAMPLE_ROWS`;
+    ``sample``: those rows, when the report has read them already)."""
     from pipeline.app.data.chunked import is_view, read_rows, row_ranges
 
     if not is_view(X):
         X = np.asarray(X, dtype=np.float64)
+        if X.nbytes > 256 << 20:  # np.std would widen a copy of every row: two passes over 16 MB blocks
+            step = max(1024, (16 << 20) // (8 * X.shape[1]))
+            mean = sum(X[i:i + step].sum(axis=0) for i in range(0, len(X), step)) / len(X)
+            var = sum(np.square(X[i:i + step] - mean).sum(axis=0) for i in range(0, len(X), step)) / len(X)
+            return X, (X.min(axis=0), X.max(axis=0), np.sqrt(var))
         std = X.std(axis=0) if len(X) else np.ones(X.shape[1])
         return X, (X.min(axis=0), X.max(axis=0), std)
-    from pipeline.app.report.run_report import SAMPLE_ROWS
+    from pipeline.app.report.run_report import sample_rows_of
 
     d = X.shape[1]
     low, high, total, square = np.full(d, np.inf), np.full(d, -np.inf), np.zeros(d), np.zeros(d)
-    for start, stop in row_ranges(X, 65_536):
-        block = np.asarray(read_rows(X, start, stop), dtype=np.float64)
+    for start, stop in row_ranges(X, max(1024, (16 << 20) // (8 * max(d, 1)))):  # 16 MB blocks, never widened
+        block = np.asarray(read_rows(X, start, stop))
         low, high = np.minimum(low, block.min(axis=0)), np.maximum(high, block.max(axis=0))
-        total += block.sum(axis=0)
-        square += np.square(block).sum(axis=0)
+        total += block.sum(axis=0, dtype=np.float64)
+        square += np.einsum("ij,ij->j", block, block, dtype=np.float64)
     n = len(X)
     std = np.sqrt(np.maximum(square / n - np.square(total / n), 0.0))
-    rows = np.sort(np.random.default_rng(0).choice(n, min(n, SAMPLE_ROWS), replace=False))
+    rows = sample_rows_of(n, d)
+    if sample is not None and len(sample) == len(rows):
+        return sample, (low, high, std)
     return np.asarray(X[rows], dtype=np.float64), (low, high, std)
 
 
@@ -226,15 +247,18 @@ def bundle_from_run(cfg: dict, done: dict, out_dir: Path | None = None) -> Bundl
     train = done["train"].artifact if "train" in done else None
     report = done["report"].artifact if "report" in done else None
     ref_doc, arrays = _reference(cluster, encode.Z)
-    X, (low, high, std) = _coordinates(project.X)
+    data = getattr(report, "data", None)  # the rows the report annotated, with each tree's reading
+    X, (low, high, std) = _coordinates(project.X, data.get("X") if data else None)
     scale = np.where(np.isfinite(std) & (std > 0), std, 1.0)
     arrays.update(feature_min=low, feature_max=high, feature_scale=scale)
     if project.cavs is not None:
         arrays["cavs"] = np.asarray(project.cavs, dtype=np.float64)
     if project.units is not None:  # percentile units, and the percentile fallback of probability units
-        values = X if len(X) <= 10 * PERCENTILE_ROWS else X[np.sort(np.random.default_rng(0).choice(
-            len(X), 10 * PERCENTILE_ROWS, replace=False))]  # beyond a million rows: a uniform sample of them
-        values = np.sort(values, axis=0)
+        if len(X) <= 10 * PERCENTILE_ROWS:  # each column sorted once: the display maps' own sorted columns
+            values = np.column_stack([_sorted_column(u, X[:, m]) for m, u in enumerate(project.units)])
+        else:  # beyond a million rows: a uniform sample of them
+            values = np.sort(X[np.sort(np.random.default_rng(0).choice(len(X), 10 * PERCENTILE_ROWS, replace=False))],
+                             axis=0)
         if len(values) > PERCENTILE_ROWS:  # evenly spaced order statistics: percentiles of new rows within 1e-5
             values = values[np.linspace(0, len(values) - 1, PERCENTILE_ROWS).round().astype(np.int64)]
         arrays["percentile_values"] = values
@@ -247,7 +271,12 @@ def bundle_from_run(cfg: dict, done: dict, out_dir: Path | None = None) -> Bundl
         if not name.startswith("fit.") or out.artifact is None:
             continue
         row, fit = name[len("fit."):], out.artifact
-        tree = ExplanationTree.from_dict(fit.tree)
+        if data and data.get("X") is shown:  # printed exactly as the report printed them
+            from pipeline.app.report.run_report import read_tree
+
+            tree, reading = read_tree(fit, data)
+        else:
+            tree, reading = ExplanationTree.from_dict(fit.tree), None
         trees[row] = tree
         training = {}
         hit = results[results["explainer"] == row] if "explainer" in results.columns else results.iloc[:0]
@@ -257,8 +286,10 @@ def bundle_from_run(cfg: dict, done: dict, out_dir: Path | None = None) -> Bundl
             if "misassignment" in training:
                 training["agreement"] = 1.0 - training["misassignment"]
         tree_docs[row] = {"method": fit.name, "file": f"trees/{row}.json", "n_leaves": tree.n_leaves,
-                          "depth": tree.depth, "rules": rule_texts(tree, shown, project.units),
-                          "printed_tests": printed_tests(tree, shown, project.units), "training": training}
+                          "depth": tree.depth, "rules": rule_texts(tree, shown, project.units, reading),
+                          "printed_tests": printed_tests(tree, shown, project.units,
+                                                         reading.display if reading is not None else None),
+                          "training": training}
     ref_train = {}
     if "explainer" in results.columns and (results["explainer"] == "reference").any():
         r = results[results["explainer"] == "reference"].iloc[0]

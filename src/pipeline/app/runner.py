@@ -104,7 +104,7 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
                  f"reference={ref.method}" + (" [chosen using labels]" if ref.uses_labels else ""))
         from pipeline.app.report.run_report import tree_data
 
-        data = tree_data(load, ref, done["project"].artifact)
+        data = report.data if report.data is not None else tree_data(load, ref, done["project"].artifact)
         print(summary_text(title, report.df, report.fits, cfg["report"]["max_rules"], data))
         if (cfg["concepts"].get("name") or "none") == "none" and (load.kind != "tabular"
                                                                    or cfg["encoder"]["name"] != "identity"):

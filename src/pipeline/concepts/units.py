@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -43,17 +44,25 @@ class _Units:
     error = 0.0  # a bound on |computed − exact| of the map's values (0: computed exactly)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PercentileUnits(_Units):
     """``s ↦ 100 · (share of the reference values <= s)``, shown as ``name in top 12%``.
 
     A step function: a cut between neighbours ``lo < hi`` reads as any percentage in
-    ``[F(lo), F(hi))``, hence ``include_low``.
+    ``[F(lo), F(hi))``, hence ``include_low``. ``column`` holds the data's coordinates as given;
+    they are sorted (:attr:`values`) the first time a percentile is asked for, so the fallback
+    of probability units costs nothing where every cut reads as a probability.
     """
 
-    values: np.ndarray  # sorted reference values (the data's coordinates)
+    column: np.ndarray  # the reference values (the data's coordinates), in any order
     kind = "percentile"
     include_low = True
+
+    @cached_property
+    def values(self) -> np.ndarray:
+        """The finite reference values, sorted."""
+        v = np.sort(np.asarray(self.column, dtype=np.float64).ravel())
+        return v[np.isfinite(v)]
 
     def __call__(self, s) -> np.ndarray:
         return 100.0 * np.searchsorted(self.values, np.asarray(s, dtype=np.float64), side="right") / self.values.size
@@ -206,11 +215,11 @@ def calibrate(coords, labels, C: float = 1.0) -> tuple[float, float]:
 
 def percentile_units(values, name: str = "concept") -> PercentileUnits:
     """Percentile units over the coordinates ``values`` (shape (n,)); at least 2 finite values."""
-    v = np.sort(np.asarray(values, dtype=np.float64).ravel())
-    v = v[np.isfinite(v)]
-    if v.size < 2:
+    v = np.asarray(values, dtype=np.float64).ravel()
+    finite = int(np.isfinite(v).sum())
+    if finite < 2:
         raise InvalidInputError(
-            f"percentile units for {name!r} need at least 2 data points to rank against, got {v.size}. Use "
+            f"percentile units for {name!r} need at least 2 data points to rank against, got {finite}. Use "
             "concepts.units=raw (or probability with a calibrated CAV fitter) for such small data.")
     return PercentileUnits(v)
 

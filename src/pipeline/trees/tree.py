@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -22,13 +23,31 @@ from pipeline.trees import _tree_format
 from pipeline.trees.rules import Condition, LeafStats, Rule, leaf_stats, oblique_terms, weighted_sum
 from pipeline.validation import InvalidInputError, check_matrix, check_n_features
 
-__all__ = ["ExplanationTree", "Condition", "Rule", "LeafStats"]
+__all__ = ["ExplanationTree", "Condition", "Rule", "LeafStats", "Reading"]
 
 LEAF = -1
 OBLIQUE = -2
 FORMAT_VERSION = 1
 #: Deepest tree whose rules() / to_text() are printed (paths grow as depth squared).
 MAX_PRINT_DEPTH = 1000
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a tree reads on given rows, computed once (:meth:`ExplanationTree.read`) and passed to
+    :meth:`~ExplanationTree.rules`, :meth:`~ExplanationTree.to_dot`, :meth:`~ExplanationTree.to_text`
+    and the figures instead of the rows: each of those would otherwise route every row again.
+
+    Attributes
+    ----------
+    display : pipeline.trees.display.RuleDisplay
+        The printed tests (exact on the rows, in their units).
+    stats : dict of int to LeafStats
+        Per leaf id: size, purity and majority class on the rows (empty without rows).
+    """
+
+    display: Any
+    stats: dict
 
 
 class ExplanationTree:
@@ -362,7 +381,15 @@ class ExplanationTree:
             labels = [self.leaf_name(label) for label in labels]  # a reference given in the class names
         return leaf_stats(rows, leaves, labels, reference, y, class_names)
 
-    def rules(self, X=None, reference=None, y=None, class_names=None, units=None) -> list[Rule]:
+    def read(self, X=None, reference=None, y=None, class_names=None, units=None) -> Reading:
+        """The printed tests and leaf statistics on the rows ``X`` (see :meth:`rules` for the
+        arguments), computed once: pass the :class:`Reading` as ``reading=`` to :meth:`rules`,
+        :meth:`to_dot`, :meth:`to_text` (and the report's figures) to print the tree many ways."""
+        stats = self.leaf_stats(X, reference, y, class_names) if X is not None else {}
+        return Reading(self.display(X, units), stats)
+
+    def rules(self, X=None, reference=None, y=None, class_names=None, units=None,
+              reading: Reading | None = None) -> list[Rule]:
         """One rule per leaf (depth-first order), in feature names.
 
         ``str(rule)`` shows the simplified rule (one interval per feature, in the order the
@@ -374,11 +401,12 @@ class ExplanationTree:
         carries its leaf's size, purity and majority class, and the thresholds route every
         row of ``X`` exactly too; ``units`` (one monotone map or None per feature;
         :class:`pipeline.trees.display.RuleDisplay`) sets the units thresholds read in. The
-        raw thresholds stay in ``rule.conditions`` and ``to_dict``.
+        raw thresholds stay in ``rule.conditions`` and ``to_dict``. ``reading`` (:meth:`read`)
+        replaces ``X``, ``reference``, ``y``, ``class_names`` and ``units``.
         """
         self._check_printable("rules")
-        stats = self.leaf_stats(X, reference, y, class_names) if X is not None else {}
-        display = self.display(X, units)
+        reading = reading or self.read(X, reference, y, class_names, units)
+        stats, display = reading.stats, reading.display
         out: list[Rule] = []
         stack: list[tuple[int, list[Condition]]] = [(0, [])]  # iterative: no recursion limit
         while stack:
@@ -422,15 +450,15 @@ class ExplanationTree:
         return RuleDisplay(self, X, units)
 
     def to_dot(self, X=None, reference=None, y=None, class_names=None, title: str | None = None,
-               units=None) -> str:
+               units=None, reading: Reading | None = None) -> str:
         """Graphviz DOT source of the tree (render with ``dot -Tsvg``; nothing here needs Graphviz).
 
         Internal nodes show their exact test (oblique ones every term), edges "yes"/"no",
         leaves their cluster and, given data (see :meth:`leaf_stats`), size, purity and
-        majority class.
+        majority class. ``reading`` (:meth:`read`) replaces the rows and their annotations.
         """
-        stats = self.leaf_stats(X, reference, y, class_names) if X is not None else {}
-        display = self.display(X, units)
+        reading = reading or self.read(X, reference, y, class_names, units)
+        stats, display = reading.stats, reading.display
         nodes, edges = [], []
         for n in self._dfs():
             if self._feature[n] == LEAF:
@@ -441,11 +469,12 @@ class ExplanationTree:
                 edges += [(n, self._left[n], "yes"), (n, self._right[n], "no")]
         return _tree_format.to_dot(nodes, edges, title)
 
-    def to_text(self, X=None, units=None) -> str:
+    def to_text(self, X=None, units=None, reading: Reading | None = None) -> str:
         """Indented drawing of the tree, one line per node, with exact thresholds (as in
-        :meth:`rules`: exact on the training rows and on ``X`` when given, in display ``units``)."""
+        :meth:`rules`: exact on the training rows and on ``X`` when given, in display ``units``;
+        or as ``reading`` (:meth:`read`) prints them)."""
         self._check_printable("to_text")
-        display = self.display(X, units)
+        display = reading.display if reading is not None else self.display(X, units)
         lines: list[str] = []
         stack: list[tuple] = [(0, "")]  # a node to draw, or a ready line (str) for an "else"
         while stack:

@@ -133,7 +133,8 @@ def _stats(tree, X, reference, y, class_names):
 
 
 def plot_tree(tree: ExplanationTree, X=None, reference=None, y=None, class_names=None, cluster_names=None,
-              title: str | None = None, layout_name: str = "auto", units=None, width: float | None = None) -> Figure:
+              title: str | None = None, layout_name: str = "auto", units=None, width: float | None = None,
+              reading=None) -> Figure:
     """Draw ``tree`` with its tests, leaf clusters and (given data) leaf annotations.
 
     Parameters
@@ -157,13 +158,18 @@ def plot_tree(tree: ExplanationTree, X=None, reference=None, y=None, class_names
         Fit the drawing into ``width`` inches with all text at 7 pt (``COLUMN_WIDTHS``: 3.3 for
         one column of a two-column paper, 6.9 for both): tests, leaf lines and the title wrap
         to the width, and the top-down layout is used only when it fits.
+    reading : pipeline.trees.tree.Reading, optional
+        The tests and leaf statistics computed once (:meth:`ExplanationTree.read`); replaces
+        ``X``, ``reference``, ``y``, ``class_names`` and ``units``.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
-    stats = _stats(tree, X, reference, y, class_names)
-    display = tree.display(X, units)
+    if reading is None:
+        stats, display = _stats(tree, X, reference, y, class_names), tree.display(X, units)
+    else:
+        stats, display = reading.stats or None, reading.display
     if layout_name not in ("auto", "top-down", "indented"):
         raise ValueError(f"layout_name must be 'auto', 'top-down' or 'indented', got {layout_name!r}.")
     style = _Style() if width is None else _Style(PRINT_FONT, PRINT_FONT)

@@ -149,7 +149,8 @@ def feature_summary(data, rows: np.ndarray, names, top: int = 5) -> pd.DataFrame
 
 def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y=None, class_names=None, *,
               kind: str | None = None, data=None, data_feature_names=None, dataset: str | None = None,
-              ari: float | None = None, n_examples: int = 8, random_state: int = 0, units=None) -> TreeView:
+              ari: float | None = None, n_examples: int = 8, random_state: int = 0, units=None,
+              reading=None) -> TreeView:
     """Everything the report shows for one tree.
 
     Parameters
@@ -165,13 +166,16 @@ def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y
         What ``data`` holds; decides the per-leaf gallery.
     data : array-like or list of str, optional
         The inputs in the same row order (images, texts or a feature table).
+    reading : pipeline.trees.tree.Reading, optional
+        ``tree.read(X, reference, y, class_names, units)``, when already computed.
     """
     from pipeline.app.report.concept_plots import leaf_examples
     from pipeline.app.report.figures import plot_tree, tree_title
 
     title = tree_title(row, method, tree, dataset, ari)
-    fig = plot_tree(tree, X, reference, y, class_names, units=units)  # the section heading carries the title
-    rules = tree.rules(X, reference, y, class_names, units=units)
+    reading = reading or tree.read(X, reference, y, class_names, units)
+    fig = plot_tree(tree, reading=reading)  # the section heading carries the title
+    rules = tree.rules(reading=reading)
     picks = leaf_examples(tree, X, n_examples, random_state) if data is not None else {}
     leaf_of = tree.apply(X) if kind not in (None, "image", "text") and data is not None else None
     leaves = []

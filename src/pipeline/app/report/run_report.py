@@ -20,7 +20,18 @@ if TYPE_CHECKING:  # matplotlib and pandas are imported only when a figure or re
     import pandas as pd
     from matplotlib.figure import Figure
 
-SAMPLE_ROWS = 100_000  # rows that annotate leaves when the coordinates are read from disk
+    from pipeline.trees.tree import Reading
+
+SAMPLE_ROWS = 100_000  # rows that annotate leaves when the coordinates are read from disk ...
+SAMPLE_BYTES = 64 << 20  # ... at most this much of them as float64 (wide latents: fewer rows, at least 10,000)
+
+
+def sample_rows_of(n: int, d: int) -> np.ndarray:
+    """The sorted uniform sample of rows (seed 0) that annotates the trees of a run whose ``n`` × ``d``
+    coordinates are read from disk: :data:`SAMPLE_ROWS` rows, fewer where they would take more than
+    :data:`SAMPLE_BYTES` as float64. The report and the explainer bundle read the same rows."""
+    size = min(n, SAMPLE_ROWS, max(10_000, SAMPLE_BYTES // (8 * max(d, 1))))
+    return np.sort(np.random.default_rng(0).choice(n, size, replace=False))
 MAX_GALLERY_LEAVES = 40  # trees with more leaves get no per-leaf gallery (the page would be huge)
 
 
@@ -32,7 +43,7 @@ def tree_data(load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArti
 
     if is_view(project.X):  # latents on disk: leaves annotated from a uniform sample of rows
         n_all = len(project.X)
-        rows = np.sort(np.random.default_rng(0).choice(n_all, min(n_all, SAMPLE_ROWS), replace=False))
+        rows = sample_rows_of(n_all, project.X.shape[1])
         X = np.asarray(project.X[rows], dtype=float)
         out = {"X": X, "reference": np.asarray(cluster.labels)[rows],
                "y": None if load.y is None else np.asarray(load.y)[rows], "sample_of": n_all,
@@ -75,14 +86,28 @@ def tree_annotations(data: dict | None) -> dict:
     return {k: data.get(k) for k in keys} if data else {}
 
 
+def read_tree(fit: FitArtifact, data: dict | None = None) -> tuple[ExplanationTree, "Reading"]:
+    """The tree of ``fit`` and how it reads on the rows of ``data`` (:meth:`ExplanationTree.read`),
+    computed once per tree and kept in ``data`` (every file, figure and page of the report prints
+    from the same reading instead of routing the rows again)."""
+    memo = data.setdefault("readings", {}) if data is not None else {}
+    hit = memo.get(id(fit.tree))
+    if hit is not None and hit[0] is fit.tree:
+        return hit[1], hit[2]
+    tree = ExplanationTree.from_dict(fit.tree)
+    reading = tree.read(**tree_annotations(data))
+    memo[id(fit.tree)] = (fit.tree, tree, reading)  # the dict is held: its id stays its own
+    return tree, reading
+
+
 def tree_figure(row: str, fit: FitArtifact, data: dict | None = None, dataset: str | None = None,
                 ari: float | None = None, width: float | None = None) -> "Figure":
     """The paper figure of one fitted explainer (title: method, dataset, size, ARI); ``width``:
     fitted into that many inches at 7 pt (:func:`pipeline.app.report.figures.plot_tree`)."""
     from pipeline.app.report.figures import plot_tree, tree_title
 
-    tree = ExplanationTree.from_dict(fit.tree)
-    return plot_tree(tree, **tree_annotations(data), title=tree_title(row, fit.name, tree, dataset, ari), width=width)
+    tree, reading = read_tree(fit, data)
+    return plot_tree(tree, title=tree_title(row, fit.name, tree, dataset, ari), width=width, reading=reading)
 
 
 def units_note(tree: ExplanationTree, data: dict | None) -> str:
@@ -125,8 +150,8 @@ def rules_text(row: str, fit: FitArtifact, data: dict | None = None) -> str:
     path rules, the tree drawn as text."""
     from pipeline.app.report.tables import method_name  # no matplotlib: a warm run draws nothing
 
-    tree = ExplanationTree.from_dict(fit.tree)
-    rules = tree.rules(**tree_annotations(data))
+    tree, reading = read_tree(fit, data)
+    rules = tree.rules(reading=reading)
     ann = ("each rule: one interval per feature (root first) → leaf cluster · points · purity (share in the leaf's "
            "reference cluster)" + (" · majority ground-truth class (share)" if data and data.get("y") is not None
                                    else "")) + (f"; {sample_note(data)}" if sample_note(data) else "")
@@ -139,13 +164,13 @@ def rules_text(row: str, fit: FitArtifact, data: dict | None = None) -> str:
     return (f"# {row} ({method_name(fit.name)}): {tree.n_leaves} leaves, depth {tree.depth}\n\n"
             f"{units_note(tree, data)}{marks_note(tree)}\n\n"
             f"Rules ({ann}):\n" + "\n".join(f"- {r}" for r in full) + f"\n\n{raw}\n\nTree:\n"
-            + tree.to_text((data or {}).get("X"), (data or {}).get("units")) + "\n")
+            + tree.to_text(reading=reading) + "\n")
 
 
 def rules_json(fit: FitArtifact, data: dict | None = None) -> list[dict]:
     """The rules of ``trees/<row>.json``: per leaf the simplified intervals, text, raw text and annotations."""
-    tree = ExplanationTree.from_dict(fit.tree)
-    return [r.to_dict() for r in tree.rules(**tree_annotations(data))]
+    tree, reading = read_tree(fit, data)
+    return [r.to_dict() for r in tree.rules(reading=reading)]
 
 
 def _ari(results: "pd.DataFrame", row: str) -> float | None:
@@ -159,24 +184,26 @@ def _ari(results: "pd.DataFrame", row: str) -> float | None:
 
 def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArtifact, results: "pd.DataFrame",
                     fits: dict[str, FitArtifact], concepts: ConceptsArtifact | None = None, counterfactuals: CounterfactualsArtifact | None = None,
-                    cache=None, completeness=None) -> str:
+                    cache=None, completeness=None, data: dict | None = None) -> str:
     """The whole ``report.html`` of one run (see :mod:`pipeline.app.report.html`); ``cache``
-    (:class:`pipeline.app.report.render_cache.RenderCache`) reuses tree views and the scatter drawn before."""
+    (:class:`pipeline.app.report.render_cache.RenderCache`) reuses tree views and the scatter drawn
+    before; ``data``: the run's :func:`tree_data`, when already gathered."""
     from pipeline.app.report.html import render_report, svg_of, tree_view
     from pipeline.app.report.render_cache import RenderCache
 
     cache = cache or RenderCache(None)
     concepts = concepts if concepts is not None and concepts.enabled else None
-    data = tree_data(load, cluster, project)
+    data = data if data is not None else tree_data(load, cluster, project)
     views = []
     for row, fit in fits.items():
-        tree = ExplanationTree.from_dict(fit.tree)
+        tree, reading = read_tree(fit, data)
         gallery = data if tree.n_leaves <= MAX_GALLERY_LEAVES else {k: data[k] for k in tree_annotations(data)}
         args = dict(row=row, method=fit.name, tree=tree, X=gallery["X"], reference=gallery.get("reference"),
                     y=gallery.get("y"), class_names=gallery.get("class_names"), kind=gallery.get("kind"),
                     data=gallery.get("data"), data_feature_names=gallery.get("data_feature_names"),
                     dataset=load.name, ari=_ari(results, row), units=data.get("units"))
-        view = cache.get("tree_view", {**args, "tree": fit.tree}, lambda args=args: tree_view(**args))
+        view = cache.get("tree_view", {**args, "tree": fit.tree},
+                         lambda args=args, reading=reading: tree_view(**args, reading=reading))
         view.note = units_note(tree, data) + marks_note(tree)
         views.append(view)
     scatter = None

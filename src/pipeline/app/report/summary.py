@@ -6,7 +6,6 @@ import pandas as pd
 
 from pipeline.app.artifacts import FitArtifact
 from pipeline.app.report.tables import format_cell
-from pipeline.trees.tree import ExplanationTree
 
 _SHOWN = ["explainer", "method", "ari", "stability", "ami", "ref_ari", "misassignment", "q", "n_leaves", "depth", "fit_seconds"]
 
@@ -24,7 +23,7 @@ def summary_text(title: str, df: pd.DataFrame, fits: dict[str, FitArtifact], max
                  data: dict | None = None) -> str:
     """Results table and each tree's simplified rules; with ``data``
     (:func:`pipeline.app.report.run_report.tree_data`) the rules carry leaf size, purity and majority class."""
-    from pipeline.app.report.run_report import sample_note, tree_annotations
+    from pipeline.app.report.run_report import read_tree, sample_note
 
     cols = [c for c in _SHOWN if c in df.columns]
     table = pd.DataFrame({c: [_format(v, c) for v in df[c]] for c in cols})
@@ -38,7 +37,8 @@ def summary_text(title: str, df: pd.DataFrame, fits: dict[str, FitArtifact], max
         for r in df[df["error"].notna()].itertuples(index=False):
             lines += ["", f"{r.explainer} could not be fitted: {r.error}"]
     for row, fit in fits.items():
-        rules = ExplanationTree.from_dict(fit.tree).rules(**tree_annotations(data))
+        tree, reading = read_tree(fit, data)
+        rules = tree.rules(reading=reading)
         note = sample_note(data)
         lines += ["", f"{row} rules" + (f" ({note})" if note else "") + ":"] + [f"  {r}" for r in rules[:max_rules]]
         if len(rules) > max_rules:

@@ -15,21 +15,28 @@ from typing import TYPE_CHECKING
 from pipeline.app.write_errors import MOVE_OUTPUTS, write_failed
 
 if TYPE_CHECKING:
+    from typing import BinaryIO, Callable
+
     import pandas as pd
 
 
-def atomic_write(path: Path, data: str | bytes) -> Path:
-    """Write ``data`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
+def atomic_write(path: Path, data: "str | bytes | Callable[[BinaryIO], None]") -> Path:
+    """Write ``data`` to ``path`` via a temporary file in the same directory and ``os.replace``.
+    ``data`` may also be a function that writes the file into the binary handle it is given (a
+    large file streamed in pieces, never whole in memory)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb" if isinstance(data, bytes) else "w") as fh:
-            fh.write(data)
+        with open(tmp, "w" if isinstance(data, str) else "wb") as fh:
+            data(fh) if callable(data) else fh.write(data)
         os.replace(tmp, path)
     except OSError as exc:  # disk full, quota, read-only: no temporary file stays behind
+        if callable(data):  # what was written before it failed
+            size = tmp.stat().st_size if tmp.exists() else 0
+        else:
+            size = len(data.encode("utf-8")) if isinstance(data, str) else len(data)
         tmp.unlink(missing_ok=True)
-        size = len(data.encode("utf-8")) if isinstance(data, str) else len(data)
         raise write_failed(exc, path.parent, size, path.name, MOVE_OUTPUTS) from None
     return path
 

@@ -14,11 +14,10 @@ from pipeline.app.artifacts import (
     FitArtifact, ReportArtifact,
 )
 from pipeline.app.report.render_cache import RenderCache
-from pipeline.app.report.run_report import rules_json, rules_text, tree_annotations, tree_data, tree_figure
+from pipeline.app.report.run_report import read_tree, rules_json, rules_text, tree_annotations, tree_data, tree_figure
 from pipeline.app.report.tables import results_frame
 from pipeline.app.report.writer import atomic_write, write_tables
 from pipeline.app.stages.framework import RunContext, Stage
-from pipeline.trees.tree import ExplanationTree
 
 
 def report_stage(rows, counterfactuals: bool = False, completeness: bool = False) -> Stage:
@@ -41,7 +40,8 @@ def report_stage(rows, counterfactuals: bool = False, completeness: bool = False
         write_trees(out_dir, fits, cfg["report"]["figures"], data, load.name, ari, cache=renders)
         csv, _ = write_tables(out_dir, df)
         write_assignments(out_dir, cfg, load, cluster, fits)
-        out = {"df": df, "csv": csv, "fits": fits, "table2": None, "counterfactuals_csv": None, "html": None}
+        out = {"df": df, "csv": csv, "fits": fits, "table2": None, "counterfactuals_csv": None, "html": None,
+               "data": data}
         if concepts.enabled:  # Table-2 row, CAV table, files for the notebook (issue 6)
             from pipeline.app.report.concept_run import cav_frame, table2_for_run, write_cav_table, write_concept_run
 
@@ -62,8 +62,7 @@ def report_stage(rows, counterfactuals: bool = False, completeness: bool = False
             from pipeline.app.report.run_report import run_report_html
 
             page = run_report_html(cfg, load, cluster, project, df, fits, concepts if concepts.enabled else None,
-                                   counterfactuals,
-                                   cache=renders, completeness=completeness)
+                                   counterfactuals, cache=renders, completeness=completeness, data=data)
             out["html"] = atomic_write(out_dir / "report.html", page.encode("utf-8"))
         return ReportArtifact(**out)
 
@@ -83,19 +82,28 @@ def row_ids(cfg: dict, load: LoadArtifact):
 def write_assignments(out_dir: Path, cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, fits: dict) -> Path:
     """``assignments.parquet``: every row's id (or row number), its reference cluster and each
     tree's cluster (row groups of a million rows), written atomically."""
-    import io
-
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     labels = np.asarray(cluster.labels)
     ids = row_ids(cfg, load)
-    cols = {"id": ids if ids is not None else np.arange(labels.size, dtype=np.int64), "reference": labels}
+    cols = {"id": ids if ids is not None else None, "reference": labels}
     cols.update({row: np.asarray(fit.predictions) for row, fit in fits.items() if len(fit.predictions) == labels.size})
-    buf = io.BytesIO()
-    pq.write_table(pa.table(cols), buf, row_group_size=1_000_000)
-    return atomic_write(Path(out_dir) / "assignments.parquet", buf.getvalue())
+    group = 1_000_000
+
+    def piece(start: int) -> "pa.Table":  # one row group: a million rows of every column, not the whole table
+        stop = min(start + group, labels.size)
+        return pa.table({k: (np.arange(start, stop, dtype=np.int64) if v is None else v[start:stop])
+                         for k, v in cols.items()})
+
+    def stream(fh) -> None:
+        with pq.ParquetWriter(fh, piece(0).schema) as writer:
+            for start in range(0, max(labels.size, 1), group):
+                writer.write_table(piece(start), row_group_size=group)
+        pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed buffers otherwise
+
+    return atomic_write(Path(out_dir) / "assignments.parquet", stream)
 
 
 def render_cache(cfg: dict, ctx: RunContext):
@@ -119,13 +127,13 @@ def write_trees(out_dir: Path, fits: dict[str, FitArtifact], figures: bool = Tru
     """
     written = []
     for row, fit in fits.items():
-        tree = ExplanationTree.from_dict(fit.tree)
+        tree, reading = read_tree(fit, data)
         doc = {"explainer": row, "method": fit.name, "fit_seconds": float(fit.fit_seconds), "tree": fit.tree,
                "rules": rules_json(fit, data)}
         written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.json", json.dumps(doc, indent=1, default=float)))
         written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.rules.txt", rules_text(row, fit, data).encode("utf-8")))
         written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.dot",
-                                    tree.to_dot(**tree_annotations(data), title=f"{row} ({fit.name})").encode("utf-8")))
+                                    tree.to_dot(title=f"{row} ({fit.name})", reading=reading).encode("utf-8")))
         if figures:  # matplotlib only when figures are drawn (not when they come from the cache)
             def draw(row=row, fit=fit) -> dict[str, bytes]:
                 from pipeline.app.report.figures import COLUMN_WIDTHS, FORMATS, figure_bytes
