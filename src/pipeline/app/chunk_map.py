@@ -58,20 +58,31 @@ def map_rows(fn, X, chunk_rows: int, compute=None, resume: Path | None = None, d
     if finished:
         log.warning("%s: %d of %d chunks finished by an earlier run are reused; %d to compute", desc,
                  len(ranges) - len(items), len(ranges), len(items))
-    results = dict(finished)
+    n = ranges[-1][1]
+    out: dict[str, np.ndarray] = {}
+
+    def place(rng: tuple, result: dict) -> None:
+        """A chunk's arrays straight into their rows of the output (allocated once, at the first
+        chunk): no list of every chunk beside a concatenated copy (twice the output, which the
+        allocator then kept: 3.4 GB resident for 1.6 GB of coordinates at 10M rows)."""
+        for k, v in result.items():
+            if k not in out:
+                out[k] = np.empty((n, *v.shape[1:]), dtype=v.dtype)
+            out[k][rng[0]:rng[1]] = v
+
+    for rng, result in finished.items():
+        place(rng, result)
 
     def done(j, result):
         rng = items[j][1]
-        results[rng] = result
         if resume is not None:
             _save(resume, rng, result)
+        place(rng, result)
 
     from pipeline.app.compute import LocalCompute
 
     backend = compute if (compute is not None and is_view(X)) else LocalCompute()
     backend.map(ChunkTask(X, fn), items, desc=desc, done=done)
-    ordered = [results[r] for r in ranges]
-    out = {k: np.concatenate([res[k] for res in ordered]) for k in ordered[0]}
     if resume is not None:
         shutil.rmtree(resume, ignore_errors=True)
     return out

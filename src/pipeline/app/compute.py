@@ -35,13 +35,16 @@ class LocalCompute:
     name: str = "local"
 
     def map(self, fn, items: list, desc: str = "chunks", done=None) -> list:
-        """``[fn(item) for item in items]``; ``done(i, result)`` is called as each finishes."""
+        """``[fn(item) for item in items]``; with ``done``, ``done(i, result)`` is called as each
+        finishes and the results are not kept (an empty list is returned)."""
         out = []
         with _progress(len(items), desc) as bar:
             for i, item in enumerate(items):
-                out.append(fn(item))
+                result = fn(item)
                 if done is not None:
-                    done(i, out[-1])
+                    done(i, result)
+                else:
+                    out.append(result)
                 bar.update()
         return out
 
@@ -94,8 +97,9 @@ class DaskCompute:
         log.info("dask: %s (%d workers)", self.client.scheduler.address, len(self.client.scheduler_info()["workers"]))
 
     def map(self, fn, items: list, desc: str = "chunks", done=None) -> list:
-        """``fn`` over ``items`` as tasks; the results in item order. ``done(i, result)`` is called
-        in this process as each task finishes (in any order)."""
+        """``fn`` over ``items`` as tasks; the results in item order. With ``done``, ``done(i, result)``
+        is called in this process as each task finishes (in any order) and the results are not kept
+        (the workers release each as soon as it is handed over; an empty list is returned)."""
         from distributed import as_completed
 
         if not items:
@@ -107,7 +111,11 @@ class DaskCompute:
                 for f in as_completed(futures):
                     if done is not None:
                         done(index[f.key], f.result())
+                        f.release()
                     bar.update()
+            if done is not None:
+                futures.clear()
+                return []
             return self.client.gather(futures)
         except Exception as exc:
             for f in futures:

@@ -86,6 +86,8 @@ def concept_completeness(Z, concept_X, labels, cv: int = 3, max_rows: int = MAX_
     if classes.size < 2 or k < 2:
         raise InvalidInputError(f"completeness needs at least 2 clusters with {max(int(cv), 2)} points each; the "
                                 f"clusters have {counts.tolist()} points.")
+    if y.size > 50 * max_rows:  # a stratified split of 10M rows takes ~1 GB of index arrays: first a pre-sample
+        keep, y = _presample(keep, y, classes, counts, 50 * max_rows, 2 * k, random_state)
     if y.size > max_rows:
         rows, _ = train_test_split(np.arange(y.size), train_size=max_rows, stratify=y, random_state=random_state)
         rows = np.sort(rows)
@@ -103,6 +105,18 @@ def concept_completeness(Z, concept_X, labels, cv: int = 3, max_rows: int = MAX_
                         n_rows=int(y.size), n_concepts=int(Xc.shape[1]), n_latents=int(Z.shape[1]))
 
 
+def _presample(keep: np.ndarray, y: np.ndarray, classes, counts, size: int, least: int, random_state):
+    """About ``size`` of the rows ``keep`` (labels ``y``), each class's share kept and at least
+    ``least`` rows of every class (all of a smaller one); uniform within a class, in row order."""
+    rng = np.random.default_rng(random_state)
+    take = np.minimum(counts, np.maximum(np.round(counts * size / y.size).astype(np.int64), least))
+    by_class = np.argsort(y, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    picked = np.sort(np.concatenate([rng.choice(by_class[s:s + c], t, replace=False)
+                                     for s, c, t in zip(starts, counts, take)]))
+    return keep[picked], y[picked]
+
+
 def permutation_importance(predict: Callable, X, reference, n_repeats: int = 5, max_rows: int = 20_000,
                            random_state=0) -> np.ndarray:
     """Drop in agreement (share of points ``predict`` assigns to their ``reference`` label; noise
@@ -113,12 +127,11 @@ def permutation_importance(predict: Callable, X, reference, n_repeats: int = 5, 
     """
     X = check_matrix(X, "X", min_rows=1)
     ref = np.asarray(reference).ravel()
-    keep = ref >= 0
-    X, ref = X[keep], ref[keep]
+    rows = np.flatnonzero(ref >= 0)  # the rows are chosen first: only they are copied
     rng = np.random.default_rng(random_state)
-    if ref.size > max_rows:
-        rows = np.sort(rng.choice(ref.size, size=max_rows, replace=False))
-        X, ref = X[rows], ref[rows]
+    if rows.size > max_rows:
+        rows = rows[np.sort(rng.choice(rows.size, size=max_rows, replace=False))]
+    X, ref = X[rows], ref[rows]
     base = float(np.mean(np.asarray(predict(X)) == ref))
     out = np.zeros(X.shape[1])
     for m in range(X.shape[1]):

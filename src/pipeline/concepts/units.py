@@ -215,7 +215,7 @@ def calibrate(coords, labels, C: float = 1.0) -> tuple[float, float]:
 
 def percentile_units(values, name: str = "concept") -> PercentileUnits:
     """Percentile units over the coordinates ``values`` (shape (n,)); at least 2 finite values."""
-    v = np.asarray(values, dtype=np.float64).ravel()
+    v = np.asarray(values, dtype=np.float64).reshape(-1)  # a column of the coordinates stays a view, not a copy
     finite = int(np.isfinite(v).sum())
     if finite < 2:
         raise InvalidInputError(
