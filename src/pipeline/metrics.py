@@ -140,7 +140,6 @@ def adjusted_mutual_info(labels_true, labels_pred) -> float:
     ``FAST_AMI_ROWS`` rows; from there on the same value (to ~1e-12) with the expected mutual
     information summed where the hypergeometric terms matter (:func:`expected_mutual_information`):
     0.25 s instead of 1.2 s on a million rows in 10 x 10 clusters, the gap growing with the rows."""
-    from sklearn.metrics import mutual_info_score
     from sklearn.metrics.cluster import contingency_matrix
 
     labels_true, labels_pred = np.asarray(labels_true), np.asarray(labels_pred)
@@ -149,16 +148,24 @@ def adjusted_mutual_info(labels_true, labels_pred) -> float:
     dense = contingency_table(labels_true, labels_pred)
     if dense is None:
         classes, clusters = np.unique(labels_true), np.unique(labels_pred)
-        table = contingency_matrix(labels_true, labels_pred, sparse=True)
-    else:
-        from scipy import sparse
+        if classes.shape[0] == clusters.shape[0] == 1 or classes.shape[0] == clusters.shape[0] == 0:
+            return 1.0
+        dense = contingency_matrix(labels_true, labels_pred, sparse=True).toarray()
+    return adjusted_mutual_info_from_table(dense)
 
-        classes, clusters = np.arange(dense.shape[0]), np.arange(dense.shape[1])
-        table = sparse.csr_matrix(dense)
-    if classes.shape[0] == clusters.shape[0] == 1 or classes.shape[0] == clusters.shape[0] == 0:
+
+def adjusted_mutual_info_from_table(dense: np.ndarray) -> float:
+    """:func:`adjusted_mutual_info` from the (classes x clusters) count table (no empty rows or
+    columns, as :func:`contingency_table` gives it): the labels are not read again."""
+    from scipy import sparse
+    from sklearn.metrics import mutual_info_score
+
+    dense = np.asarray(dense, dtype=np.int64)
+    if dense.shape[0] == dense.shape[1] == 1 or dense.shape[0] == dense.shape[1] == 0:
         return 1.0
-    mi = mutual_info_score(labels_true, labels_pred, contingency=table)
-    emi = expected_mutual_information(table.toarray(), labels_true.shape[0])
+    table = sparse.csr_matrix(dense)
+    mi = mutual_info_score(None, None, contingency=table)
+    emi = expected_mutual_information(dense, int(dense.sum()))
     h_true, h_pred = _entropy(np.asarray(table.sum(axis=1)).ravel()), _entropy(np.asarray(table.sum(axis=0)).ravel())
     denominator = (h_true + h_pred) / 2 - emi
     eps = np.finfo("float64").eps

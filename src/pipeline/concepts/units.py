@@ -239,7 +239,10 @@ def probability_units(slope: float, intercept: float, values=None, name: str = "
         fallback = percentile_units(values, name)
     units = ProbabilityUnits(float(slope), float(intercept), fallback)
     if values is not None:
-        p = units(np.asarray(values, dtype=np.float64))
+        v = np.asarray(values, dtype=np.float64)
+        v = v[np.isfinite(v)] if not np.isfinite(v.sum()) else v
+        # σ is monotone: every point has the same P exactly when the smallest and largest coordinates do
+        p = units(np.array([v.min(), v.max()])) if v.size else v
         if p.size and p.max() == p.min():
             raise InvalidInputError(
                 f"concept {name!r}: its calibrated probability P(concept | z) is the same ({p[0]:.3g}) for every "

@@ -124,11 +124,19 @@ def share_above(cav_summary: list[dict], names: list[str] | None, X) -> list[flo
     points its classifier calls positive); NaN for concepts the trees do not use."""
     X = np.asarray(X, dtype=float)
     index = {n: i for i, n in enumerate(names or [])}
-    out = []
-    for c in cav_summary:
-        b = float(c.get("boundary", float("nan")))
-        j = index.get(c["concept"])
-        out.append(float(100.0 * np.mean(X[:, j] > b)) if j is not None and b == b else float("nan"))
+    cols = [index.get(c["concept"]) for c in cav_summary]
+    bounds = np.array([float(c.get("boundary", float("nan"))) for c in cav_summary])
+    used = [i for i, j in enumerate(cols) if j is not None and bounds[i] == bounds[i]]
+    if not used or len(X) == 0:
+        return [float("nan")] * len(cav_summary)
+    where, b = np.array([cols[i] for i in used]), bounds[used]
+    above = np.zeros(len(used))
+    step = max(1, (8 << 20) // max(X.shape[1], 1))  # row blocks: every concept in one pass over the rows
+    for start in range(0, len(X), step):
+        above += (X[start:start + step][:, where] > b).sum(axis=0)
+    out = [float("nan")] * len(cav_summary)
+    for i, a in zip(used, above):
+        out[i] = float(100.0 * a / len(X))
     return out
 
 

@@ -33,10 +33,12 @@ LABEL_COLUMNS = ("ari", "ami")  # need ground-truth labels
 def _agreement(a, b, mask) -> tuple[float, float]:
     if mask.sum() < 2:
         return math.nan, math.nan
-    a, b = a[mask], b[mask]
+    a, b = (a, b) if mask.all() else (a[mask], b[mask])
     table = metrics.contingency_table(a, b) if a.size >= metrics.FAST_AMI_ROWS else None
-    ari = float(adjusted_rand_score(a, b)) if table is None else metrics.adjusted_rand_from_table(table)
-    return ari, metrics.adjusted_mutual_info(a, b)
+    if table is None:
+        return float(adjusted_rand_score(a, b)), metrics.adjusted_mutual_info(a, b)
+    # many rows: one count table gives both
+    return metrics.adjusted_rand_from_table(table), metrics.adjusted_mutual_info_from_table(table)
 
 
 def _q_and_bound(fit: FitArtifact, n_clusters: int) -> tuple[float, float]:

@@ -14,7 +14,7 @@ from pipeline.app.artifacts import (
     FitArtifact, ReportArtifact,
 )
 from pipeline.app.report.render_cache import RenderCache
-from pipeline.app.report.run_report import read_tree, rules_json, rules_text, tree_annotations, tree_data, tree_figure
+from pipeline.app.report.run_report import read_tree, render_key, rules_json, rules_text, tree_data, tree_figure
 from pipeline.app.report.tables import results_frame
 from pipeline.app.report.writer import atomic_write, write_tables
 from pipeline.app.stages.framework import RunContext, Stage
@@ -145,7 +145,7 @@ def write_trees(out_dir: Path, fits: dict[str, FitArtifact], figures: bool = Tru
                     out.update({f"{variant}.{fmt}": figure_bytes(fig, fmt) for fmt in ("pdf", "png")})
                 return out
 
-            inputs = {"row": row, "name": fit.name, "tree": fit.tree, "data": tree_annotations(data),
+            inputs = {"row": row, "name": fit.name, "tree": fit.tree, "data": render_key(data),
                       "dataset": dataset, "ari": (ari or {}).get(row)}
             for fmt, blob in (cache or RenderCache(None)).get("tree_figure", inputs, draw).items():
                 written.append(atomic_write(Path(out_dir) / "figures" / f"{row}.{fmt}", blob))
