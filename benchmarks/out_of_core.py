@@ -19,13 +19,15 @@ Sections (``--sections``, default all but ``scale``):
   clustering.n_clusters=10 explainer=[mmdt,imm]``) with ``compute=local`` and with
   ``compute=dask compute.n_workers=2``, both cold;
 - ``scale``: 10M x 512 (20.5 GB) with the 20 concepts, end to end, beside one sequential read of
-  the file with its pages dropped from the page cache first.
+  the file with its pages dropped from the page cache first;
+- ``scale_dask``: the same 10M command with ``compute=dask compute.n_workers=2`` (does it finish,
+  in what time and memory, workers included).
 
 Data are written under ``--dir`` (default /work/big) and kept (``--fresh`` rewrites them).
 Results: benchmarks/results/out_of_core.json (merged per section; printed too).
 
     python benchmarks/out_of_core.py --sections million bare dask
-    python benchmarks/out_of_core.py --sections scale
+    python benchmarks/out_of_core.py --sections scale scale_dask
 """
 
 from __future__ import annotations
@@ -266,7 +268,19 @@ def scale(d: Path, fresh: bool) -> dict:
     return out
 
 
-SECTIONS = {"million": million, "bare": bare, "dask": dask, "scale": scale}
+def scale_dask(d: Path, fresh: bool) -> dict:
+    """The 10M command again with a 2-worker LocalCluster (the chunk passes as Dask tasks)."""
+    path = d / "m10.npy"
+    ensure(path, 10_000_000, DIM, fresh, concepts=True)
+    work = workspace(d, "scale-dask")
+    out = {"data_gb": round(path.stat().st_size / 1e9, 3)}
+    drop_cache(path)
+    out["cold"] = command(concept_args(path) + ["compute=dask", "compute.n_workers=2", "compute.threads_per_worker=1"],
+                          work, "cold")
+    return out
+
+
+SECTIONS = {"million": million, "bare": bare, "dask": dask, "scale": scale, "scale_dask": scale_dask}
 
 
 def main() -> None:

@@ -135,14 +135,11 @@ def fsync_path(path: Path) -> None:
 
 
 def write_file_atomic(path: Path, data: bytes, suffix: str = ".tmp") -> None:
-    """Write ``data`` to ``path`` atomically: a temporary sibling ``.<name>.<random><suffix>``,
-    fsynced, then renamed into place (a killed writer leaves only the temporary file)."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}{suffix}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Write ``data`` to ``path`` atomically and fsynced, in the cache (a full disk names
+    paths.cache_dir): :func:`pipeline.app.report.writer.atomic_write`."""
+    from pipeline.app.report.writer import atomic_write
+
+    atomic_write(path, data, fsync=True, suffix=suffix, fix=MOVE_CACHE)
 
 
 def save_artifact(path: Path, artifact: Artifact) -> None:
