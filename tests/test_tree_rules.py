@@ -153,3 +153,16 @@ def test_string_labels_name_the_leaves_in_rules_dot_and_json():
         assert "setosa" in tree.to_dot() and "setosa" in tree.to_text()
         assert [str(r) for r in ExplanationTree.from_json(tree.to_json()).rules()] == [str(r) for r in tree.rules()]
     assert MMDT().fit(data.data, data.target).tree_.label_names is None  # integer labels stay "cluster k"
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_trees(), st.integers(0, 2**31 - 1))
+def test_a_reading_prints_what_the_rows_print(tree, seed):
+    """tree.read(X, ...) once, then rules / text / DOT from it: the same as passing the rows to each."""
+    rng = np.random.default_rng(seed)
+    X = rng.choice([-1.0, -0.5, 0.0, 0.25, 0.5, 1.0, 0.3, -2.0], size=(60, tree.n_features))
+    ref, y = rng.integers(0, 4, 60), rng.integers(0, 3, 60)
+    reading = tree.read(X, ref, y, ["a", "b", "c"])
+    assert [str(r) for r in tree.rules(reading=reading)] == [str(r) for r in tree.rules(X, ref, y, ["a", "b", "c"])]
+    assert tree.to_text(reading=reading) == tree.to_text(X)
+    assert tree.to_dot(title="t", reading=reading) == tree.to_dot(X, ref, y, ["a", "b", "c"], title="t")
