@@ -410,10 +410,10 @@ def test_sigkill_mid_pass_recomputes_only_unfinished_chunks(tmp_path, stage):
 
 def test_nan_rows_found_in_a_chunk_pass_are_named():
     """Arrays over 256 MB are checked as their chunks are read: the first bad rows, 0-based, by file."""
-    from pipeline.app.stages.cluster import check_finite_rows
+    from pipeline.app.stages.cluster import check_finite_chunk
 
     block = np.zeros((100, 3), np.float32)
     block[[7, 42], 1] = np.inf
     Z = type("View", (), {"source": "big.npy"})()
     with pytest.raises(InvalidInputError, match=r"big\.npy holds NaN or inf values in rows \[5007, 5042\]"):
-        check_finite_rows(block, 5000, Z)
+        check_finite_chunk(block, 5000, Z)

@@ -144,14 +144,11 @@ class ChunkedArray:
             out = np.concatenate(blocks) if blocks else np.empty((0, *self.parts[0].width), self.parts[0].dtype)
         return out if self.cast is None else out.astype(self.cast)
 
-    def ranges(self, chunk_rows: int) -> list[tuple[int, int]]:
-        """``(start, stop)`` of consecutive chunks of ``chunk_rows`` rows covering every row."""
-        return [(s, min(s + chunk_rows, self.n_rows)) for s in range(0, self.n_rows, chunk_rows)]
-
     def chunks(self, chunk_rows: int):
         """Iterate over the rows in chunks of ``chunk_rows`` (the last may be shorter)."""
-        for start, stop in self.ranges(chunk_rows):
-            yield self.read(start, stop)
+        for start, stop in row_ranges(self, chunk_rows):
+            if stop > start:
+                yield self.read(start, stop)
 
     def take(self, indices, chunk_rows: int = 65536) -> np.ndarray:
         """The rows at sorted ``indices``, read chunk by chunk (one pass); a chunk from which few
@@ -159,7 +156,7 @@ class ChunkedArray:
         not the file)."""
         indices = np.asarray(indices, dtype=np.int64)
         out = np.empty((indices.size, *self.shape[1:]), self.dtype)
-        for start, stop in self.ranges(chunk_rows):
+        for start, stop in row_ranges(self, chunk_rows):
             lo, hi = np.searchsorted(indices, [start, stop])
             if hi - lo > (stop - start) // 16:
                 out[lo:hi] = self.read(start, stop)[indices[lo:hi] - start]

@@ -106,9 +106,9 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, ctx=None) ->
     Z = encode.Z
     rows = sample_of(cfg, Z)
     if rows is None:
-        Zfit, y_fit = (check_finite_rows(np.asarray(Z), 0, Z) if is_view(Z) else Z), y
+        Zfit, y_fit = (check_finite_chunk(np.asarray(Z), 0, Z) if is_view(Z) else Z), y
     else:
-        Zfit = check_finite_rows(Z[rows], 0, Z, rows)
+        Zfit = check_finite_chunk(Z[rows], 0, Z, rows)
         y_fit = None if y is None else y[rows]
         log.info("%s fitted on a uniform sample of %d of %d rows (clustering.sample_rows); every row is then "
                  "assigned in one pass", spec.get("name"), rows.size, len(Z))
@@ -128,7 +128,7 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, ctx=None) ->
     return clustering_to_artifact(c)
 
 
-def check_finite_rows(block: np.ndarray, start: int, source, rows=None) -> np.ndarray:
+def check_finite_chunk(block: np.ndarray, start: int, source, rows=None) -> np.ndarray:
     """``block`` (rows of ``source`` from ``start``, or the ``rows``) unchanged, or a clear error
     naming the first rows with NaN/inf values."""
     bad = ~np.isfinite(block)
@@ -152,7 +152,7 @@ class AssignChunk:
     def __call__(self, rows: np.ndarray, start: int) -> dict:
         from pipeline.clustering import assign_rows
 
-        check_finite_rows(rows, start, self.source)
+        check_finite_chunk(rows, start, self.source)
         return {"labels": assign_rows(self.clustering, rows, self.sample_X)}
 
 
