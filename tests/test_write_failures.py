@@ -205,3 +205,23 @@ def test_hydra_config_write_failure_is_one_paragraph(tmp_path):
     assert err.startswith("error: cannot write config.yaml in ") and err.endswith("PIPELINE_LOG_DIR=<dir>).")
     assert len(err.splitlines()) == 1
     assert not list((tmp_path / "logs").rglob("config.yaml"))
+
+
+def test_a_streamed_file_on_a_full_disk_is_one_paragraph_and_leaves_nothing(tmp_path):
+    """atomic_write(path, writer): the writer fills the file piece by piece (assignments.parquet);
+    a full disk mid-way is the same paragraph (what was written so far as the size), no temporary
+    left; a cache write (fsync) names paths.cache_dir."""
+    from pipeline.app.cache import write_file_atomic
+
+    def stream(fh):
+        fh.write(b"x" * 1000)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(WriteFailedError, match=r"cannot write big.parquet in .*No space left on device \(it needs "
+                                               r"about 1,000 bytes"):
+        atomic_write(tmp_path / "big.parquet", stream)
+    assert list(tmp_path.iterdir()) == []
+    written = atomic_write(tmp_path / "ok.bin", lambda fh: fh.write(b"abc"), fsync=True)
+    assert written.read_bytes() == b"abc"
+    write_file_atomic(tmp_path / "c.npz", b"123", suffix=".part")
+    assert (tmp_path / "c.npz").read_bytes() == b"123" and not list(tmp_path.glob(".*"))
