@@ -36,9 +36,16 @@ class ChunkTask:
     X: object
     fn: object
 
-    def __call__(self, item):
+    def read(self, item) -> np.ndarray:
+        """The rows of ``item`` (a backend may read the next chunk while this one is computed)."""
         _, (start, stop) = item
-        return self.fn(read_rows(self.X, start, stop), start)
+        return read_rows(self.X, start, stop)
+
+    def compute(self, rows: np.ndarray, item):
+        return self.fn(rows, item[1][0])
+
+    def __call__(self, item):
+        return self.compute(self.read(item), item)
 
 
 def resume_folder(ctx, name: str) -> Path | None:

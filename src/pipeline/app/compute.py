@@ -28,6 +28,14 @@ def _progress(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="chunk", leave=False, mininterval=1.0)
 
 
+def _reader(enabled: bool):
+    """One read-ahead thread (or nothing)."""
+    import contextlib
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(1, thread_name_prefix="read-ahead") if enabled else contextlib.nullcontext()
+
+
 @dataclass
 class LocalCompute:
     """Chunks one after another in this process."""
@@ -36,11 +44,25 @@ class LocalCompute:
 
     def map(self, fn, items: list, desc: str = "chunks", done=None) -> list:
         """``[fn(item) for item in items]``; with ``done``, ``done(i, result)`` is called as each
-        finishes and the results are not kept (an empty list is returned)."""
+        finishes and the results are not kept (an empty list is returned). A task that reads its
+        input apart (``fn.read(item)`` then ``fn.compute(rows, item)``, as a chunk of a file does)
+        has the next chunk read by a second thread while this one is computed: the disk and the
+        CPU work at once (the order of the work, and so every result, is unchanged)."""
         out = []
-        with _progress(len(items), desc) as bar:
+        ahead = None
+        split = len(items) > 1 and hasattr(fn, "read") and hasattr(fn, "compute")
+        with _progress(len(items), desc) as bar, _reader(split) as pool:
+            if split:
+                ahead = pool.submit(fn.read, items[0])
             for i, item in enumerate(items):
-                result = fn(item)
+                if split:
+                    rows = ahead.result()
+                    if i + 1 < len(items):
+                        ahead = pool.submit(fn.read, items[i + 1])
+                    result = fn.compute(rows, item)
+                    del rows
+                else:
+                    result = fn(item)
                 if done is not None:
                     done(i, result)
                 else:

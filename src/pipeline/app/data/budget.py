@@ -72,8 +72,9 @@ def out_of_core(cfg: dict, Z) -> bool:
 
 
 def chunk_rows(cfg: dict, row_bytes: int) -> int:
-    """Rows per chunk: ``dataset.chunk_rows``, else as many as fill 1/16 of the budget (a chunk,
-    its float64 copy and what is computed from it stay well inside it)."""
+    """Rows per chunk: ``dataset.chunk_rows``, else as many as fill 1/32 of the budget (a chunk,
+    its float64 copy and what is computed from it stay well inside it, beside the next chunk
+    being read meanwhile)."""
     check_budget(cfg, row_bytes)
     given = (cfg.get("dataset") or {}).get("chunk_rows")
     if given is not None:
@@ -86,7 +87,7 @@ def chunk_rows(cfg: dict, row_bytes: int) -> int:
                 f"{int(given) * row_bytes / 1e6:.0f} MB, more than dataset.memory_budget ({budget / 1e6:.0f} MB). "
                 "Give fewer rows per chunk, or a larger dataset.memory_budget.")
         return int(given)
-    return max(memory_budget(cfg) // 16 // max(int(row_bytes), 1), 1)
+    return max(memory_budget(cfg) // 32 // max(int(row_bytes), 1), 1)
 
 
 def check_budget(cfg: dict, row_bytes: int) -> None:

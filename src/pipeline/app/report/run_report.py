@@ -44,7 +44,9 @@ def tree_data(load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArti
     if is_view(project.X):  # latents on disk: leaves annotated from a uniform sample of rows
         n_all = len(project.X)
         rows = sample_rows_of(n_all, project.X.shape[1])
-        X = np.asarray(project.X[rows], dtype=float)
+        X = np.empty((rows.size, project.X.shape[1]))
+        for i in range(0, rows.size, 8192):  # widened to float64 a block at a time: no float32 copy of the sample
+            X[i:i + 8192] = project.X[rows[i:i + 8192]]
         out = {"X": X, "reference": np.asarray(cluster.labels)[rows],
                "y": None if load.y is None else np.asarray(load.y)[rows], "sample_of": n_all,
                "class_names": list(load.class_names) if load.class_names is not None else None,
