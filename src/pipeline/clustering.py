@@ -359,9 +359,8 @@ def mixture_predict(gm, X) -> np.ndarray:
         maha[:, j] = np.einsum("ij,ij->i", y, y, dtype=np.float64)
     logp = -0.5 * maha + shift
     err = 0.5 * (2 * np.sqrt(maha) * e + e * e) + 1e-9 * (1 + np.abs(logp))
-    top2 = np.argpartition(-logp, 1, axis=1)[:, :2] if k > 1 else np.zeros((X.shape[0], 2), np.int64)
     rows = np.arange(X.shape[0])
-    best = np.where(logp[rows, top2[:, 0]] >= logp[rows, top2[:, 1]], top2[:, 0], top2[:, 1])
+    best = logp.argmax(axis=1)
     out = best.astype(np.int64)
     if k > 1:
         gap = logp[rows, best][:, None] - logp

@@ -49,7 +49,6 @@ class LocalCompute:
         has the next chunk read by a second thread while this one is computed: the disk and the
         CPU work at once (the order of the work, and so every result, is unchanged)."""
         out = []
-        ahead = None
         split = len(items) > 1 and hasattr(fn, "read") and hasattr(fn, "compute")
         with _progress(len(items), desc) as bar, _reader(split) as pool:
             if split:

@@ -128,10 +128,6 @@ def wrap_terms(text: str, width: int) -> str:
     return "\n".join(lines)
 
 
-def _stats(tree, X, reference, y, class_names):
-    return tree.leaf_stats(X, reference, y, class_names) if X is not None else None
-
-
 def plot_tree(tree: ExplanationTree, X=None, reference=None, y=None, class_names=None, cluster_names=None,
               title: str | None = None, layout_name: str = "auto", units=None, width: float | None = None,
               reading=None) -> Figure:
@@ -166,10 +162,8 @@ def plot_tree(tree: ExplanationTree, X=None, reference=None, y=None, class_names
     -------
     matplotlib.figure.Figure
     """
-    if reading is None:
-        stats, display = _stats(tree, X, reference, y, class_names), tree.display(X, units)
-    else:
-        stats, display = reading.stats or None, reading.display
+    reading = reading or tree.read(X, reference, y, class_names, units)
+    stats, display = reading.stats or None, reading.display  # no rows: no leaf annotations
     if layout_name not in ("auto", "top-down", "indented"):
         raise ValueError(f"layout_name must be 'auto', 'top-down' or 'indented', got {layout_name!r}.")
     style = _Style() if width is None else _Style(PRINT_FONT, PRINT_FONT)

@@ -218,6 +218,7 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
     cache = cache or RenderCache(None)
     concepts = concepts if concepts is not None and concepts.enabled else None
     data = data if data is not None else tree_data(load, cluster, project)
+    keyed_units = render_key(data).get("units")  # the display maps as the render cache keys them
     views = []
     for row, fit in fits.items():
         tree, reading = read_tree(fit, data)
@@ -226,7 +227,7 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
                     y=gallery.get("y"), class_names=gallery.get("class_names"), kind=gallery.get("kind"),
                     data=gallery.get("data"), data_feature_names=gallery.get("data_feature_names"),
                     dataset=load.name, ari=_ari(results, row), units=data.get("units"))
-        view = cache.get("tree_view", {**args, "tree": fit.tree, "units": render_key(data).get("units")},
+        view = cache.get("tree_view", {**args, "tree": fit.tree, "units": keyed_units},
                          lambda args=args, reading=reading: tree_view(**args, reading=reading))
         view.note = units_note(tree, data) + marks_note(tree)
         views.append(view)
@@ -241,7 +242,7 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
                                                data["reference"], title=None, units=data.get("units")))
 
         scatter = cache.get("concept_scatter", {"tree": fits[first].tree, "X": data["X"],
-                                                "reference": data["reference"], "units": render_key(data).get("units")},
+                                                "reference": data["reference"], "units": keyed_units},
                             draw_scatter)
     cf_table, cf_svgs = None, []
     if counterfactuals:
