@@ -122,7 +122,7 @@ def test_run_with_a_damaged_entry_succeeds_with_a_warning(tmp_path, caplog):
     def cfg(out):
         return compose_config([f"paths.output_dir={tmp_path / out}", f"paths.cache_dir={tmp_path / 'cache'}",
                                f"paths.models_dir={tmp_path / 'models'}", "experiment=raw_features", "dataset=iris",
-                               "report.figures=false", "report.summary=false"])
+                               "report.figures=false", "report.summary=false", "cache.reuse_files=false"])
 
     first = run(cfg("a"))
     for entry in (tmp_path / "cache").glob("cluster/*"):

@@ -19,8 +19,9 @@ TINY_VADE = ["dataset=digits", "encoder=vade", "encoder.device=cpu", "encoder.pa
 
 
 def cfg(tmp_path, out, cache="cache"):
+    # the stage cache and checkpoints: every stage read back (not the run's files, test_run_outputs.py)
     return compose_config([f"paths.output_dir={tmp_path / out}", f"paths.cache_dir={tmp_path / cache}",
-                           f"paths.models_dir={tmp_path / 'models'}", *TINY_VADE])
+                           f"paths.models_dir={tmp_path / 'models'}", *TINY_VADE, "cache.reuse_files=false"])
 
 
 def events(tmp_path, out):

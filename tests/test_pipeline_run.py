@@ -54,8 +54,9 @@ def test_digits_subset_end_to_end(tmp_path, capsys):
 
 
 def test_benchmark_file_with_dbscan_noise_and_second_run_hits_cache(tmp_path):
+    # the stage cache itself: a rerun reads every stage back (not the run's files, test_run_outputs.py)
     overrides = ("dataset=clustbench", "dataset.name=sipu/r15", "clustering=dbscan", "explainer=[mmdt,cart]",
-                 "report.figures=false")
+                 "report.figures=false", "cache.reuse_files=false")
     first = run(make_cfg(tmp_path, *overrides, out="a")).set_index("explainer")
     assert first.loc["reference", "ari"] > 0.8  # R15 is well separated
     assert first.loc["reference", "n_noise"] > 0  # DBSCAN's outliers are reported...

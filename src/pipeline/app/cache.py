@@ -168,6 +168,19 @@ def save_artifact(path: Path, artifact: Artifact) -> None:
     fsync_path(path)
 
 
+def install_entry(tmp: Path, final: Path) -> None:
+    """Rename the finished entry folder ``tmp`` to ``final`` (an entry already there, from a forced
+    recompute, is swapped out and removed), then fsync the parent."""
+    if final.exists():
+        trash = final.parent / f".old-{final.name}-{uuid.uuid4().hex[:8]}"
+        os.rename(final, trash)
+        os.rename(tmp, final)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.rename(tmp, final)
+    fsync_path(final.parent)
+
+
 def verify_artifact(path: Path) -> None:
     """Raise :class:`CorruptArtifactError` unless every file listed in the manifest is intact.
 
@@ -268,7 +281,7 @@ class StageCache:
         start = time.perf_counter()
         if not self.enabled:
             out = compute()
-            self._record(stage, key, False, start)
+            self.record(stage, key, False, start)
             return out
         final = self.path(stage, key)
         recovered = ""
@@ -286,15 +299,15 @@ class StageCache:
                     if check is not None:
                         check(out)
                 except CorruptArtifactError as exc:
-                    recovered = self._quarantine(stage, key, exc)
+                    recovered = self.quarantine(stage, key, exc)
                 else:
-                    self._record(stage, key, True, start)
+                    self.record(stage, key, True, start)
                     return out
             out = compute()
             self._write(final, out)
         finally:
             lock.release()
-        self._record(stage, key, False, start, recovered)
+        self.record(stage, key, False, start, recovered)
         return out
 
     @staticmethod
@@ -304,7 +317,7 @@ class StageCache:
             for leftover in final.parent.glob(pattern):
                 shutil.rmtree(leftover, ignore_errors=True)
 
-    def _quarantine(self, stage: str, key: str, exc: CorruptArtifactError) -> str:
+    def quarantine(self, stage: str, key: str, exc: CorruptArtifactError) -> str:
         """Move a corrupt entry to ``<root>/.quarantine/<stage>/`` and warn; returns the reason."""
         final = self.path(stage, key)
         target = self.root / QUARANTINE / stage / f"{key}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
@@ -325,19 +338,12 @@ class StageCache:
                 needed = sum(v.nbytes for v in artifact.values() if isinstance(v, np.ndarray)) + 4096
                 raise write_failed(exc, self.root, needed, f"the cache entry {final.parent.name}/{final.name}",
                                    MOVE_CACHE) from None
-            if final.exists():  # forced recompute: swap the old artifact out
-                trash = final.parent / f".old-{final.name}-{uuid.uuid4().hex[:8]}"
-                os.rename(final, trash)
-                os.rename(tmp, final)
-                shutil.rmtree(trash, ignore_errors=True)
-            else:
-                os.rename(tmp, final)
-            fsync_path(final.parent)
+            install_entry(tmp, final)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
 
-    def _record(self, stage: str, key: str, hit: bool, start: float, recovered: str = "") -> None:
+    def record(self, stage: str, key: str, hit: bool, start: float, recovered: str = "") -> None:
         seconds = time.perf_counter() - start
         self.events.append(CacheEvent(stage, key, hit, seconds, recovered))
         if hit:

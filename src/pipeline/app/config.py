@@ -229,6 +229,9 @@ class ComputeConfig:
 @dataclass
 class CacheConfig:
     enabled: bool = True
+    # a rerun whose every stage is unchanged restores the earlier run's files and summary (false:
+    # reads every stage's artifact back and writes the report again); app/run_outputs.py
+    reuse_files: bool = True
 
 
 @dataclass

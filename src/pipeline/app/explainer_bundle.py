@@ -238,7 +238,7 @@ def _encoder_doc(cfg: dict, train, encode) -> dict:
     return out
 
 
-def bundle_from_run(cfg: dict, done: dict, out_dir: Path | None = None) -> Bundle:
+def bundle_from_run(cfg: dict, done: dict) -> Bundle:
     """The explainer of a finished run from its stage outputs (``done``, as ``run_pipeline`` returns)."""
     import pandas as pd
 
@@ -307,7 +307,7 @@ def bundle_from_run(cfg: dict, done: dict, out_dir: Path | None = None) -> Bundl
         "format": FORMAT, "version": VERSION,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "packages": package_versions(),
-        "run": {"dir": str(Path(out_dir).resolve()) if out_dir is not None else None, "dataset": load.name,
+        "run": {"dataset": load.name,
                 "n_rows": int(len(project.X)), "class_names": load.class_names, "seed": cfg.get("seed"),
                 "clustering": (cfg.get("clustering") or {}).get("name"),
                 "concepts": (cfg.get("concepts") or {}).get("name")},
@@ -389,7 +389,7 @@ def _copy_weights(enc: dict, checkpoint: Path | None, folder: Path) -> dict:
 
 def write_run_bundle(cfg: dict, done: dict, out_dir: Path) -> Path:
     """``<out_dir>/explainer/`` of a finished run (see the module docstring)."""
-    return write_bundle(bundle_from_run(cfg, done, out_dir), Path(out_dir) / "explainer")
+    return write_bundle(bundle_from_run(cfg, done), Path(out_dir) / "explainer")
 
 
 # ------------------------------------------------------------------ reading

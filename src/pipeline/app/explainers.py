@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-from sklearn.utils._param_validation import InvalidParameterError
 
 from pipeline.app.instantiate import call, check_params, factory, locate, target_of
 from pipeline.concepts.projection import mixture_sigma
@@ -195,6 +194,8 @@ def fit_explainer(row: str, config: dict, inputs: FitInputs, random_state: int):
     estimator : fitted estimator with ``tree_``
     predictions : ndarray of shape (n_samples,), int64
     """
+    from sklearn.utils._param_validation import InvalidParameterError
+
     proto = protocol(config)
     check_params(config, f"explainer.{row}")  # misspelt names (also checked before any stage runs)
     target = locate(target_of(config, "explainer"), "explainer")

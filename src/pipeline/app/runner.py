@@ -50,8 +50,10 @@ def to_plain(cfg) -> dict:
     return resolve_config(cfg)  # a bad value (PIPELINE_THREADS=abc) is one paragraph, not a traceback
 
 
-def run_pipeline(cfg: dict, ctx: RunContext, stages, until: str | None = None) -> dict[str, StageOutput]:
-    """Execute ``stages`` in order (stopping before the stage named ``until``); returns the finished ones.
+def run_pipeline(cfg: dict, ctx: RunContext, stages, until: str | None = None,
+                 done: dict[str, StageOutput] | None = None) -> dict[str, StageOutput]:
+    """Execute ``stages`` in order (stopping before the stage named ``until``; those in ``done``
+    have finished already); returns the finished ones.
 
     A failing explainer row (``fit.<row>``, an :class:`InvalidInputError`: e.g. Concept-MMDT on
     concept means that no concept separates) never aborts the run: it is recorded in
@@ -59,11 +61,13 @@ def run_pipeline(cfg: dict, ctx: RunContext, stages, until: str | None = None) -
     other rows are fitted and reported. Only when every row failed does the run stop with the
     first row's error (nothing would be left to report), unless ``ctx.keep_going`` (studies).
     """
-    done: dict[str, StageOutput] = {}
+    done = dict(done or {})
     fit_rows = [s.name for s in stages if s.name.startswith("fit.")]
     for stage in stages:
         if stage.name == until:
             break
+        if stage.name in done:
+            continue
         try:
             done[stage.name] = execute(stage, cfg, ctx, done)
         except InvalidInputError as exc:
@@ -93,10 +97,12 @@ def run_stages(cfg: dict, cache: StageCache, keep_going: bool = False):
     return done, fits, dict(ctx.errors)
 
 
-def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) -> None:
-    """The terminal summary of one finished run (the step after the stage loop); ``show=False``
-    prints only where the files went."""
+def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) -> dict:
+    """Print the terminal summary of one finished run (the step after the stage loop); ``show=False``
+    prints only where the files went. Returns what was printed as :func:`show_summary` takes it
+    (the text, and where the files are relative to the run folder), for the run's kept files."""
     report, load, ref = done["report"].artifact, done["load"].artifact, done["cluster"].artifact
+    parts = []
     if show and cfg["report"]["summary"]:
         from pipeline.app.report.summary import summary_text
 
@@ -105,12 +111,12 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
         from pipeline.app.report.run_report import tree_data
 
         data = report.data if report.data is not None else tree_data(load, ref, done["project"].artifact)
-        print(summary_text(title, report.df, report.fits, cfg["report"]["max_rules"], data))
+        parts.append(summary_text(title, report.df, report.fits, cfg["report"]["max_rules"], data))
         if (cfg["concepts"].get("name") or "none") == "none" and (load.kind != "tabular"
                                                                    or cfg["encoder"]["name"] != "identity"):
             from pipeline.app.concept_sets.definitions import concept_hint
 
-            print(concept_hint(load.name, load.kind))
+            parts.append(concept_hint(load.name, load.kind))
         if report.table2 is not None:
             from pipeline.app.report.concept_run import concept_summary_text
 
@@ -118,18 +124,34 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
             project = done["project"].artifact
             from pipeline.app.stages.completeness import completeness_text
 
-            print(concept_summary_text(report.table2, concepts.cav_summary or [], concepts.cav_dropped or {},
-                                       project.selection, concepts.discovery, project.units, project.units_kind,
-                                       project.concept_names, project.X, concepts.cav_test, concepts.provenance,
-                                       concepts.concept_notes,
-                                       completeness=completeness_text(done["completeness"].artifact
-                                                                      if "completeness" in done else None)))
-    if report.counterfactuals_csv is not None:
-        print(f"counterfactual explanations ({done['counterfactuals'].artifact.space} space) written to "
-              f"{report.counterfactuals_csv}")
-    print(f"results written to {report.csv}")
-    if report.html is not None:
-        print(f"report: {report.html}")
+            parts.append(concept_summary_text(report.table2, concepts.cav_summary or [], concepts.cav_dropped or {},
+                                              project.selection, concepts.discovery, project.units, project.units_kind,
+                                              project.concept_names, project.X, concepts.cav_test, concepts.provenance,
+                                              concepts.concept_notes,
+                                              completeness=completeness_text(done["completeness"].artifact
+                                                                             if "completeness" in done else None)))
+    out_dir = Path(report.csv).parent
+
+    def rel(path):
+        return None if path is None else Path(path).relative_to(out_dir).as_posix()
+
+    record = {"text": "\n".join(parts), "csv": rel(report.csv), "html": rel(report.html),
+              "counterfactuals_csv": rel(report.counterfactuals_csv),
+              "counterfactual_space": done["counterfactuals"].artifact.space if report.counterfactuals_csv else None}
+    show_summary(record, out_dir)
+    return record
+
+
+def show_summary(record: dict, out_dir: Path) -> None:
+    """Print a summary :func:`print_summary` returned, with the paths of the run folder ``out_dir``."""
+    if record["text"]:
+        print(record["text"])
+    if record.get("counterfactuals_csv"):
+        print(f"counterfactual explanations ({record['counterfactual_space']} space) written to "
+              f"{Path(out_dir) / record['counterfactuals_csv']}")
+    print(f"results written to {Path(out_dir) / record['csv']}")
+    if record.get("html"):
+        print(f"report: {Path(out_dir) / record['html']}")
 
 
 def save_explainer(cfg: dict, done: dict[str, StageOutput], out_dir: Path) -> None:
@@ -145,24 +167,60 @@ def save_explainer(cfg: dict, done: dict[str, StageOutput], out_dir: Path) -> No
                     "run", out_dir / "explainer", type(exc).__name__, exc)
 
 
-def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = False, summary: bool = True):
+def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = False, summary: bool = True,
+               reuse_files: bool = False):
     """One dataset: the stage loop, then the summary. Returns the results DataFrame.
 
     The same stages at every size: latents larger than ``dataset.memory_budget`` are handled out
     of core by those stages (docs/out-of-core.md); ``compute=dask`` runs their chunk passes as
-    Dask tasks (the backend is closed after the loop).
+    Dask tasks (the backend is closed after the loop). ``reuse_files``: a run whose every stage
+    key equals an earlier run's restores that run's files and summary from the cache
+    (:mod:`pipeline.app.run_outputs`) instead of reading every artifact and writing them again.
     """
+    from pipeline.app import run_outputs
     from pipeline.app.compute import close_backend
 
-    check_request(cfg)
+    if not (reuse_files and run_outputs.checked_before(cache, cfg)):
+        check_request(cfg)
+        if reuse_files:
+            run_outputs.mark_checked(cache, cfg)
+    started = time.time()
     ctx = RunContext(cache, Path(out_dir), keep_going)
+    stages = declared_stages(cfg)
     try:
-        done = run_pipeline(cfg, ctx, declared_stages(cfg))
+        done, keys = stage_keys(cfg, ctx, stages)
+        files_key = None
+        if reuse_files:
+            files_key = run_outputs.outputs_key(cfg, keys)
+            kept = run_outputs.restore(cache, files_key, Path(out_dir))
+            if kept is not None:
+                log.info("every stage unchanged: the files and summary of an earlier run restored (%s [%s]); "
+                         "+force=report writes them again", run_outputs.STORE, files_key)
+                show_summary(kept, Path(out_dir))
+                import pandas as pd
+
+                return pd.read_csv(Path(out_dir) / kept["csv"])
+        done = run_pipeline(cfg, ctx, stages, done=done)
     finally:
         close_backend(ctx)
     save_explainer(cfg, done, Path(out_dir))
-    print_summary(cfg, done, show=summary)
+    record = print_summary(cfg, done, show=summary)
+    if files_key is not None and not ctx.errors:
+        run_outputs.store(cache, files_key, Path(out_dir), run_outputs.run_files(Path(out_dir), since=started),
+                          record)
     return done["report"].artifact.df
+
+
+def stage_keys(cfg: dict, ctx: RunContext, stages) -> tuple[dict[str, StageOutput], dict[str, str]]:
+    """Every stage's cache key before any stage runs. A stage named by its product
+    (``Stage.output_key``: a trained encoder is keyed by its checkpoint's sha256) runs, with the
+    stages before it; returns those finished stages and the keys of all."""
+    last = max((i for i, s in enumerate(stages) if s.output_key is not None), default=-1)
+    done = run_pipeline(cfg, ctx, stages[:last + 1])
+    keys = {name: out.key for name, out in done.items()}
+    for stage in stages[last + 1:]:
+        keys[stage.name] = stage.key(cfg, {name: StageOutput(key, None) for name, key in keys.items()})
+    return done, keys
 
 
 def run_study(cfg: dict, cache: StageCache, out_dir: Path):
@@ -262,7 +320,7 @@ def run(cfg):
             if plain["study"]["runs"]:
                 df = run_study(plain, cache, out_dir)
             else:
-                df = run_single(plain, cache, out_dir)
+                df = run_single(plain, cache, out_dir, reuse_files=plain["cache"].get("reuse_files", True))
             env = numerics(plain.get("threads"), code_path, pinned)  # inside the limit: the thread counts the run used
         write_status(out_dir, {"status": "ok", "seconds": time.time() - start,
                                "results": str(out_dir / "results.csv"), "cache": [vars(e) for e in cache.events],

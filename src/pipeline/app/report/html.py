@@ -278,6 +278,8 @@ def _config_summary(config: dict) -> str:
              ("concepts", name("concepts")), ("explainers", ", ".join(config.get("explainer") or {})),
              ("counterfactuals", name("counterfactuals")), ("seed", config.get("seed", ""))]
     dl = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in items if v not in ("", None, "none"))
+    if isinstance(config.get("paths"), dict):  # not the page's own folder: a rerun restored elsewhere shows its config too
+        config = {**config, "paths": {k: v for k, v in config["paths"].items() if k != "output_dir"}}
     full = yaml.safe_dump(config, sort_keys=False, default_flow_style=False, allow_unicode=True)
     return f"<table>{dl}</table><details><summary>full configuration</summary><pre>{_e(full)}</pre></details>"
 

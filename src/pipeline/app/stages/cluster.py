@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pipeline.app.artifacts import ClusterArtifact, EncodeArtifact, LoadArtifact
 from pipeline.app.instantiate import accepts, call, factory
 from pipeline.app.stages.framework import Stage
-from pipeline.clustering import Clustering, check_enough_clusters, mixture_from_labels
 from pipeline.validation import InvalidInputError
+
+if TYPE_CHECKING:  # scikit-learn loads with pipeline.clustering: only when a clustering is computed
+    from pipeline.clustering import Clustering
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +54,8 @@ def graph_from_artifact(a: ClusterArtifact):
 
 def encoder_head(X, encode: EncodeArtifact) -> Clustering:
     """``clustering=encoder``: the encoder's own cluster head (and its mixture prior, if any)."""
+    from pipeline.clustering import Clustering, check_enough_clusters, mixture_from_labels
+
     if encode.head_labels is None:
         raise InvalidInputError("clustering=encoder needs an encoder with its own cluster head (e.g. encoder=vade); "
                                 "the configured encoder has none. Choose clustering=gmm or another encoder.")
@@ -100,6 +105,7 @@ def sample_of(cfg: dict, Z) -> np.ndarray | None:
 
 def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, ctx=None) -> ClusterArtifact:
     from pipeline.app.data.chunked import is_view
+    from pipeline.clustering import Clustering
 
     spec = cfg["clustering"]
     y = load.y
@@ -166,7 +172,7 @@ def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clusterin
     from pipeline.app.chunk_map import map_rows, resume_folder
     from pipeline.app.compute import run_backend
     from pipeline.app.data.budget import chunk_rows
-    from pipeline.clustering import assign_rows, assignment_rule
+    from pipeline.clustering import Clustering, assign_rows, assignment_rule
 
     light = Clustering(np.asarray(c.labels), c.method, centers=c.centers, weights=c.weights, means=c.means,
                        covariances=c.covariances, scores=c.scores)

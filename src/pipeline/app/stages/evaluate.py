@@ -18,9 +18,7 @@ import logging
 import math
 
 import numpy as np
-from sklearn.metrics import adjusted_rand_score
 
-from pipeline import metrics
 from pipeline.app.artifacts import ClusterArtifact, EvaluateArtifact, FitArtifact, LoadArtifact
 from pipeline.app.stages.framework import RunContext, Stage
 
@@ -31,6 +29,10 @@ LABEL_COLUMNS = ("ari", "ami")  # need ground-truth labels
 
 
 def _agreement(a, b, mask) -> tuple[float, float]:
+    from sklearn.metrics import adjusted_rand_score
+
+    from pipeline import metrics
+
     if mask.sum() < 2:
         return math.nan, math.nan
     a, b = (a, b) if mask.all() else (a[mask], b[mask])
@@ -44,6 +46,8 @@ def _agreement(a, b, mask) -> tuple[float, float]:
 def _q_and_bound(fit: FitArtifact, n_clusters: int) -> tuple[float, float]:
     """q of the tree's means/σ and the MMDT bound on the mis-assignment probability
     (Theorem 2 for the randomized tree, Theorem 1 otherwise)."""
+    from pipeline import metrics
+
     if fit.means is None or fit.sigma is None:
         return math.nan, math.nan
     q = float(metrics.explainability_to_noise_ratio(fit.means, fit.sigma))
@@ -53,6 +57,8 @@ def _q_and_bound(fit: FitArtifact, n_clusters: int) -> tuple[float, float]:
 
 def evaluate(y_true, reference: ClusterArtifact, fits: dict[str, FitArtifact]) -> list[dict]:
     """Results rows: the reference first, then one per explainer (in ``fits`` order)."""
+    from pipeline import metrics  # scikit-learn loads with it: not on a rerun that restores the run's files
+
     ref = np.asarray(reference.labels)
     n_noise = int((ref < 0).sum())
     known = np.ones(len(ref), bool) if y_true is None else np.asarray(y_true) >= 0
