@@ -115,6 +115,18 @@ def test_readers_npy_shards_parquet_zarr(data, tmp_path):
     assert labels.shape == (N,) and np.array_equal(labels.read(0, N), y)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, N - 1), max_size=3000, unique=True), st.sampled_from([64, 3_000, 65_536]),
+       st.booleans())
+def test_take_equals_numpy_indexing(data, rows, chunk_rows, shards):
+    """Rows gathered one by one from sparse stretches and whole from dense ones, across shards."""
+    d, X, _ = data
+    Z = open_chunked(d / "shards" if shards else d / "X.npy")
+    idx = np.sort(np.asarray(rows, dtype=np.int64))
+    assert np.array_equal(Z.take(idx, chunk_rows), X[idx])
+    assert np.array_equal(Z.as_dtype(np.float64).take(idx, chunk_rows), X[idx].astype(np.float64))
+
+
 def test_shard_of_other_width_or_dtype_named(data, tmp_path):
     d, X, _ = data
     (tmp_path / "s").mkdir()
