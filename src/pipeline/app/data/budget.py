@@ -74,7 +74,9 @@ def out_of_core(cfg: dict, Z) -> bool:
 def chunk_rows(cfg: dict, row_bytes: int) -> int:
     """Rows per chunk: ``dataset.chunk_rows``, else as many as fill 1/32 of the budget (a chunk,
     its float64 copy and what is computed from it stay well inside it, beside the next chunk
-    being read meanwhile)."""
+    being read meanwhile); with ``compute=dask``, 1/8 (the chunks are read by the workers, one at a
+    time each, and this process holds only their results; fewer, larger tasks: a pass over 1M x 512
+    in 43 tasks took 2.1 s on two workers, in 171 tasks 2.9 s, against 2.4 s in this process)."""
     check_budget(cfg, row_bytes)
     given = (cfg.get("dataset") or {}).get("chunk_rows")
     if given is not None:
@@ -87,7 +89,8 @@ def chunk_rows(cfg: dict, row_bytes: int) -> int:
                 f"{int(given) * row_bytes / 1e6:.0f} MB, more than dataset.memory_budget ({budget / 1e6:.0f} MB). "
                 "Give fewer rows per chunk, or a larger dataset.memory_budget.")
         return int(given)
-    return max(memory_budget(cfg) // 32 // max(int(row_bytes), 1), 1)
+    share = 8 if ((cfg.get("compute") or {}).get("name") or "local") == "dask" else 32
+    return max(memory_budget(cfg) // share // max(int(row_bytes), 1), 1)
 
 
 def check_budget(cfg: dict, row_bytes: int) -> None:
