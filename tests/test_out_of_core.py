@@ -215,6 +215,33 @@ def test_concepts_out_of_core_equal_in_memory(data, tmp_path):
     assert list((tmp_path / "c2" / "coordinates").iterdir())
 
 
+def test_assignment_pass_projects_on_the_cavs_once(data, tmp_path):
+    """Latents on disk are read once for the clustering's assignment and ``Z Cᵀ`` together; the
+    coordinates equal those the project stage computes on its own (``+force=project``)."""
+    d, X, y = data
+    rng = np.random.default_rng(1)
+    np.savez(tmp_path / "cex.npz", c0=X[y == 0][:300], c1=X[y == 1][:300], c2=X[y == 2][:300],
+             random=X[rng.choice(N, 600)])
+    concepts = ["concepts=examples", f"concepts.path={tmp_path / 'cex.npz'}", "explainer=[mmdt,concept_cart]",
+                *OUT_OF_CORE, "report.figures=false"]
+    fused = run(compose_config(_cli(tmp_path, d, *concepts, out="a", cache="c1")))
+    alone = run(compose_config(_cli(tmp_path, d, *concepts, "+force=project", out="b", cache="c2")))
+    pd.testing.assert_frame_equal(_results(fused), _results(alone))
+
+    def order(out):
+        return [e["stage"] for e in json.loads((tmp_path / out / "status.json").read_text())["cache"]]
+
+    assert order("a").index("coordinates") < order("a").index("cluster")  # stored during the cluster stage
+    assert order("b").index("coordinates") > order("b").index("cluster")  # the project stage's own pass
+
+    def coordinates(cache):
+        [entry] = [p for p in (tmp_path / cache / "coordinates").iterdir() if p.is_dir()]
+        with np.load(entry / "arrays.npz") as z:
+            return z["X"]
+
+    assert np.array_equal(coordinates("c1"), coordinates("c2"))
+
+
 def test_bad_sizes_are_one_paragraph(data, tmp_path):
     d, X, y = data
     cases = [
@@ -383,6 +410,8 @@ runpy.run_module("pipeline", run_name="__main__", alter_sys=True)
 @pytest.mark.slow
 @pytest.mark.parametrize("stage", ["cluster", "coordinates"])
 def test_sigkill_mid_pass_recomputes_only_unfinished_chunks(tmp_path, stage):
+    """Killed in the cluster stage's pass (the assignment with Z Cᵀ) or in the project stage's own
+    pass (``+force=project``: as with ``concepts.params.select``), a rerun computes only the rest."""
     import signal
     import subprocess
     import sys
@@ -398,7 +427,7 @@ def test_sigkill_mid_pass_recomputes_only_unfinished_chunks(tmp_path, stage):
                 f"dataset.path={tmp_path / 'X.npy'}", f"dataset.labels={tmp_path / 'y.npy'}",
                 "dataset.memory_budget=100kB", "dataset.chunk_rows=500", "clustering=kmeans", "clustering.sample_rows=2000",
                 f"clustering.n_clusters={K}", "concepts=examples", f"concepts.path={tmp_path / 'cex.npz'}",
-                "explainer=[mmdt,cart]"]
+                "explainer=[mmdt,cart]", *(["+force=project"] if stage == "coordinates" else [])]
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "KILL_IN": stage,
                "KILL_AFTER": str(kill)}
         cmd = [sys.executable, str(tmp_path / "launch.py")] if kill is not None else [sys.executable, "-m", "pipeline"]

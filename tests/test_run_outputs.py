@@ -56,6 +56,14 @@ def test_rerun_restores_the_same_files_and_summary(tmp_path, capsys):
     assert first.equals(second)
 
 
+def test_a_folder_with_an_earlier_runs_files_is_not_restored_into(tmp_path):
+    run(cfg(tmp_path, "a"))
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "results.csv").write_text("an earlier run's results\n")
+    run(cfg(tmp_path, "b"))
+    assert "outputs" not in {e["stage"] for e in events(tmp_path, "b")}
+
+
 def test_a_changed_option_or_force_computes(tmp_path):
     run(cfg(tmp_path, "a"))
     run(cfg(tmp_path, "b", "report.max_rules=3"))  # an option of the report only: the stages hit, the files not

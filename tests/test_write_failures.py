@@ -103,7 +103,7 @@ def test_cache_directory_full_is_one_paragraph_and_the_cache_stays_consistent(tm
     first = run(tmp_path, *FAST)
     assert first.returncode == 0, first.stderr
     warm = run(tmp_path, *FAST)
-    assert warm.returncode == 0 and "cache hit: fit" in warm.stdout + warm.stderr
+    assert warm.returncode == 0 and "cache hit: outputs" in warm.stdout + warm.stderr  # the whole run restored
 
 
 def test_stage_cache_write_failure_names_the_cache_and_leaves_nothing(tmp_path, monkeypatch):

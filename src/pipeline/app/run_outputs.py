@@ -138,7 +138,8 @@ def store(cache: StageCache, key: str, out_dir: Path, files: list[str], summary:
 def restore(cache: StageCache, key: str, out_dir: Path) -> dict | None:
     """Copy the entry ``key``'s files into ``out_dir`` (each verified against its sha256 while it is
     copied, then renamed into place) and return the stored summary; None when there is no usable
-    entry (absent, forced, disabled, or damaged: quarantined and logged)."""
+    entry (absent, forced, disabled, or damaged: quarantined and logged) or ``out_dir`` already
+    holds one of its files (an earlier run's: never overwritten by a restore)."""
     if not cache.enabled or cache.force:
         return None
     final = cache.path(STORE, key)
@@ -152,6 +153,8 @@ def restore(cache: StageCache, key: str, out_dir: Path) -> dict | None:
             entries, summary = manifest["files"], manifest["summary"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CorruptArtifactError(f"{final / MANIFEST} is unreadable ({type(exc).__name__}: {exc})") from None
+        if any((Path(out_dir) / rel).exists() for rel in entries):
+            return None  # a folder holding an earlier run's files: the run writes (and refuses) as it would
         for rel, entry in entries.items():
             target = Path(out_dir) / rel
             missing = [p for p in target.parents if not p.exists()]

@@ -2,7 +2,7 @@
 notebooks call it with :func:`pipeline.app.config.compose_config`).
 
 One run is a loop over :func:`pipeline.app.stages.declared_stages` (load -> train -> encode ->
-cluster -> concepts -> project -> fit.<row> -> evaluate -> [counterfactuals] -> report), after
+concepts -> cluster -> project -> fit.<row> -> evaluate -> [counterfactuals] -> report), after
 one capability check (:func:`pipeline.app.capabilities.check_request`); printing the summary is
 a separate step after the loop (:func:`print_summary`).
 """

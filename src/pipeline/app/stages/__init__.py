@@ -1,6 +1,6 @@
 """Pipeline stages, each a :class:`pipeline.app.stages.framework.Stage`; see docs/ARCHITECTURE.md.
 
-load -> train -> encode -> cluster -> concepts -> project -> fit.<row> (one per explainer)
+load -> train -> encode -> concepts -> cluster -> project -> fit.<row> (one per explainer)
 -> evaluate -> [completeness] (concept runs) -> [counterfactuals] -> report. :func:`declared_stages` is the list the runner
 loops over; a new stage is one module here plus one line in that list.
 """
@@ -22,7 +22,9 @@ def declared_stages(cfg: dict) -> list:
     from pipeline.app.stages.report import report_stage
 
     rows = list(cfg["explainer"])
-    stages = [LOAD, TRAIN, ENCODE, CLUSTER, CONCEPTS, PROJECT, *(fit_stage(row) for row in rows), evaluate_stage(rows)]
+    # the concepts (fitted on their examples) come before the clustering, whose pass over latents on
+    # disk then also projects them on the CAVs (a by-product for the project stage: one read, not two)
+    stages = [LOAD, TRAIN, ENCODE, CONCEPTS, CLUSTER, PROJECT, *(fit_stage(row) for row in rows), evaluate_stage(rows)]
     from pipeline.app.stages.concepts import enabled
 
     concept_run = enabled(cfg)

@@ -160,12 +160,18 @@ class AssignChunk:
     clustering: Clustering
     sample_X: np.ndarray | None
     source: object = None
+    cavs: np.ndarray | None = None  # also the chunk's concept coordinates (for the project stage)
 
     def __call__(self, rows: np.ndarray, start: int) -> dict:
         from pipeline.clustering import assign_rows
 
         check_finite_chunk(rows, start, self.source)
-        return {"labels": assign_rows(self.clustering, rows, self.sample_X)}
+        out = {"labels": assign_rows(self.clustering, rows, self.sample_X)}
+        if self.cavs is not None:
+            from pipeline.concepts.projection import project
+
+            out["X"] = project(rows, self.cavs)
+        return out
 
 
 def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clustering:
@@ -183,10 +189,17 @@ def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clusterin
         if agree < 1:
             log.info("%s: %.4f of the sample's rows keep their fitted label under the assignment rule",
                      c.method, agree)
-    task = AssignChunk(light, np.asarray(Zfit) if needs_sample else None, getattr(Z, "source", None))
+    cavs, coordinates = _coordinates_wanted(cfg, ctx)
+    task = AssignChunk(light, np.asarray(Zfit) if needs_sample else None, getattr(Z, "source", None), cavs)
     row_bytes = int(np.prod(Z.shape[1:])) * 8
-    labels = map_rows(task, Z, chunk_rows(cfg, row_bytes), run_backend(cfg, ctx), resume_folder(ctx, "cluster"),
-                      desc="assign")["labels"]
+    out = map_rows(task, Z, chunk_rows(cfg, row_bytes), run_backend(cfg, ctx), resume_folder(ctx, "cluster"),
+                   desc="assign" if cavs is None else "assign, Z Cᵀ")
+    labels = out["labels"]
+    if cavs is not None:  # kept for the project stage: in the cache, and handed over in memory
+        X = out.pop("X")
+        ctx.cache.get_or_compute("coordinates", coordinates, lambda: {"X": X})
+        ctx.resources.setdefault("coordinates", {})[coordinates] = X
+        del X
     if c.graph is not None:
         log.info("%s's graph covers the %d sampled rows only; it is not kept (graph explainers need the in-memory "
                  "run: clustering.sample_rows=null with a larger dataset.memory_budget)", c.method, len(rows))
@@ -197,6 +210,26 @@ def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clusterin
                       covariances=c.covariances, graph=None, uses_labels=c.uses_labels, scores=scores)
 
 
+def _coordinates_wanted(cfg: dict, ctx) -> tuple[np.ndarray | None, str | None]:
+    """The CAVs to project the latents on during the assignment pass, and the cache key of those
+    coordinates: when concepts were fitted (a side input), the project stage will want them, and
+    no cache entry holds them yet (one read of latents on disk instead of two). (None, None) otherwise."""
+    from pipeline.app.stages.project import coordinates_key, projects_in_cluster_pass
+
+    if ctx is None or not ctx.cache.enabled or ctx.cache.forced("project") or ctx.cache.forced("coordinates"):
+        return None, None
+    concepts = (ctx.resources.get("side") or {}).get("concepts")
+    if not projects_in_cluster_pass(cfg, concepts):
+        return None, None
+    key = coordinates_key(concepts.cavs, ctx.resources["input_keys"]["encode"])
+    from pipeline.app.cache import MANIFEST
+
+    if (ctx.cache.path("coordinates", key) / MANIFEST).is_file():
+        return None, None
+    return np.asarray(concepts.cavs, dtype=np.float64), key
+
+
 # version 2 (issue 36): GMM restarts fitted one by one, a restart with a degenerate component not
 # chosen, and the restarts' stability kept in the artifact's scores
-CLUSTER = Stage("cluster", ("load", "encode"), _config, _compute, version=2, artifact=ClusterArtifact, context=True)
+CLUSTER = Stage("cluster", ("load", "encode"), _config, _compute, version=2, artifact=ClusterArtifact, context=True,
+                side_inputs=("concepts",))

@@ -82,6 +82,11 @@ class Stage:
     verify : callable (artifact) -> None, optional
         Checks what a cached artifact refers to outside its entry (a chunked stage's shards);
         raises :class:`pipeline.app.cache.CorruptArtifactError` to have the entry recomputed.
+    side_inputs : tuple of str
+        Finished stages whose artifacts ``compute`` may use for a by-product kept in the cache
+        under its own key, never for its own artifact (so they are not part of its key):
+        ``ctx.resources["side"]`` (with ``context=True``). The cluster stage's pass over latents on
+        disk also projects them on the CAVs, for the project stage (one read of the file, not two).
     """
 
     name: str
@@ -95,6 +100,7 @@ class Stage:
     output_key: Callable[[str, Artifact], str] | None = None
     artifact: type[Artifact] = Artifact
     verify: Callable[[Artifact], None] | None = None
+    side_inputs: tuple = ()
 
     def is_cached(self, cfg: dict) -> bool:
         return bool(self.cached(cfg) if callable(self.cached) else self.cached)
@@ -115,6 +121,7 @@ def execute(stage: Stage, cfg: dict, cache: StageCache | RunContext, done: dict[
         inputs["ctx"] = ctx
         ctx.resources["key"] = key
         ctx.resources["input_keys"] = {i: done[i].key for i in stage.inputs}
+        ctx.resources["side"] = {i: done[i].artifact for i in stage.side_inputs if i in done}
     if not stage.is_cached(cfg):
         out = stage.compute(cfg, **inputs)
         return StageOutput(stage.output_key(key, out) if stage.output_key else key, out)

@@ -40,7 +40,6 @@ def concept_coordinates(cfg: dict, Z, C, ctx=None, key: str = "") -> np.ndarray:
 
     if not is_view(Z):
         return project(Z, C)
-    from pipeline.app.cache import make_key
     from pipeline.app.chunk_map import map_rows
     from pipeline.app.compute import run_backend
     from pipeline.app.data.budget import chunk_rows
@@ -51,11 +50,28 @@ def concept_coordinates(cfg: dict, Z, C, ctx=None, key: str = "") -> np.ndarray:
         return {"X": map_rows(ProjectChunk(np.asarray(C, dtype=np.float64)), Z, rows, run_backend(cfg, ctx), resume,
                               desc="Z Cᵀ")["X"]}
 
-    k = make_key("coordinates", {"cavs_sha256": hashlib.sha256(np.ascontiguousarray(C, dtype=np.float64)).hexdigest()},
-                 [key], 1)
+    k = coordinates_key(C, key)
     if ctx is None:
         return compute()["X"]
+    handed = ctx.resources.get("coordinates", {}).pop(k, None)  # projected by the cluster stage's pass, and cached
+    if handed is not None:
+        return handed
     return ctx.cache.get_or_compute("coordinates", k, compute)["X"]
+
+
+def coordinates_key(C, encode_key: str) -> str:
+    """The cache key of the concept coordinates of the latents of ``encode_key`` on the CAVs ``C``."""
+    from pipeline.app.cache import make_key
+
+    return make_key("coordinates", {"cavs_sha256": hashlib.sha256(np.ascontiguousarray(C, dtype=np.float64)).hexdigest()},
+                    [encode_key], 1)
+
+
+def projects_in_cluster_pass(cfg: dict, concepts: ConceptsArtifact | None) -> bool:
+    """Whether the cluster stage's pass over the latents may project them on these CAVs for this
+    stage: concepts on, and their selection (which depends on the clustering) off."""
+    return (concepts is not None and concepts.enabled and concepts.cavs is not None
+            and not (cfg["concepts"].get("params") or {}).get("select"))
 
 
 def _compute(cfg: dict, encode: EncodeArtifact, cluster: ClusterArtifact,
