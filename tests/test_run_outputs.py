@@ -64,6 +64,17 @@ def test_a_folder_with_an_earlier_runs_files_is_not_restored_into(tmp_path):
     assert "outputs" not in {e["stage"] for e in events(tmp_path, "b")}
 
 
+def test_only_the_files_the_run_wrote_are_kept(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "notes.txt").write_text("a user's own file, there before the run\n")
+    run(cfg(tmp_path, "a"))
+    [entry] = (tmp_path / "cache" / "outputs").iterdir()
+    kept = json.loads((entry / "manifest.json").read_text())["files"]
+    assert "results.csv" in kept and "notes.txt" not in kept
+    run(cfg(tmp_path, "b"))
+    assert not (tmp_path / "b" / "notes.txt").exists()
+
+
 def test_a_changed_option_or_force_computes(tmp_path):
     run(cfg(tmp_path, "a"))
     run(cfg(tmp_path, "b", "report.max_rules=3"))  # an option of the report only: the stages hit, the files not

@@ -86,9 +86,11 @@ def mark_checked(cache: StageCache, cfg: dict) -> None:
         pass
 
 
-def run_files(out_dir: Path, since: float | None = None) -> list[str]:
+def run_files(out_dir: Path, before: dict | None = None) -> list[str]:
     """The files of the run in ``out_dir`` (relative, sorted): not ``.hydra/``, ``status.json``,
-    the log or a temporary file; with ``since`` (a time), only those written at or after it."""
+    the log or a temporary file; with ``before`` (:func:`snapshot` taken when the run started),
+    only those written since (new, or another file under the same name: every report file is
+    written to a temporary file and renamed)."""
     out_dir = Path(out_dir)
     found = []
     for root, dirs, files in os.walk(out_dir):
@@ -98,9 +100,22 @@ def run_files(out_dir: Path, since: float | None = None) -> list[str]:
             rel = rel_root / name
             if name.startswith(".") or (rel_root == Path(".") and (name == "status.json" or name.endswith(".log"))):
                 continue
-            if since is None or (out_dir / rel).stat().st_mtime >= since:
+            if before is None or before.get(rel.as_posix()) != _identity(out_dir / rel):
                 found.append(rel.as_posix())
     return sorted(found)
+
+
+def snapshot(out_dir: Path) -> dict:
+    """What ``out_dir`` holds before a run (each file's inode, size and mtime), for :func:`run_files`."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        return {}
+    return {rel: _identity(out_dir / rel) for rel in run_files(out_dir)}
+
+
+def _identity(path: Path) -> tuple:
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def store(cache: StageCache, key: str, out_dir: Path, files: list[str], summary: dict) -> None:
@@ -198,4 +213,5 @@ def _copy_verified(source: Path, target: Path, entry: dict) -> Path:
     return target
 
 
-__all__ = ["STORE", "checked_before", "code_fingerprint", "mark_checked", "outputs_key", "restore", "run_files", "store"]
+__all__ = ["STORE", "checked_before", "code_fingerprint", "mark_checked", "outputs_key", "restore", "run_files",
+           "snapshot", "store"]

@@ -184,7 +184,7 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
         check_request(cfg)
         if reuse_files:
             run_outputs.mark_checked(cache, cfg)
-    started = time.time()
+    before = run_outputs.snapshot(Path(out_dir)) if reuse_files else {}
     ctx = RunContext(cache, Path(out_dir), keep_going)
     stages = declared_stages(cfg)
     try:
@@ -206,8 +206,7 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
     save_explainer(cfg, done, Path(out_dir))
     record = print_summary(cfg, done, show=summary)
     if files_key is not None and not ctx.errors:
-        run_outputs.store(cache, files_key, Path(out_dir), run_outputs.run_files(Path(out_dir), since=started),
-                          record)
+        run_outputs.store(cache, files_key, Path(out_dir), run_outputs.run_files(Path(out_dir), before), record)
     return done["report"].artifact.df
 
 
