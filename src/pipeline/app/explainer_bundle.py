@@ -171,7 +171,7 @@ def _coordinates(X, sample=None) -> tuple[np.ndarray, tuple]:
             return X, (X.min(axis=0), X.max(axis=0), np.sqrt(var))
         std = X.std(axis=0) if len(X) else np.ones(X.shape[1])
         return X, (X.min(axis=0), X.max(axis=0), std)
-    from pipeline.app.report.run_report import sample_rows_of
+    from pipeline.app.report.run_report import sample_rows_of, sampled_rows
 
     d = X.shape[1]
     low, high, total, square = np.full(d, np.inf), np.full(d, -np.inf), np.zeros(d), np.zeros(d)
@@ -185,10 +185,7 @@ def _coordinates(X, sample=None) -> tuple[np.ndarray, tuple]:
     rows = sample_rows_of(n, d)
     if sample is not None and len(sample) == len(rows):
         return sample, (low, high, std)
-    sample = np.empty((rows.size, d))
-    for i in range(0, rows.size, 8192):  # widened a block at a time, as the report reads it
-        sample[i:i + 8192] = X[rows[i:i + 8192]]
-    return sample, (low, high, std)
+    return sampled_rows(X, rows), (low, high, std)
 
 
 def _cluster_means(Z, labels, used) -> np.ndarray:

@@ -32,6 +32,17 @@ def sample_rows_of(n: int, d: int) -> np.ndarray:
     :data:`SAMPLE_BYTES` as float64. The report and the explainer bundle read the same rows."""
     size = min(n, SAMPLE_ROWS, max(10_000, SAMPLE_BYTES // (8 * max(d, 1))))
     return np.sort(np.random.default_rng(0).choice(n, size, replace=False))
+
+
+def sampled_rows(X, rows: np.ndarray) -> np.ndarray:
+    """The rows ``rows`` (sorted) of ``X`` (coordinates on disk) as float64, widened a block of
+    8,192 rows at a time: no copy of the whole sample in the file's dtype beside it."""
+    out = np.empty((rows.size, X.shape[1]))
+    for i in range(0, rows.size, 8192):
+        out[i:i + 8192] = X[rows[i:i + 8192]]
+    return out
+
+
 MAX_GALLERY_LEAVES = 40  # trees with more leaves get no per-leaf gallery (the page would be huge)
 
 
@@ -44,10 +55,7 @@ def tree_data(load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArti
     if is_view(project.X):  # latents on disk: leaves annotated from a uniform sample of rows
         n_all = len(project.X)
         rows = sample_rows_of(n_all, project.X.shape[1])
-        X = np.empty((rows.size, project.X.shape[1]))
-        for i in range(0, rows.size, 8192):  # widened to float64 a block at a time: no float32 copy of the sample
-            X[i:i + 8192] = project.X[rows[i:i + 8192]]
-        out = {"X": X, "reference": np.asarray(cluster.labels)[rows],
+        out = {"X": sampled_rows(project.X, rows), "reference": np.asarray(cluster.labels)[rows],
                "y": None if load.y is None else np.asarray(load.y)[rows], "sample_of": n_all,
                "class_names": list(load.class_names) if load.class_names is not None else None,
                "units": project.units, "units_kind": project.units_kind}
