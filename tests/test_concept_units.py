@@ -319,3 +319,22 @@ def test_held_out_platt_scaling_does_not_saturate_on_separable_examples():
     assert 0.001 < p[0] < 0.1 and 0.9 < p[1] < 0.999, (p, gap)
     old = calibrate(s, y)  # the in-sample fit is at least as steep
     assert old[0] >= a * 0.5
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 40), st.integers(1, 4), st.integers(1, 7), st.data())
+def test_column_ranges_equal_a_scan_of_each_column(n, m, block, data):
+    """column_ranges (row-wise blocks) = each column's finite count, min and max on its own,
+    with NaN, ±inf, huge and subnormal values anywhere."""
+    from pipeline.concepts.units import column_ranges
+
+    values = st.sampled_from([np.nan, np.inf, -np.inf, 1e300, -1e300, 5e-324, 0.0, -2.5, 3.0, 1.0])
+    X = np.array(data.draw(st.lists(values, min_size=n * m, max_size=n * m)), dtype=np.float64).reshape(n, m)
+    count, lo, hi = column_ranges(X, block_rows=block)
+    for j in range(m):
+        col = X[:, j][np.isfinite(X[:, j])]
+        assert count[j] == col.size
+        if col.size:
+            assert lo[j] == col.min() and hi[j] == col.max()
+        else:
+            assert np.isnan(lo[j]) and np.isnan(hi[j])

@@ -138,3 +138,22 @@ def test_broden_images_go_through_the_data_encoder(tmp_path):
     # dropped as a duplicate (logged), the other lives in the data's 192-d latent space.
     assert set(out.concept_names) | set(out.cav_dropped) == {"sky", "street"}
     assert out.cavs.shape[1] == 192 and out.n_concept_examples == 24
+
+
+def test_share_above_counts_each_concept_beyond_its_boundary():
+    """The CAV table's share above each boundary: the rows' count per concept (NaN rows never
+    above), NaN for concepts without a boundary or not in the coordinates; the same again when asked twice."""
+    from pipeline.app.report.concept_run import share_above
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((3000, 4))
+    X[5, 1] = np.nan
+    summary = [{"concept": "a", "boundary": 0.5}, {"concept": "b", "boundary": -0.2},
+               {"concept": "c", "boundary": float("nan")}, {"concept": "zz", "boundary": 0.0}]
+    names = ["b", "a", "c", "d"]
+    want = [100.0 * np.count_nonzero(X[:, 1] > 0.5) / 3000, 100.0 * np.count_nonzero(X[:, 0] > -0.2) / 3000, np.nan, np.nan]
+    for _ in range(2):
+        np.testing.assert_array_equal(share_above(summary, names, X), want)
+    np.testing.assert_array_equal(share_above(summary, names, X.astype(np.float32)),
+                                  [100.0 * np.count_nonzero(X.astype(np.float32)[:, 1] > 0.5) / 3000,
+                                   100.0 * np.count_nonzero(X.astype(np.float32)[:, 0] > -0.2) / 3000, np.nan, np.nan])

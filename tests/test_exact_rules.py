@@ -181,6 +181,27 @@ def test_neighbours_kernel_matches_brute_force():
             assert hi == (v[v > t].min() if (v > t).any() else None)
 
 
+@pytest.mark.parametrize("n", [50, 70_000])
+def test_row_parallel_kernels_equal_their_serial_twins(n):
+    """Leaf ids and cut neighbours on their prange paths (rows shared among threads, each block
+    with its own extremes) equal the serial twins' and the brute force, on two threads."""
+    from pipeline.threads import limit_threads
+    from pipeline.trees._kernels import serial_below
+
+    rng = np.random.default_rng(2)
+    X = np.round(rng.normal(size=(n, 3)), 2)
+    tree = CART(8, random_state=0).fit(X, (X[:, 0] > 0).astype(int) + 2 * (X[:, 1] > 0.5)
+                                       + (X[:, 2] > 1)).tree_
+    serial = (tree.apply(X), cut_neighbours(tree, X))
+    with limit_threads(2), serial_below(0):
+        assert np.array_equal(tree.apply(X), serial[0])
+        assert cut_neighbours(tree, X) == serial[1]
+    for node, (lo, hi) in serial[1].items():
+        v, t = X[:, int(tree.feature[node])], float(tree.threshold[node])
+        assert lo == (v[v <= t].max() if (v <= t).any() else None)
+        assert hi == (v[v > t].min() if (v > t).any() else None)
+
+
 def test_the_runs_mixture_trees_keep_the_runs_rows():
     """MMDT and Concept-MMDT grow from a mixture's parameters in a run (no rows seen): the fit stage
     lets their trees keep the run's rows, so the tree JSON prints exact rules without the data."""

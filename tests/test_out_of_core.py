@@ -91,6 +91,20 @@ def test_stratified_sample_keeps_shares(labels, size):
         assert 1 <= (labels[idx] == v).sum() <= max(np.ceil(share), 1) + 1
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-3, 300), min_size=1, max_size=200), st.sampled_from(["int8", "int16", "int64", "uint8", "uint64"]))
+def test_unique_inverse_by_counting_equals_numpy(values, dtype):
+    """The stratified sample's grouping of integer labels by counting = np.unique's (values,
+    inverse, counts), whatever the integer type (no overflow when shifting int8 labels)."""
+    from pipeline.streaming import _unique_inverse
+
+    labels = np.array(values, dtype=np.int64)
+    info = np.iinfo(dtype)
+    labels = np.clip(labels, info.min, info.max).astype(dtype)
+    for got, want in zip(_unique_inverse(labels), np.unique(labels, return_inverse=True, return_counts=True)):
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
 # ------------------------------------------------------------------ readers
 def test_readers_npy_shards_parquet_zarr(data, tmp_path):
     d, X, y = data
@@ -458,3 +472,28 @@ def test_nan_rows_found_in_a_chunk_pass_are_named():
     Z = type("View", (), {"source": "big.npy"})()
     with pytest.raises(InvalidInputError, match=r"big\.npy holds NaN or inf values in rows \[5007, 5042\]"):
         check_finite_chunk(block, 5000, Z)
+
+
+def test_assignment_pass_with_cavs_names_nan_rows_and_keeps_labels():
+    """With CAVs, the chunk is proved finite by its coordinates (no separate scan): NaN rows are
+    still named by file and row, overflowing coordinates refused, and the labels are the checked ones."""
+    from pipeline.app.stages.cluster import AssignChunk
+    from pipeline.clustering import Clustering, assign_rows
+
+    rng = np.random.default_rng(0)
+    centers = rng.standard_normal((3, 4)).astype(np.float32)
+    c = Clustering(np.zeros(3, np.int64), "kmeans", centers=centers)
+    Z = type("View", (), {"source": "big.npy"})()
+    task = AssignChunk(c, None, Z, rng.standard_normal((2, 4)))
+    block = rng.standard_normal((50, 4)).astype(np.float32)
+    out = task(block, 0)
+    assert np.array_equal(out["labels"], assign_rows(c, block))
+    np.testing.assert_allclose(out["X"], block.astype(np.float64) @ task.cavs.T, rtol=1e-12)
+    bad = block.copy()
+    bad[[3, 9], 2] = np.nan
+    with pytest.raises(InvalidInputError, match=r"big\.npy holds NaN or inf values in rows \[103, 109\]"):
+        task(bad, 100)
+    huge = block.copy()
+    huge[0] = 3e38
+    with pytest.raises(InvalidInputError, match="overflows float64|rescale"):
+        AssignChunk(c, None, Z, np.full((2, 4), 1e300))(huge, 0)

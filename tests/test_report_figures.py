@@ -133,3 +133,36 @@ def test_oblique_tests_wrap_between_terms_never_inside_names():
     text = "1·pixel 21 - 0.5·pixel 42 + 0.25·pixel 10 + 2 more <= 4"
     lines = wrap_terms(text, 25).split("\n")
     assert lines == ["1·pixel 21 - 0.5·pixel 42", "+ 0.25·pixel 10", "+ 2 more <= 4"]
+
+
+def test_figures_encoded_in_worker_processes_are_the_bytes_encoded_here():
+    """A report's figures encoded by spawned worker processes (threads > 1) are byte for byte
+    those this process encodes; one encoder serves several figures and formats."""
+    from pipeline.app.report.encoding import Encoder, encode
+
+    figs = [plot_tree(axis_tree(3), title="three"), plot_tree(balanced_tree(6), title="six", width=3.3)]
+    with Encoder(2) as encoder:
+        pending = [encoder.submit(f, FORMATS, f"v{i}.") for i, f in enumerate(figs)]
+        got = [p.result() for p in pending]
+    assert got == [encode(f, FORMATS, f"v{i}.") for i, f in enumerate(figs)]
+    assert list(got[0]) == ["v0.png", "v0.svg", "v0.pdf"]
+
+
+def test_a_dead_figure_worker_costs_only_time():
+    """A worker process killed (out of memory, say) leaves its figures to this process: the
+    same bytes, no error; later figures are encoded here too."""
+    import os
+    import signal
+
+    from pipeline.app.report.encoding import Encoder, encode
+
+    fig = plot_tree(axis_tree(3))
+    with Encoder(2) as encoder:
+        first = encoder.submit(fig, ("svg",))
+        assert first.result() == encode(fig, ("svg",))
+        for pid in list(encoder._pool._processes):
+            os.kill(pid, signal.SIGKILL)
+        late = [encoder.submit(fig, ("png", "svg")) for _ in range(2)]
+        assert all(p.result() == encode(fig, ("png", "svg")) for p in late)
+    with Encoder(1) as here:  # one thread: no process is started
+        assert here.submit(fig, ("svg",)).result() == encode(fig, ("svg",)) and here._pool is None

@@ -135,3 +135,20 @@ def test_config_checks_are_skipped_only_for_a_config_that_passed_them(tmp_path):
         run(cfg(tmp_path, "c", "+explainer.imm.params.n_leafs=3"))
     with pytest.raises(InvalidInputError, match="no parameter"):  # still refused: a failed check is never noted
         run(cfg(tmp_path, "d", "+explainer.imm.params.n_leafs=3"))
+
+
+def test_figures_encoded_by_worker_processes_equal_one_threads(tmp_path):
+    """threads=2 encodes the report's figures (files and the page's SVGs) in worker processes
+    while the report goes on: the same files, byte for byte, as threads=1 draws in this process."""
+    def files(out: str, threads: int) -> dict[str, bytes]:
+        run(cfg(tmp_path, out, "report.figures=true", f"threads={threads}", "cache.enabled=false"))
+        return files_of(tmp_path / out, computed=True)
+
+    import re
+
+    one, two = files("one", 1), files("two", 2)
+    figures = [name for name in one if name.startswith("figures/")]
+    assert sorted(one) == sorted(two) and len(figures) == 14  # two trees, seven files each
+    assert all(one[name] == two[name] for name in figures)
+    svgs = [re.findall(rb"<svg.*?</svg>", page, re.S) for page in (one["report.html"], two["report.html"])]
+    assert len(svgs[0]) == 2 and svgs[0] == svgs[1]  # (fit times and the threads setting differ on the page)

@@ -166,3 +166,29 @@ def test_a_reading_prints_what_the_rows_print(tree, seed):
     assert [str(r) for r in tree.rules(reading=reading)] == [str(r) for r in tree.rules(X, ref, y, ["a", "b", "c"])]
     assert tree.to_text(reading=reading) == tree.to_text(X)
     assert tree.to_dot(title="t", reading=reading) == tree.to_dot(X, ref, y, ["a", "b", "c"], title="t")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data(), st.sampled_from([1 << 20, 7]))
+def test_counted_leaf_stats_equal_the_grouped_rows(data, block):
+    """Leaf statistics by counting (integer leaves, labels and classes) equal those of the rows
+    grouped by leaf: sizes, purity (noise -1 impure), the smallest most frequent class, unknown
+    classes (-1) left out, leaves no row reaches, and class names; in one block or many."""
+    from pipeline.trees.rules import _counted_leaf_stats, _sorted_leaf_stats
+
+    n = data.draw(st.integers(1, 60))
+    leaves = data.draw(st.lists(st.integers(0, 9), min_size=1, max_size=6, unique=True))
+    rows = np.array(data.draw(st.lists(st.sampled_from(leaves), min_size=n, max_size=n)), dtype=np.int64)
+    labels = data.draw(st.lists(st.integers(-1, 4), min_size=len(leaves), max_size=len(leaves)))
+    ref = data.draw(st.none() | st.lists(st.integers(-1, 4), min_size=n, max_size=n).map(np.array))
+    truth = data.draw(st.none() | st.lists(st.integers(-1, 5), min_size=n, max_size=n).map(np.array))
+    names = data.draw(st.none() | st.just(["zero", "one", "two"]))
+    import pipeline.trees.rules as rules_module
+
+    saved, rules_module._BLOCK_ROWS = rules_module._BLOCK_ROWS, block  # blocks of 7 rows: every block path
+    try:
+        counted = _counted_leaf_stats(rows, leaves, labels, ref, truth, names)
+    finally:
+        rules_module._BLOCK_ROWS = saved
+    assert counted is not None
+    assert counted == _sorted_leaf_stats(rows, leaves, labels, ref, truth, names)

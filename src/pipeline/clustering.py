@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass, field
 
 import numpy as np
+from sklearn import config_context
 from sklearn.cluster import DBSCAN, KMeans, MiniBatchKMeans, SpectralClustering
 from sklearn.metrics import adjusted_rand_score
 from sklearn.mixture import GaussianMixture
@@ -279,7 +280,7 @@ def choose_n_clusters(X, k_min: int = 2, k_max: int = 10, random_state: int = 0,
     return min(bic, key=bic.get), bic
 
 
-def assign_rows(c: Clustering, X, sample_X=None, block_rows: int = 16_384) -> np.ndarray:
+def assign_rows(c: Clustering, X, sample_X=None, block_rows: int = 16_384, check_input: bool = True) -> np.ndarray:
     """Labels (int64) of the rows ``X`` under a clustering fitted on other rows (a sample).
 
     k-means (unscaled): the nearest centre; a Gaussian mixture: the most probable component
@@ -287,28 +288,33 @@ def assign_rows(c: Clustering, X, sample_X=None, block_rows: int = 16_384) -> np
     k-means), which has no rule for new points: the label of the nearest row of ``sample_X``, the
     rows it was fitted on (noise stays noise). A row's label does not depend on the other rows,
     so chunks can be labelled anywhere, in any order.
+
+    ``check_input=False`` (scikit-learn's name) skips the passes that prove ``X`` finite, for a
+    caller that has proved it already: NaN or inf rows then get unspecified labels.
     """
     # float32 latents stay float32 (distances are accumulated in float64 blocks by scikit-learn)
-    X = check_matrix(X, "X", min_rows=0, dtype=np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64)
+    X = check_matrix(X, "X", min_rows=0, dtype=np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64,
+                     finite=check_input)
     out = np.empty(X.shape[0], np.int64)
     rule = assignment_rule(c)
-    if rule == "mixture":
-        gm = _mixture_predictor(c)
-        for i in range(0, X.shape[0], block_rows):
-            out[i:i + block_rows] = mixture_predict(gm, X[i:i + block_rows])
-        return out
-    if rule == "nearest_center":
-        from sklearn.metrics import pairwise_distances_argmin
+    with config_context(assume_finite=not check_input):
+        if rule == "mixture":
+            gm = _mixture_predictor(c)
+            for i in range(0, X.shape[0], block_rows):
+                out[i:i + block_rows] = mixture_predict(gm, X[i:i + block_rows])
+            return out
+        if rule == "nearest_center":
+            from sklearn.metrics import pairwise_distances_argmin
 
+            for i in range(0, X.shape[0], block_rows):
+                out[i:i + block_rows] = pairwise_distances_argmin(X[i:i + block_rows], np.asarray(c.centers, X.dtype))
+            return out
+        if sample_X is None or len(sample_X) != len(c.labels):
+            raise InvalidInputError(f"clustering {c.method!r} has no rule for new rows; assigning them needs the rows "
+                                    "it was fitted on (sample_X).")
+        nn = NearestNeighbors(n_neighbors=1).fit(np.asarray(sample_X, dtype=np.float64))
         for i in range(0, X.shape[0], block_rows):
-            out[i:i + block_rows] = pairwise_distances_argmin(X[i:i + block_rows], np.asarray(c.centers, X.dtype))
-        return out
-    if sample_X is None or len(sample_X) != len(c.labels):
-        raise InvalidInputError(f"clustering {c.method!r} has no rule for new rows; assigning them needs the rows it "
-                                "was fitted on (sample_X).")
-    nn = NearestNeighbors(n_neighbors=1).fit(np.asarray(sample_X, dtype=np.float64))
-    for i in range(0, X.shape[0], block_rows):
-        out[i:i + block_rows] = np.asarray(c.labels)[nn.kneighbors(X[i:i + block_rows], return_distance=False)[:, 0]]
+            out[i:i + block_rows] = np.asarray(c.labels)[nn.kneighbors(X[i:i + block_rows], return_distance=False)[:, 0]]
     return out
 
 

@@ -101,7 +101,9 @@ def _save(folder: Path, rng: tuple, result: dict) -> None:
     np.savez(buf, **result)
     data = buf.getvalue()
     final = folder / f"{rng[0]}-{rng[1]}.{hashlib.sha256(data).hexdigest()[:16]}.npz"
-    write_file_atomic(final, data)
+    # not fsynced: a killed run leaves its finished chunks in the page cache, and a crash that loses
+    # a chunk's pages leaves bytes the digest in its name refuses (that chunk is recomputed)
+    write_file_atomic(final, data, fsync=False)
 
 
 def _finished(folder: Path) -> dict:

@@ -166,9 +166,16 @@ def _coordinates(X, sample=None) -> tuple[np.ndarray, tuple]:
         X = np.asarray(X, dtype=np.float64)
         if X.nbytes > 256 << 20:  # np.std would widen a copy of every row: two passes over 16 MB blocks
             step = max(1024, (16 << 20) // (8 * X.shape[1]))
-            mean = sum(X[i:i + step].sum(axis=0) for i in range(0, len(X), step)) / len(X)
+            d = X.shape[1]
+            total, low, high = np.zeros(d), np.full(d, np.inf), np.full(d, -np.inf)
+            for i in range(0, len(X), step):  # the extremes from the block the sum has just read
+                block = X[i:i + step]
+                total += block.sum(axis=0)
+                np.minimum(low, block.min(axis=0), out=low)
+                np.maximum(high, block.max(axis=0), out=high)
+            mean = total / len(X)
             var = sum(np.square(X[i:i + step] - mean).sum(axis=0) for i in range(0, len(X), step)) / len(X)
-            return X, (X.min(axis=0), X.max(axis=0), np.sqrt(var))
+            return X, (low, high, np.sqrt(var))
         std = X.std(axis=0) if len(X) else np.ones(X.shape[1])
         return X, (X.min(axis=0), X.max(axis=0), std)
     from pipeline.app.report.run_report import sample_rows_of, sampled_rows
@@ -254,18 +261,21 @@ def bundle_from_run(cfg: dict, done: dict) -> Bundle:
     if project.cavs is not None:
         arrays["cavs"] = np.asarray(project.cavs, dtype=np.float64)
     if project.units is not None:  # percentile units, and the percentile fallback of probability units
+        def spaced(n: int):  # evenly spaced order statistics: percentiles of new rows within 1e-5
+            return np.linspace(0, n - 1, PERCENTILE_ROWS).round().astype(np.int64) if n > PERCENTILE_ROWS else slice(None)
+
         if len(X) <= 10 * PERCENTILE_ROWS:  # each column sorted once: the display maps' own sorted columns
             from concurrent.futures import ThreadPoolExecutor
 
+            keep = spaced(len(X))
             with ThreadPoolExecutor(max_workers=int(cfg.get("threads") or os.cpu_count() or 1)) as pool:
-                # np.sort releases the GIL: the columns sorted side by side
-                values = np.column_stack(list(pool.map(lambda m: _sorted_column(project.units[m], X[:, m]),
+                # np.sort releases the GIL: the columns sorted side by side, each thinned before they are stacked
+                values = np.column_stack(list(pool.map(lambda m: _sorted_column(project.units[m], X[:, m])[keep],
                                                        range(X.shape[1]))))
         else:  # beyond a million rows: a uniform sample of them
             values = np.sort(X[np.sort(np.random.default_rng(0).choice(len(X), 10 * PERCENTILE_ROWS, replace=False))],
                              axis=0)
-        if len(values) > PERCENTILE_ROWS:  # evenly spaced order statistics: percentiles of new rows within 1e-5
-            values = values[np.linspace(0, len(values) - 1, PERCENTILE_ROWS).round().astype(np.int64)]
+            values = values[spaced(len(values))]
         arrays["percentile_values"] = values
     results = report.df if report is not None else pd.DataFrame()
     # the rules' texts leave the leaf annotations out: the rows they are printed against only fill

@@ -216,38 +216,67 @@ def calibrate(coords, labels, C: float = 1.0) -> tuple[float, float]:
 def percentile_units(values, name: str = "concept") -> PercentileUnits:
     """Percentile units over the coordinates ``values`` (shape (n,)); at least 2 finite values."""
     v = np.asarray(values, dtype=np.float64).reshape(-1)  # a column of the coordinates stays a view, not a copy
-    finite = int(np.isfinite(v).sum())
+    _enough_to_rank(int(np.isfinite(v).sum()), name)
+    return PercentileUnits(v)
+
+
+def _enough_to_rank(finite: int, name: str) -> None:
     if finite < 2:
         raise InvalidInputError(
             f"percentile units for {name!r} need at least 2 data points to rank against, got {finite}. Use "
             "concepts.units=raw (or probability with a calibrated CAV fitter) for such small data.")
-    return PercentileUnits(v)
 
 
-def probability_units(slope: float, intercept: float, values=None, name: str = "concept") -> ProbabilityUnits:
+def column_ranges(X, block_rows: int = 262_144) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(count, smallest, largest)`` of the finite values in each column of ``X`` (n, M); NaN
+    where a column has none. ``X`` is read row-wise, a block of rows at a time: one column of a
+    C-ordered array read on its own touches the memory of every row (10M x 20 coordinates: each
+    column scan costs as much as reading all of them)."""
+    X = np.asarray(X)
+    n, m = X.shape
+    count, lo, hi = np.zeros(m, np.int64), np.full(m, np.inf), np.full(m, -np.inf)
+    for i in range(0, n, block_rows):
+        b = np.asarray(X[i:i + block_rows], dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite = bool(np.isfinite(b.sum()))
+        if finite:
+            count += b.shape[0]
+            np.minimum(lo, b.min(axis=0), out=lo)
+            np.maximum(hi, b.max(axis=0), out=hi)
+        else:
+            ok = np.isfinite(b)
+            count += ok.sum(axis=0)
+            np.minimum(lo, np.where(ok, b, np.inf).min(axis=0), out=lo)
+            np.maximum(hi, np.where(ok, b, -np.inf).max(axis=0), out=hi)
+    lo[count == 0] = np.nan
+    hi[count == 0] = np.nan
+    return count, lo, hi
+
+
+def probability_units(slope: float, intercept: float, values=None, name: str = "concept",
+                      value_range: tuple[int, float, float] | None = None) -> ProbabilityUnits:
     """Probability units from a calibration ``(slope, intercept)``; ``values`` (the data's
     coordinates), when given, must not all map to the same probability, and are the percentiles
-    a threshold in a tail is printed in."""
+    a threshold in a tail is printed in. ``value_range``: ``values``' ``(count, smallest,
+    largest)`` finite values when known (:func:`column_ranges`), so they are not scanned again."""
     if not (np.isfinite(slope) and np.isfinite(intercept)) or slope == 0:
         raise InvalidInputError(
             f"concept {name!r} has no usable calibration (slope={slope}, intercept={intercept}): its calibrated "
             "probability P(concept | z) is constant, so P(...) thresholds would say nothing. The concept examples "
             "do not separate along its CAV (or it was fitted without binary labels). Use concepts.units=percentile "
             "(or raw), or drop the concept from the concept set.")
-    fallback = None
-    if values is not None and np.isfinite(np.asarray(values, dtype=np.float64)).sum() >= 2:
-        fallback = percentile_units(values, name)
-    units = ProbabilityUnits(float(slope), float(intercept), fallback)
-    if values is not None:
-        v = np.asarray(values, dtype=np.float64)
-        v = v[np.isfinite(v)] if not np.isfinite(v.sum()) else v
-        # σ is monotone: every point has the same P exactly when the smallest and largest coordinates do
-        p = units(np.array([v.min(), v.max()])) if v.size else v
-        if p.size and p.max() == p.min():
-            raise InvalidInputError(
-                f"concept {name!r}: its calibrated probability P(concept | z) is the same ({p[0]:.3g}) for every "
-                "data point, so P(...) thresholds cannot separate anything. Use concepts.units=percentile (or raw), "
-                "or drop the concept.")
+    if values is None:
+        return ProbabilityUnits(float(slope), float(intercept), None)
+    v = np.asarray(values, dtype=np.float64).reshape(-1)  # a column of the coordinates stays a view, not a copy
+    count, lo, hi = value_range if value_range is not None else (c[0] for c in column_ranges(v[:, None]))
+    units = ProbabilityUnits(float(slope), float(intercept), PercentileUnits(v) if count >= 2 else None)
+    # σ is monotone: every point has the same P exactly when the smallest and largest coordinates do
+    p = units(np.array([lo, hi])) if count else np.empty(0)
+    if p.size and p.max() == p.min():
+        raise InvalidInputError(
+            f"concept {name!r}: its calibrated probability P(concept | z) is the same ({p[0]:.3g}) for every "
+            "data point, so P(...) thresholds cannot separate anything. Use concepts.units=percentile (or raw), "
+            "or drop the concept.")
     return units
 
 
@@ -268,15 +297,19 @@ def concept_units(kind: str, X, names: Sequence[str], calibration=None) -> list 
     if kind == "raw":
         return None
     X = np.asarray(X, dtype=np.float64)
+    count, lo, hi = column_ranges(X)
     if kind == "percentile":
-        return [percentile_units(X[:, m], names[m]) for m in range(X.shape[1])]
+        for m in range(X.shape[1]):
+            _enough_to_rank(int(count[m]), names[m])
+        return [PercentileUnits(X[:, m]) for m in range(X.shape[1])]
     if calibration is None:
         raise InvalidInputError(
             "concepts.units=probability needs the CAVs' calibrated classifiers, but these concepts have none "
             "(discovered concepts, or a CAV fitter without probabilities). Use concepts.units=percentile or raw, "
             "or cav=logistic.")
     cal = np.asarray(calibration, dtype=np.float64)
-    return [probability_units(cal[m, 0], cal[m, 1], X[:, m], names[m]) for m in range(X.shape[1])]
+    return [probability_units(cal[m, 0], cal[m, 1], X[:, m], names[m], (count[m], lo[m], hi[m]))
+            for m in range(X.shape[1])]
 
 
 def boundary_in_units(units, boundary: float) -> float:

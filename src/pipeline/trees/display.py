@@ -167,7 +167,8 @@ def cut_neighbours(tree, X) -> dict[int, tuple]:
         T = np.array([t for c in cuts for t in c], dtype=np.float64)
         kernels = sys.modules.get("pipeline.trees._kernels")
         if not sp.issparse(X) and kernels is not None and kernels.AVAILABLE and X.dtype == np.float64:
-            lo, hi = kernels.cut_neighbours(X, np.array(fs, dtype=np.int64), np.array(offsets, dtype=np.int64), T)
+            lo, hi = kernels.cut_neighbours(X, np.array(fs, dtype=np.int64), np.array(offsets, dtype=np.int64), T,
+                                            kernels.row_blocks(X.shape[0]))
         else:
             lo, hi = np.empty(T.size), np.empty(T.size)
             Xc = X.tocsc() if sp.issparse(X) else X

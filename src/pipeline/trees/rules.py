@@ -202,6 +202,12 @@ def leaf_stats(leaf_of_row: np.ndarray, leaves: Sequence[int], labels: Sequence[
     ref = None if reference is None else np.asarray(reference)
     truth = None if y is None else np.asarray(y)
     leaf_of_row = np.asarray(leaf_of_row)
+    counted = _counted_leaf_stats(leaf_of_row, leaves, labels, ref, truth, class_names)
+    return counted if counted is not None else _sorted_leaf_stats(leaf_of_row, leaves, labels, ref, truth, class_names)
+
+
+def _sorted_leaf_stats(leaf_of_row, leaves, labels, ref, truth, class_names) -> dict[int, LeafStats]:
+    """:func:`leaf_stats` for any labels and classes: the rows grouped by leaf."""
     small = leaf_of_row.size and -2**15 <= leaf_of_row.min() and leaf_of_row.max() < 2**15
     # the rows grouped by leaf once, not one mask per leaf (16-bit keys: numpy's radix sort, O(n))
     order = np.argsort(leaf_of_row.astype(np.int16) if small else leaf_of_row, kind="stable")
@@ -228,6 +234,62 @@ def leaf_stats(leaf_of_row: np.ndarray, leaves: Sequence[int], labels: Sequence[
                 stats.majority, stats.majority_share = major, float(counts[best] / members.size)
                 named = class_names is not None and isinstance(major, int) and 0 <= major < len(class_names)
                 stats.majority_name = str(class_names[major]) if named else str(major)
+        out[int(leaf)] = stats
+    return out
+
+
+_BLOCK_ROWS = 1 << 20
+
+
+def _counted_leaf_stats(leaf_of_row, leaves, labels, ref, truth, class_names) -> dict[int, LeafStats] | None:
+    """:func:`leaf_stats` by counting (a few passes over the rows, no sort of them) for integer
+    leaf ids, integer reference labels and integer classes of small ranges; None otherwise."""
+    def small_ints(a, limit=1 << 16):
+        return a is None or (a.dtype.kind in "iu" and (a.size == 0 or (int(a.min()) >= -1 and int(a.max()) < limit)))
+
+    if leaf_of_row.size == 0 or not small_ints(leaf_of_row) or int(leaf_of_row.min()) < 0:
+        return None
+    if not (small_ints(ref) and small_ints(truth) and all(isinstance(v, (int, np.integer)) for v in labels)):
+        return None
+    if ref is not None and ref.size != leaf_of_row.size or truth is not None and truth.size != leaf_of_row.size:
+        return None
+    n_nodes = int(leaf_of_row.max()) + 1
+    label_of = np.full(n_nodes, np.iinfo(np.int64).min, np.int64)
+    for leaf, label in zip(leaves, labels):
+        if leaf < n_nodes:
+            label_of[leaf] = int(label)
+    classes = 1
+    if truth is not None:  # the largest class (unknown, -1, is smaller than any)
+        classes = max(int(truth.max()) + 1, 1)
+        if n_nodes * classes > 1 << 22:  # a table larger than the rows' grouping: sort them instead
+            return None
+    sizes = np.zeros(n_nodes, np.int64)
+    pure = np.zeros(n_nodes, np.int64) if ref is not None else None
+    table = np.zeros(n_nodes * classes, np.int64) if truth is not None else None
+    step = _BLOCK_ROWS  # a block of rows at a time: the temporaries stay small at 10M rows
+    for start in range(0, leaf_of_row.size, step):
+        leaf = leaf_of_row[start:start + step]
+        sizes += np.bincount(leaf, minlength=n_nodes)
+        if pure is not None:  # rows whose reference cluster is their leaf's label
+            pure += np.bincount(leaf[ref[start:start + step] == label_of[leaf]], minlength=n_nodes)
+        if table is not None:  # (leaf, class) counts of the rows with a known class
+            t = truth[start:start + step]
+            known = t >= 0
+            table += np.bincount(leaf[known].astype(np.int64) * classes + t[known].astype(np.int64),
+                                 minlength=n_nodes * classes)
+    table = table.reshape(n_nodes, classes) if table is not None else None
+    out = {}
+    for leaf, label in zip(leaves, labels):
+        size = int(sizes[leaf]) if leaf < n_nodes else 0
+        stats = LeafStats(size=size)
+        if pure is not None and size:
+            stats.purity = float(int(pure[leaf]) / size)
+        if table is not None and leaf < n_nodes and table[leaf].sum():
+            counts = table[leaf]  # the smallest of the most frequent classes, as np.unique + argmax
+            major = int(np.argmax(counts))
+            stats.majority, stats.majority_share = major, float(counts[major] / counts.sum())
+            named = class_names is not None and 0 <= major < len(class_names)
+            stats.majority_name = str(class_names[major]) if named else str(major)
         out[int(leaf)] = stats
     return out
 

@@ -371,7 +371,10 @@ class ExplanationTree:
         class_names : sequence of str, optional
             Names of integer classes in ``y``.
         """
-        rows = self.apply(X)
+        return self._leaf_stats(self.apply(X), reference, y, class_names)
+
+    def _leaf_stats(self, rows: np.ndarray, reference=None, y=None, class_names=None) -> dict[int, LeafStats]:
+        """:meth:`leaf_stats` from the rows' leaf ids."""
         for name, v in (("reference", reference), ("y", y)):
             if v is not None and len(v) != len(rows):
                 raise InvalidInputError(f"{name} has {len(v)} entries but X has {len(rows)} rows; they must match.")
@@ -381,12 +384,23 @@ class ExplanationTree:
             labels = [self.leaf_name(label) for label in labels]  # a reference given in the class names
         return leaf_stats(rows, leaves, labels, reference, y, class_names)
 
-    def read(self, X=None, reference=None, y=None, class_names=None, units=None) -> Reading:
+    def read(self, X=None, reference=None, y=None, class_names=None, units=None, check_input: bool = True) -> Reading:
         """The printed tests and leaf statistics on the rows ``X`` (see :meth:`rules` for the
         arguments), computed once: pass the :class:`Reading` as ``reading=`` to :meth:`rules`,
-        :meth:`to_dot`, :meth:`to_text` (and the report's figures) to print the tree many ways."""
-        stats = self.leaf_stats(X, reference, y, class_names) if X is not None else {}
-        return Reading(self.display(X, units), stats)
+        :meth:`to_dot`, :meth:`to_text` (and the report's figures) to print the tree many ways.
+
+        ``X`` is checked once (a finite 2-D float array of the tree's width);
+        ``check_input=False`` (scikit-learn's name) skips the pass over its values, for a caller
+        that has checked the same array already (the report reads several trees on the same rows).
+        """
+        if X is None:
+            return Reading(self.display(None, units), {})
+        X = check_matrix(X, "X", min_rows=0, finite=check_input)
+        check_n_features(X, self.n_features, "X")
+        stats = self._leaf_stats(self._apply(X), reference, y, class_names)
+        from pipeline.trees.display import RuleDisplay
+
+        return Reading(RuleDisplay(self, X, units), stats)
 
     def rules(self, X=None, reference=None, y=None, class_names=None, units=None,
               reading: Reading | None = None) -> list[Rule]:

@@ -8,9 +8,9 @@ thumbnails) and ``run.json`` (concept names, CAV summary, Table-2 row, selection
 
 from __future__ import annotations
 
-import io
 import json
 import math
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -121,23 +121,34 @@ def write_cav_table(out_dir: Path, df: pd.DataFrame, test: str | None) -> None:
 
 def share_above(cav_summary: list[dict], names: list[str] | None, X) -> list[float]:
     """Percentage of the data whose concept coordinate lies beyond each CAV's own boundary (the
-    points its classifier calls positive); NaN for concepts the trees do not use."""
-    X = np.asarray(X, dtype=float)
+    points its classifier calls positive); NaN for concepts the trees do not use. One pass over
+    the rows, remembered for the same array and boundaries (the CAV table, the Markdown and the
+    HTML page each show it)."""
     index = {n: i for i, n in enumerate(names or [])}
     cols = [index.get(c["concept"]) for c in cav_summary]
     bounds = np.array([float(c.get("boundary", float("nan"))) for c in cav_summary])
     used = [i for i, j in enumerate(cols) if j is not None and bounds[i] == bounds[i]]
     if not used or len(X) == 0:
         return [float("nan")] * len(cav_summary)
-    where, b = np.array([cols[i] for i in used]), bounds[used]
-    above = np.zeros(len(used))
-    step = max(1, (8 << 20) // max(X.shape[1], 1))  # row blocks: every concept in one pass over the rows
-    for start in range(0, len(X), step):
-        above += (X[start:start + step][:, where] > b).sum(axis=0)
+    where = np.array([cols[i] for i in used])
+    limit = np.full(X.shape[1], np.inf)  # unused columns: never above
+    limit[where] = bounds[used]
+    key = (id(X), limit.tobytes())
+    hit = _SHARES.get(key)
+    if hit is None or hit[0]() is not X:
+        above = np.zeros(X.shape[1], np.int64)
+        step = max(1, (8 << 20) // max(X.shape[1], 1))  # row blocks: every concept in one pass over the rows
+        for start in range(0, len(X), step):
+            above += np.count_nonzero(np.asarray(X[start:start + step], dtype=float) > limit, axis=0)
+        _SHARES.clear()
+        _SHARES[key] = hit = (weakref.ref(X) if isinstance(X, np.ndarray) else (lambda: None), above)
     out = [float("nan")] * len(cav_summary)
-    for i, a in zip(used, above):
-        out[i] = float(100.0 * a / len(X))
+    for i in used:
+        out[i] = float(100.0 * hit[1][cols[i]] / len(X))
     return out
+
+
+_SHARES: dict = {}  # (id of the coordinates, boundaries) -> (weak reference, counts above)
 
 
 def boundary_column(units_kind: str | None) -> str:
@@ -233,10 +244,10 @@ def write_concept_run(out_dir: Path, load: LoadArtifact, cluster: ClusterArtifac
                                                                        else None)
     if images is not None and len(images) <= MAX_THUMBNAILS:
         arrays["images"] = np.asarray(images)
-    buf = io.BytesIO()
-    # compressing a million rows of float64 coordinates takes seconds and saves little
-    (np.savez if len(arrays["X"]) > 100_000 else np.savez_compressed)(buf, **arrays)
-    atomic_write(out / "run.npz", buf.getvalue())
+    # compressing a million rows of float64 coordinates takes seconds and saves little; written
+    # straight into the file (no in-memory copy of it, twice: 0.3 GB at a million rows)
+    save = np.savez if len(arrays["X"]) > 100_000 else np.savez_compressed
+    atomic_write(out / "run.npz", lambda fh: save(fh, **arrays))
     meta = {"dataset": load.name, "kind": load.kind, "concept_names": list(project.feature_names),
             "class_names": load.class_names, "cav_summary": concepts.cav_summary or [],
             "cav_dropped": concepts.cav_dropped or {}, "selection": project.selection,

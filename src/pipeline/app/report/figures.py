@@ -15,7 +15,6 @@ colours of :func:`cluster_colour`, shared with the concept scatter.
 
 from __future__ import annotations
 
-import io
 import re
 import textwrap
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import matplotlib as mpl
 import numpy as np
 from matplotlib.figure import Figure
 
+from pipeline.app.report.encoding import FORMATS, figure_bytes  # noqa: F401 (figures are encoded there)
 from pipeline.app.report.tables import METHOD_NAMES, method_name  # noqa: F401 (display names live with the tables)
 from pipeline.trees.rules import Condition, LeafStats
 from pipeline.trees.tree import ExplanationTree
@@ -51,7 +51,6 @@ class _Style:
 
 _WRAP = 60  # characters per line of a test in the indented layout (oblique tests wrap between terms)
 _TOP_DOWN_MAX_WIDTH = 7.0  # inches; wider trees use the indented layout
-FORMATS = ("png", "svg", "pdf")
 
 
 def tree_title(row: str, method: str, tree: ExplanationTree, dataset: str | None = None,
@@ -293,24 +292,3 @@ def _wrap_row(text: str, width: int) -> str:
                 cur = part
         out.append(cur)
     return "\n".join(out)
-
-
-def figure_bytes(fig: Figure, fmt: str, dpi: int = 200) -> bytes:
-    """``fig`` encoded as ``fmt`` (png, svg or pdf): SVG keeps text as text, PDF embeds TrueType fonts."""
-    if fmt not in FORMATS:
-        raise ValueError(f"figure format must be one of {FORMATS}, got {fmt!r}.")
-    buf = io.BytesIO()
-    with mpl.rc_context({"svg.fonttype": "none", "pdf.fonttype": 42, "svg.hashsalt": "pipeline"}):
-        fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches="tight", metadata=_metadata(fmt))
-    return buf.getvalue()
-
-
-def _metadata(fmt: str) -> dict | None:
-    # No creation dates: the same figure gives the same bytes (reproducible artifacts).
-    if fmt == "svg":
-        return {"Date": None}
-    if fmt == "pdf":
-        return {"CreationDate": None}
-    if fmt == "png":
-        return {"Software": None}
-    return None

@@ -108,7 +108,12 @@ def svg_of(fig: Figure) -> str:
     """The ``<svg>`` element of ``fig`` (text kept as text), ready to inline in HTML."""
     from pipeline.app.report.figures import figure_bytes
 
-    text = figure_bytes(fig, "svg").decode("utf-8")
+    return inline_svg(figure_bytes(fig, "svg"))
+
+
+def inline_svg(svg: bytes) -> str:
+    """The ``<svg>`` element of an SVG file's bytes, ready to inline in HTML."""
+    text = svg.decode("utf-8")
     text = text[text.index("<svg"):]
     head, rest = text.split(">", 1)  # shown 1.3x the print size on screen (the viewBox keeps the drawing)
     head = re.sub(r'(width|height)="([\d.]+)pt"', lambda m: f'{m[1]}="{float(m[2]) * 1.3:.1f}pt"', head)
@@ -150,7 +155,7 @@ def feature_summary(data, rows: np.ndarray, names, top: int = 5) -> pd.DataFrame
 def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y=None, class_names=None, *,
               kind: str | None = None, data=None, data_feature_names=None, dataset: str | None = None,
               ari: float | None = None, n_examples: int = 8, random_state: int = 0, units=None,
-              reading=None) -> TreeView:
+              reading=None, encoder=None) -> TreeView:
     """Everything the report shows for one tree.
 
     Parameters
@@ -168,6 +173,9 @@ def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y
         The inputs in the same row order (images, texts or a feature table).
     reading : pipeline.trees.tree.Reading, optional
         ``tree.read(X, reference, y, class_names, units)``, when already computed.
+    encoder : pipeline.app.report.encoding.Encoder, optional
+        Encodes the tree's drawing meanwhile (worker processes): the view's ``svg`` is then an
+        :class:`~pipeline.app.report.encoding.Encoding` until :func:`finish_view` is called.
     """
     from pipeline.app.report.concept_plots import leaf_examples
     from pipeline.app.report.figures import plot_tree, tree_title
@@ -190,8 +198,15 @@ def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y
             members = np.flatnonzero(leaf_of == rule.leaf)
             view.features = feature_summary(data, members, data_feature_names)
         leaves.append(view)
-    return TreeView(row, title, svg_of(fig), [r.format() for r in rules],
-                    [r.format(simplified=False) for r in rules], leaves)
+    svg = encoder.submit(fig, ("svg",)) if encoder is not None else svg_of(fig)
+    return TreeView(row, title, svg, [r.format() for r in rules], [r.format(simplified=False) for r in rules], leaves)
+
+
+def finish_view(view: TreeView) -> TreeView:
+    """``view`` with its drawing encoded (the SVG of a view drawn with an ``encoder``)."""
+    if not isinstance(view.svg, str):
+        view.svg = inline_svg(view.svg.result()["svg"])
+    return view
 
 
 # ----------------------------------------------------------------------------- rendering

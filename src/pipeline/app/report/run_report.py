@@ -127,7 +127,12 @@ def read_tree(fit: FitArtifact, data: dict | None = None) -> tuple[ExplanationTr
     if hit is not None and hit[0] is fit.tree:
         return hit[1], hit[2]
     tree = ExplanationTree.from_dict(fit.tree)
-    reading = tree.read(**tree_annotations(data))
+    rows = tree_annotations(data)
+    # the rows' values are checked by the first tree read on them, not again by every tree
+    checked = data is not None and rows.get("X") is not None and data.get("checked_X") is rows["X"]
+    reading = tree.read(**rows, check_input=not checked)
+    if data is not None:
+        data["checked_X"] = rows.get("X")
     memo[id(fit.tree)] = (fit.tree, tree, reading)  # the dict is held: its id stays its own
     return tree, reading
 
@@ -216,18 +221,19 @@ def _ari(results: "pd.DataFrame", row: str) -> float | None:
 
 def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArtifact, results: "pd.DataFrame",
                     fits: dict[str, FitArtifact], concepts: ConceptsArtifact | None = None, counterfactuals: CounterfactualsArtifact | None = None,
-                    cache=None, completeness=None, data: dict | None = None) -> str:
+                    cache=None, completeness=None, data: dict | None = None, encoder=None) -> str:
     """The whole ``report.html`` of one run (see :mod:`pipeline.app.report.html`); ``cache``
     (:class:`pipeline.app.report.render_cache.RenderCache`) reuses tree views and the scatter drawn
-    before; ``data``: the run's :func:`tree_data`, when already gathered."""
-    from pipeline.app.report.html import render_report, svg_of, tree_view
+    before; ``data``: the run's :func:`tree_data`, when already gathered; ``encoder``
+    (:class:`pipeline.app.report.encoding.Encoder`) encodes the trees' drawings meanwhile."""
+    from pipeline.app.report.html import finish_view, render_report, svg_of, tree_view
     from pipeline.app.report.render_cache import RenderCache
 
     cache = cache or RenderCache(None)
     concepts = concepts if concepts is not None and concepts.enabled else None
     data = data if data is not None else tree_data(load, cluster, project)
     keyed_units = render_key(data).get("units")  # the display maps as the render cache keys them
-    views = []
+    views, drawn = [], []
     for row, fit in fits.items():
         tree, reading = read_tree(fit, data)
         gallery = data if tree.n_leaves <= MAX_GALLERY_LEAVES else {k: data[k] for k in tree_annotations(data)}
@@ -235,8 +241,11 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
                     y=gallery.get("y"), class_names=gallery.get("class_names"), kind=gallery.get("kind"),
                     data=gallery.get("data"), data_feature_names=gallery.get("data_feature_names"),
                     dataset=load.name, ari=_ari(results, row), units=data.get("units"))
-        view = cache.get("tree_view", {**args, "tree": fit.tree, "units": keyed_units},
-                         lambda args=args, reading=reading: tree_view(**args, reading=reading))
+        key = {**args, "tree": fit.tree, "units": keyed_units}
+        view = cache.lookup("tree_view", key)
+        if view is None:  # drawn now, its SVG encoded meanwhile; kept once encoded (below)
+            view = tree_view(**args, reading=reading, encoder=encoder)
+            drawn.append((key, view))
         view.note = units_note(tree, data) + marks_note(tree)
         views.append(view)
     scatter = None
@@ -279,6 +288,10 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
                               "data": data.get("data"), "names": data.get("data_feature_names")},
             lambda: concept_views(concepts.discovery, concepts.top_examples, data.get("kind"), data.get("data"),
                                   data.get("data_feature_names")))
+    for key, view in drawn:
+        note, view.note = view.note, ""  # the cached view without the run's note, as before
+        cache.store("tree_view", key, finish_view(view))
+        view.note = note
     return render_report(page_title(cfg, load, concepts), cfg, results, views, subtitle=subtitle,
                          cav_summary=concepts.cav_summary if concepts is not None else None, scatter_svg=scatter,
                          counterfactuals=cf_table, counterfactual_svgs=cf_svgs, cav_boundary=boundary,

@@ -193,7 +193,7 @@ def display_units(cfg: dict, concepts: ConceptsArtifact, X: np.ndarray, names) -
     ``concepts.units`` when set (an error if it cannot be honoured), else the concept set's
     default (probability for calibrated CAVs, percentile otherwise; a concept without a usable
     calibration then reads in percentiles, with a log line)."""
-    from pipeline.concepts.units import UNITS, concept_units, percentile_units, probability_units
+    from pipeline.concepts.units import UNITS, column_ranges, concept_units, percentile_units, probability_units
 
     asked = cfg["concepts"].get("units")
     if asked is not None and asked not in UNITS:
@@ -204,9 +204,10 @@ def display_units(cfg: dict, concepts: ConceptsArtifact, X: np.ndarray, names) -
     if asked is not None or kind != "probability":
         return kind, concept_units(kind, X, names, calibration)
     out = []
+    count, lo, hi = column_ranges(X)  # row-wise, once (not a strided scan per concept)
     for m, (a, b) in enumerate(np.asarray(calibration, dtype=float).reshape(-1, 2)):
         try:
-            out.append(probability_units(a, b, X[:, m], names[m]))
+            out.append(probability_units(a, b, X[:, m], names[m], (count[m], lo[m], hi[m])))
         except InvalidInputError as exc:
             log.info("concept %r reads in percentiles: %s", names[m], str(exc).split(":")[0])
             out.append(percentile_units(X[:, m], names[m]))

@@ -165,13 +165,19 @@ class AssignChunk:
     def __call__(self, rows: np.ndarray, start: int) -> dict:
         from pipeline.clustering import assign_rows
 
-        check_finite_chunk(rows, start, self.source)
-        out = {"labels": assign_rows(self.clustering, rows, self.sample_X)}
-        if self.cavs is not None:
+        out = {}
+        if self.cavs is None:
+            check_finite_chunk(rows, start, self.source)
+        else:  # finite coordinates prove the chunk finite (a NaN or inf reaches every coordinate of its row)
             from pipeline.concepts.projection import project
 
-            out["X"] = project(rows, self.cavs)
-        return out
+            try:
+                out["X"] = project(rows, self.cavs)
+            except InvalidInputError:
+                check_finite_chunk(rows, start, self.source)  # names the rows holding NaN/inf
+                raise  # finite latents whose coordinates overflow
+        # proved finite above: no second pass over the chunk
+        return {"labels": assign_rows(self.clustering, rows, self.sample_X, check_input=False), **out}
 
 
 def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clustering:

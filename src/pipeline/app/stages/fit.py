@@ -24,10 +24,20 @@ def fit_inputs(project: ProjectArtifact, cluster: ClusterArtifact) -> FitInputs:
     return FitInputs(
         X=project.X if is_view(project.X) else np.asarray(project.X, dtype=np.float64), labels=labels,
         feature_names=list(project.feature_names),
-        n_clusters=int(np.unique(labels[labels >= 0]).size), centers=project.centers,
+        n_clusters=_n_labels(labels), centers=project.centers,
         mixture=project.mixture, graph=cluster.graph(), latent=project.latent_X,
         latent_mixture=project.latent_mixture, cavs=project.cavs, concept_names=project.concept_names,
     )
+
+
+def _n_labels(labels) -> int:
+    """How many distinct non-negative labels (noise, -1, left out): counted for integer labels of a
+    small range (10M cluster ids: no sort of them)."""
+    kept = np.asarray(labels)
+    kept = kept[kept >= 0]
+    if kept.dtype.kind in "iu" and kept.size and int(kept.max()) < 1 << 20:
+        return int(np.count_nonzero(np.bincount(kept)))
+    return int(np.unique(kept).size)
 
 
 def fit_stage(row: str) -> Stage:

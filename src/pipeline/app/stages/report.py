@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 from pipeline.app.artifacts import (
     ClusterArtifact, CompletenessArtifact, ConceptsArtifact, CounterfactualsArtifact, EvaluateArtifact, LoadArtifact, ProjectArtifact,
@@ -37,9 +38,31 @@ def report_stage(rows, counterfactuals: bool = False, completeness: bool = False
         data = tree_data(load, cluster, project)  # leaf annotations: size, purity, majority class
         ari = dict(zip(df["explainer"], df["ari"])) if "ari" in df.columns else {}
         renders = render_cache(cfg, ctx)
-        write_trees(out_dir, fits, cfg["report"]["figures"], data, load.name, ari, cache=renders)
+        with figure_encoder(cfg) as encoder:  # the figures are encoded while the other files are written
+            finish = (tree_figures(out_dir, fits, data, load.name, ari, renders, encoder) if cfg["report"]["figures"]
+                      else list)
+            out = _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, project, fits,
+                               completeness, counterfactuals, encoder)
+            finish()
+        return ReportArtifact(**out)
+
+    return Stage("report", inputs, lambda cfg: {}, compute, cached=False, context=True, artifact=ReportArtifact)
+
+
+def _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, project, fits, completeness,
+                 counterfactuals, encoder=None) -> dict:
+    """Every file of the report but the tree figures; the fields of its artifact. With more than one
+    thread, ``assignments.parquet`` is written by a thread of its own meanwhile (Arrow compresses
+    without the GIL: 3.7 s at 10M rows)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as background:
+        args = (out_dir, cfg, load, cluster, fits)
+        assignments = background.submit(write_assignments, *args) if cfg.get("threads") != 1 else None
+        if assignments is None:
+            write_assignments(*args)
+        write_trees(out_dir, fits, False, data, load.name, ari, cache=renders)
         csv, _ = write_tables(out_dir, df)
-        write_assignments(out_dir, cfg, load, cluster, fits)
         out = {"df": df, "csv": csv, "fits": fits, "table2": None, "counterfactuals_csv": None, "html": None,
                "data": data}
         if concepts.enabled:  # Table-2 row, CAV table, files for the notebook (issue 6)
@@ -62,11 +85,22 @@ def report_stage(rows, counterfactuals: bool = False, completeness: bool = False
             from pipeline.app.report.run_report import run_report_html
 
             page = run_report_html(cfg, load, cluster, project, df, fits, concepts if concepts.enabled else None,
-                                   counterfactuals, cache=renders, completeness=completeness, data=data)
+                                   counterfactuals, cache=renders, completeness=completeness, data=data, encoder=encoder)
             out["html"] = atomic_write(out_dir / "report.html", page.encode("utf-8"))
-        return ReportArtifact(**out)
+        if assignments is not None:
+            assignments.result()
+    return out
 
-    return Stage("report", inputs, lambda cfg: {}, compute, cached=False, context=True, artifact=ReportArtifact)
+
+def figure_encoder(cfg: dict):
+    """Where the report's figures are encoded (:class:`pipeline.app.report.encoding.Encoder`): in as
+    many worker processes as the run has ``threads`` (all cores for ``threads=null``), here for 1."""
+    import os
+
+    from pipeline.app.report.encoding import Encoder
+
+    threads = cfg.get("threads")
+    return Encoder(int(threads) if threads is not None else (os.cpu_count() or 1))
 
 
 def row_ids(cfg: dict, load: LoadArtifact):
@@ -119,14 +153,13 @@ def render_cache(cfg: dict, ctx: RunContext):
 def write_trees(out_dir: Path, fits: dict[str, FitArtifact], figures: bool = True, data: dict | None = None,
                 dataset: str | None = None, ari: dict[str, float] | None = None, cache=None) -> list[Path]:
     """Each tree as ``trees/<row>.json`` (tree + simplified annotated rules), ``trees/<row>.rules.txt``
-    and ``trees/<row>.dot`` (Graphviz), and ``figures/<row>.{png,svg,pdf}`` (screen size) with the
-    print variants ``figures/<row>.column.{pdf,png}`` (3.3 in, one column of a two-column paper) and
-    ``figures/<row>.wide.{pdf,png}`` (6.9 in), all text at 7 pt or more.
+    and ``trees/<row>.dot`` (Graphviz), and (``figures``) its figures (:func:`tree_figures`).
 
     ``data`` (:func:`pipeline.app.report.run_report.tree_data`) annotates leaves with size, purity
     and majority class; ``ari`` (row -> ARI vs ground truth) goes into the figure titles.
     ``cache`` (:class:`pipeline.app.report.render_cache.RenderCache`) reuses figures drawn before.
     """
+    finish = tree_figures(out_dir, fits, data, dataset, ari, cache) if figures else list
     written = []
     for row, fit in fits.items():
         tree, reading = read_tree(fit, data)
@@ -136,19 +169,46 @@ def write_trees(out_dir: Path, fits: dict[str, FitArtifact], figures: bool = Tru
         written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.rules.txt", rules_text(row, fit, data).encode("utf-8")))
         written.append(atomic_write(Path(out_dir) / "trees" / f"{row}.dot",
                                     tree.to_dot(title=f"{row} ({fit.name})", reading=reading).encode("utf-8")))
-        if figures:  # matplotlib only when figures are drawn (not when they come from the cache)
-            def draw(row=row, fit=fit) -> dict[str, bytes]:
-                from pipeline.app.report.figures import COLUMN_WIDTHS, FORMATS, figure_bytes
+    return written + finish()
 
-                fig = tree_figure(row, fit, data, dataset, (ari or {}).get(row))
-                out = {fmt: figure_bytes(fig, fmt) for fmt in FORMATS}
-                for variant, width in COLUMN_WIDTHS.items():  # print sizes: 3.3 in / 6.9 in at >= 7 pt
-                    fig = tree_figure(row, fit, data, dataset, (ari or {}).get(row), width=width)
-                    out.update({f"{variant}.{fmt}": figure_bytes(fig, fmt) for fmt in ("pdf", "png")})
-                return out
 
-            inputs = {"row": row, "name": fit.name, "tree": fit.tree, "data": render_key(data),
-                      "dataset": dataset, "ari": (ari or {}).get(row)}
-            for fmt, blob in (cache or RenderCache(None)).get("tree_figure", inputs, draw).items():
+def tree_figures(out_dir: Path, fits: dict[str, FitArtifact], data: dict | None = None, dataset: str | None = None,
+                 ari: dict[str, float] | None = None, cache=None, encoder=None) -> Callable[[], list[Path]]:
+    """Starts each tree's figures: ``figures/<row>.{png,svg,pdf}`` (screen size) with the print
+    variants ``figures/<row>.column.{pdf,png}`` (3.3 in, one column of a two-column paper) and
+    ``figures/<row>.wide.{pdf,png}`` (6.9 in), all text at 7 pt or more. Returns the function
+    that waits for them and writes them (and keeps them in ``cache``): the figures are encoded
+    meanwhile by ``encoder`` (:class:`pipeline.app.report.encoding.Encoder`: worker processes)
+    when given, else when the function is called. A tree drawn by an earlier run is copied
+    from ``cache`` (matplotlib is then not imported)."""
+    cache = cache or RenderCache(None)
+    jobs = []
+    for row, fit in fits.items():
+        inputs = {"row": row, "name": fit.name, "tree": fit.tree, "data": render_key(data),
+                  "dataset": dataset, "ari": (ari or {}).get(row)}
+        hit = cache.lookup("tree_figure", inputs)
+        jobs.append((row, inputs, hit if hit is not None else _start_figures(row, fit, data, dataset, ari, encoder)))
+
+    def finish() -> list[Path]:
+        written = []
+        for row, inputs, job in jobs:
+            if isinstance(job, list):  # encodings under way
+                job = {name: blob for encoding in job for name, blob in encoding.result().items()}
+                cache.store("tree_figure", inputs, job)
+            for fmt, blob in job.items():
                 written.append(atomic_write(Path(out_dir) / "figures" / f"{row}.{fmt}", blob))
-    return written
+        return written
+
+    return finish
+
+
+def _start_figures(row: str, fit: FitArtifact, data, dataset, ari, encoder) -> list:
+    from pipeline.app.report.encoding import FORMATS, Encoder
+    from pipeline.app.report.figures import COLUMN_WIDTHS
+
+    encoder = encoder or Encoder(1)
+    out = [encoder.submit(tree_figure(row, fit, data, dataset, (ari or {}).get(row)), FORMATS)]
+    for variant, width in COLUMN_WIDTHS.items():  # print sizes: 3.3 in / 6.9 in at >= 7 pt
+        fig = tree_figure(row, fit, data, dataset, (ari or {}).get(row), width=width)
+        out.append(encoder.submit(fig, ("pdf", "png"), f"{variant}."))
+    return out
