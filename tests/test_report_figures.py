@@ -166,3 +166,24 @@ def test_a_dead_figure_worker_costs_only_time():
         assert all(p.result() == encode(fig, ("png", "svg")) for p in late)
     with Encoder(1) as here:  # one thread: no process is started
         assert here.submit(fig, ("svg",)).result() == encode(fig, ("svg",)) and here._pool is None
+
+
+def test_a_program_run_as_a_script_encodes_its_figures_itself(monkeypatch):
+    """``python script.py``: a spawned worker would import the script again (and redo its work
+    without a __main__ guard), so its figures are encoded in this process; ``python -m`` and
+    notebooks (no main file) start workers."""
+    import sys
+    import types
+
+    from pipeline.app.report.encoding import Encoder, _main_is_importable, encode
+
+    script = types.ModuleType("__main__")
+    script.__file__ = "/home/me/run_everything.py"
+    monkeypatch.setitem(sys.modules, "__main__", script)
+    assert not _main_is_importable()
+    fig = plot_tree(axis_tree(2))
+    with Encoder(2) as encoder:
+        assert encoder.submit(fig, ("svg",)).result() == encode(fig, ("svg",)) and encoder._pool is None
+    notebook = types.ModuleType("__main__")
+    monkeypatch.setitem(sys.modules, "__main__", notebook)
+    assert _main_is_importable()

@@ -6,7 +6,10 @@ another's. :class:`Encoder` hands the figures (matplotlib figures pickle: text, 
 style, a few tens of kB) to ``workers`` spawned processes, which import matplotlib only, while
 the report goes on writing its other files; the bytes are those this process would write (the
 same code, the same rc settings). A worker that dies is not fatal: its figures are encoded
-here. ``workers <= 1`` encodes each figure here, when its bytes are asked for.
+here. ``workers <= 1`` encodes each figure here, when its bytes are asked for, and so does a
+program started as a script (``python script.py``): a spawned worker would import that script
+again, and one without a ``__main__`` guard would redo its work (``python -m pipeline`` and
+notebooks start workers).
 
 Spawned, not forked: a fork would copy the page tables of a run holding gigabytes, and the
 children's resident sets would count those pages again.
@@ -17,6 +20,7 @@ from __future__ import annotations
 import io
 import logging
 import multiprocessing
+import sys
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -54,11 +58,22 @@ def encode(fig: Figure, formats: tuple[str, ...], prefix: str = "") -> dict[str,
     return {f"{prefix}{fmt}": figure_bytes(fig, fmt) for fmt in formats}
 
 
+def _main_is_importable() -> bool:
+    """Whether a spawned process can start without running the program again: a spawned child
+    imports the main script (``python script.py``) unless it is a package's ``__main__``
+    (``python -m pipeline``, ``python -m pytest``) or there is none (a notebook, a REPL); a script
+    without an ``if __name__ == "__main__":`` guard would run its whole work again in each worker."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return getattr(main, "__file__", None) is None or (spec is not None and spec.name.endswith("__main__"))
+
+
 class Encoding:
     """One figure's files under way; :meth:`result` waits for them (or encodes them here)."""
 
-    def __init__(self, fig: Figure, formats: tuple[str, ...], prefix: str, future: Future | None) -> None:
-        self.fig, self.formats, self.prefix, self.future = fig, formats, prefix, future
+    def __init__(self, fig: Figure, formats: tuple[str, ...], prefix: str, future: Future | None,
+                 encoder: "Encoder | None" = None) -> None:
+        self.fig, self.formats, self.prefix, self.future, self.encoder = fig, formats, prefix, future, encoder
 
     def result(self) -> dict[str, bytes]:
         if self.future is not None:
@@ -66,6 +81,8 @@ class Encoding:
                 return self.future.result()
             except BrokenProcessPool as exc:
                 log.warning("a figure-encoding worker process died (%s); encoding its figure in this process", exc)
+                if self.encoder is not None:
+                    self.encoder.broken = True
         return encode(self.fig, self.formats, self.prefix)
 
 
@@ -77,18 +94,23 @@ class Encoder:
         self.workers = int(workers)
         self._pool: ProcessPoolExecutor | None = None
         self._failed = self.workers <= 1
+        self.broken = False  # a worker died: no more work is sent, and the rest are stopped at close
 
     def submit(self, fig: Figure, formats: tuple[str, ...] = FORMATS, prefix: str = "") -> Encoding:
         pool, future = self._start(), None
-        if pool is not None:
+        if pool is not None and not self.broken:
             try:
                 future = pool.submit(encode, fig, formats, prefix)
             except (OSError, RuntimeError) as exc:  # BrokenProcessPool is a RuntimeError
                 log.info("figures are encoded in this process: the worker processes are gone (%s)", exc)
-                self._failed = True
-        return Encoding(fig, formats, prefix, future)
+                self.broken = True
+        return Encoding(fig, formats, prefix, future, self)
 
     def _start(self) -> ProcessPoolExecutor | None:
+        if self._pool is None and not self._failed and not _main_is_importable():
+            log.info("figures are encoded in this process: a worker process would run this program's script "
+                     "again (%s)", getattr(sys.modules.get("__main__"), "__file__", "?"))
+            self._failed = True
         if self._pool is None and not self._failed:
             try:
                 self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
@@ -98,9 +120,18 @@ class Encoder:
         return self._pool
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if not self.broken:
+            pool.shutdown(wait=True, cancel_futures=True)
+            return
+        # after a worker died, a worker started meanwhile can wait forever for work: stop them all
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.kill()
+            process.join(timeout=10)
 
     def __enter__(self) -> "Encoder":
         return self
