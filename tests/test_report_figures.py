@@ -187,3 +187,17 @@ def test_a_program_run_as_a_script_encodes_its_figures_itself(monkeypatch):
     notebook = types.ModuleType("__main__")
     monkeypatch.setitem(sys.modules, "__main__", notebook)
     assert _main_is_importable()
+
+
+def test_dask_workers_encode_the_same_bytes_and_a_closed_cluster_costs_only_time():
+    """compute=dask: the run's Dask workers encode the report's figures (the same bytes); a cluster
+    that is gone leaves them to this process."""
+    distributed = pytest.importorskip("distributed")
+    from pipeline.app.report.encoding import Encoder, encode
+
+    fig = plot_tree(balanced_tree(5), title="five")
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
+        with Encoder(client=client) as encoder:
+            assert encoder.submit(fig, FORMATS, "x.").result() == encode(fig, FORMATS, "x.")
+    with Encoder(client=client) as encoder:  # closed: encoded here
+        assert encoder.submit(fig, ("svg",)).result() == encode(fig, ("svg",))

@@ -6,7 +6,8 @@ another's. :class:`Encoder` hands the figures (matplotlib figures pickle: text, 
 style, a few tens of kB) to ``workers`` spawned processes, which import matplotlib only, while
 the report goes on writing its other files; the bytes are those this process would write (the
 same code, the same rc settings). A worker that dies is not fatal: its figures are encoded
-here. ``workers <= 1`` encodes each figure here, when its bytes are asked for, and so does a
+here. With ``compute=dask`` the run's Dask workers encode them (they are idle while the report is
+written). ``workers <= 1`` encodes each figure here, when its bytes are asked for, and so does a
 program started as a script (``python script.py``): a spawned worker would import that script
 again, and one without a ``__main__`` guard would redo its work (``python -m pipeline`` and
 notebooks start workers).
@@ -77,10 +78,12 @@ class Encoding:
 
     def result(self) -> dict[str, bytes]:
         if self.future is not None:
+            dask = self.encoder is not None and self.encoder.client is not None
             try:
                 return self.future.result()
-            except BrokenProcessPool as exc:
-                log.warning("a figure-encoding worker process died (%s); encoding its figure in this process", exc)
+            except (Exception if dask else BrokenProcessPool) as exc:  # noqa: BLE001 - a Dask worker's death
+                log.warning("a figure-encoding worker died (%s: %s); encoding its figure in this process",
+                            type(exc).__name__, exc)
                 if self.encoder is not None:
                     self.encoder.broken = True
         return encode(self.fig, self.formats, self.prefix)
@@ -88,15 +91,26 @@ class Encoding:
 
 class Encoder:
     """Encodes figures in up to ``workers`` spawned processes, started at the first
-    :meth:`submit`; with ``workers <= 1``, or where no process can be started, here."""
+    :meth:`submit`; with ``workers <= 1``, or where no process can be started, here.
+    ``client``: a running Dask client (``compute=dask``), whose workers encode them instead."""
 
-    def __init__(self, workers: int = 1) -> None:
+    def __init__(self, workers: int = 1, client=None) -> None:
         self.workers = int(workers)
+        self.client = client
         self._pool: ProcessPoolExecutor | None = None
-        self._failed = self.workers <= 1
+        self._failed = self.workers <= 1 and client is None
         self.broken = False  # a worker died: no more work is sent, and the rest are stopped at close
 
     def submit(self, fig: Figure, formats: tuple[str, ...] = FORMATS, prefix: str = "") -> Encoding:
+        if self.client is not None:
+            future = None
+            if not self.broken:
+                try:
+                    future = self.client.submit(encode, fig, formats, prefix, pure=False)
+                except Exception as exc:  # noqa: BLE001 - a closed client or cluster: encode here
+                    log.info("figures are encoded in this process: the Dask cluster did not take them (%s)", exc)
+                    self.broken = True
+            return Encoding(fig, formats, prefix, future, self)
         pool, future = self._start(), None
         if pool is not None and not self.broken:
             try:
@@ -107,6 +121,8 @@ class Encoder:
         return Encoding(fig, formats, prefix, future, self)
 
     def _start(self) -> ProcessPoolExecutor | None:
+        if self.client is not None:
+            return None
         if self._pool is None and not self._failed and not _main_is_importable():
             log.info("figures are encoded in this process: a worker process would run this program's script "
                      "again (%s)", getattr(sys.modules.get("__main__"), "__file__", "?"))

@@ -38,7 +38,7 @@ def report_stage(rows, counterfactuals: bool = False, completeness: bool = False
         data = tree_data(load, cluster, project)  # leaf annotations: size, purity, majority class
         ari = dict(zip(df["explainer"], df["ari"])) if "ari" in df.columns else {}
         renders = render_cache(cfg, ctx)
-        with figure_encoder(cfg) as encoder:  # the figures are encoded while the other files are written
+        with figure_encoder(cfg, ctx) as encoder:  # the figures are encoded while the other files are written
             finish = (tree_figures(out_dir, fits, data, load.name, ari, renders, encoder) if cfg["report"]["figures"]
                       else list)
             out = _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, project, fits,
@@ -92,13 +92,17 @@ def _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, 
     return out
 
 
-def figure_encoder(cfg: dict):
-    """Where the report's figures are encoded (:class:`pipeline.app.report.encoding.Encoder`): in as
-    many worker processes as the run has ``threads`` (all cores for ``threads=null``), here for 1."""
+def figure_encoder(cfg: dict, ctx: RunContext | None = None):
+    """Where the report's figures are encoded (:class:`pipeline.app.report.encoding.Encoder`): by the
+    run's Dask workers when a ``compute=dask`` stage started them, else in as many worker
+    processes as the run has ``threads`` (all cores for ``threads=null``), here for 1."""
     import os
 
     from pipeline.app.report.encoding import Encoder
 
+    client = getattr((ctx.resources if ctx is not None else {}).get("compute"), "client", None)
+    if client is not None:
+        return Encoder(client=client)
     threads = cfg.get("threads")
     return Encoder(int(threads) if threads is not None else (os.cpu_count() or 1))
 
