@@ -213,18 +213,16 @@ def calibrate(coords, labels, C: float = 1.0) -> tuple[float, float]:
     return float(a / scale), float(b - a * centre / scale)
 
 
-def percentile_units(values, name: str = "concept") -> PercentileUnits:
-    """Percentile units over the coordinates ``values`` (shape (n,)); at least 2 finite values."""
+def percentile_units(values, name: str = "concept", finite: int | None = None) -> PercentileUnits:
+    """Percentile units over the coordinates ``values`` (shape (n,)); at least 2 finite values.
+    ``finite``: how many, when known (:func:`column_ranges`), so they are not counted again."""
     v = np.asarray(values, dtype=np.float64).reshape(-1)  # a column of the coordinates stays a view, not a copy
-    _enough_to_rank(int(np.isfinite(v).sum()), name)
-    return PercentileUnits(v)
-
-
-def _enough_to_rank(finite: int, name: str) -> None:
+    finite = int(np.isfinite(v).sum()) if finite is None else int(finite)
     if finite < 2:
         raise InvalidInputError(
             f"percentile units for {name!r} need at least 2 data points to rank against, got {finite}. Use "
             "concepts.units=raw (or probability with a calibrated CAV fitter) for such small data.")
+    return PercentileUnits(v)
 
 
 def column_ranges(X, block_rows: int = 262_144) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -299,9 +297,7 @@ def concept_units(kind: str, X, names: Sequence[str], calibration=None) -> list 
     X = np.asarray(X, dtype=np.float64)
     count, lo, hi = column_ranges(X)
     if kind == "percentile":
-        for m in range(X.shape[1]):
-            _enough_to_rank(int(count[m]), names[m])
-        return [PercentileUnits(X[:, m]) for m in range(X.shape[1])]
+        return [percentile_units(X[:, m], names[m], count[m]) for m in range(X.shape[1])]
     if calibration is None:
         raise InvalidInputError(
             "concepts.units=probability needs the CAVs' calibrated classifiers, but these concepts have none "

@@ -73,19 +73,17 @@ class Encoding:
     """One figure's files under way; :meth:`result` waits for them (or encodes them here)."""
 
     def __init__(self, fig: Figure, formats: tuple[str, ...], prefix: str, future: Future | None,
-                 encoder: "Encoder | None" = None) -> None:
+                 encoder: "Encoder") -> None:
         self.fig, self.formats, self.prefix, self.future, self.encoder = fig, formats, prefix, future, encoder
 
     def result(self) -> dict[str, bytes]:
         if self.future is not None:
-            dask = self.encoder is not None and self.encoder.client is not None
             try:
                 return self.future.result()
-            except (Exception if dask else BrokenProcessPool) as exc:  # noqa: BLE001 - a Dask worker's death
+            except self.encoder.lost as exc:  # a worker died: this figure and the rest are encoded here
                 log.warning("a figure-encoding worker died (%s: %s); encoding its figure in this process",
                             type(exc).__name__, exc)
-                if self.encoder is not None:
-                    self.encoder.broken = True
+                self.encoder.here = True
         return encode(self.fig, self.formats, self.prefix)
 
 
@@ -98,48 +96,50 @@ class Encoder:
         self.workers = int(workers)
         self.client = client
         self._pool: ProcessPoolExecutor | None = None
-        self._failed = self.workers <= 1 and client is None
-        self.broken = False  # a worker died: no more work is sent, and the rest are stopped at close
+        # encode in this process from now on: one worker asked for, none could start, or one died
+        # (then the others are stopped at close)
+        self.here = self.workers <= 1 and client is None
+
+    @property
+    def lost(self) -> type[BaseException]:
+        """What a future raises when its worker is gone (Dask: KilledWorker, a closed comm, ...)."""
+        return Exception if self.client is not None else BrokenProcessPool
 
     def submit(self, fig: Figure, formats: tuple[str, ...] = FORMATS, prefix: str = "") -> Encoding:
-        if self.client is not None:
-            future = None
-            if not self.broken:
-                try:
-                    future = self.client.submit(encode, fig, formats, prefix, pure=False)
-                except Exception as exc:  # noqa: BLE001 - a closed client or cluster: encode here
-                    log.info("figures are encoded in this process: the Dask cluster did not take them (%s)", exc)
-                    self.broken = True
-            return Encoding(fig, formats, prefix, future, self)
-        pool, future = self._start(), None
-        if pool is not None and not self.broken:
+        send, future = self._sender(), None
+        if send is not None:
             try:
-                future = pool.submit(encode, fig, formats, prefix)
-            except (OSError, RuntimeError) as exc:  # BrokenProcessPool is a RuntimeError
-                log.info("figures are encoded in this process: the worker processes are gone (%s)", exc)
-                self.broken = True
+                future = send(encode, fig, formats, prefix)
+            except Exception as exc:  # noqa: BLE001 - the workers are gone, or a closed Dask cluster
+                log.info("figures are encoded in this process: the workers did not take them (%s)", exc)
+                self.here = True
         return Encoding(fig, formats, prefix, future, self)
 
-    def _start(self) -> ProcessPoolExecutor | None:
-        if self.client is not None:
+    def _sender(self):
+        """The function that hands a task to the workers (starting them), or None: encode here."""
+        if self.here:
             return None
-        if self._pool is None and not self._failed and not _main_is_importable():
-            log.info("figures are encoded in this process: a worker process would run this program's script "
-                     "again (%s)", getattr(sys.modules.get("__main__"), "__file__", "?"))
-            self._failed = True
-        if self._pool is None and not self._failed:
+        if self.client is not None:
+            return lambda *args: self.client.submit(*args, pure=False)
+        if self._pool is None:
+            if not _main_is_importable():
+                log.info("figures are encoded in this process: a worker process would run this program's script "
+                         "again (%s)", getattr(sys.modules.get("__main__"), "__file__", "?"))
+                self.here = True
+                return None
             try:
                 self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
             except (OSError, ValueError) as exc:  # no processes here (a sandbox): encode in this process
                 log.info("figures are encoded in this process: no worker process could start (%s)", exc)
-                self._failed = True
-        return self._pool
+                self.here = True
+                return None
+        return self._pool.submit
 
     def close(self) -> None:
         pool, self._pool = self._pool, None
         if pool is None:
             return
-        if not self.broken:
+        if not self.here:
             pool.shutdown(wait=True, cancel_futures=True)
             return
         # after a worker died, a worker started meanwhile can wait forever for work: stop them all

@@ -210,5 +210,5 @@ def display_units(cfg: dict, concepts: ConceptsArtifact, X: np.ndarray, names) -
             out.append(probability_units(a, b, X[:, m], names[m], (count[m], lo[m], hi[m])))
         except InvalidInputError as exc:
             log.info("concept %r reads in percentiles: %s", names[m], str(exc).split(":")[0])
-            out.append(percentile_units(X[:, m], names[m]))
+            out.append(percentile_units(X[:, m], names[m], count[m]))
     return kind, out
