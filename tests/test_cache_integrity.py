@@ -151,3 +151,27 @@ def test_portable_config_has_no_absolute_paths_under_the_roots(tmp_path):
     assert here == there == {"params": {"pretrain_cache": "${paths.models_dir}/vade/pretrain", "lr": 0.1},
                              "files": ["${paths.root_dir}/data/x.csv", "relative/y.csv"], "other": "/etc/hosts"}
     assert make_key("encode", here) == make_key("encode", there)
+
+
+def test_store_later_writes_in_the_background_and_flush_reports_its_error(tmp_path, monkeypatch):
+    """A large entry handed to :meth:`StageCache.store_later` is written by a thread; its event
+    keeps the place of the hand-over; ``flush`` waits for it, and a failed write (a full disk)
+    is raised there, or only logged when the run failed already."""
+    cache = StageCache(tmp_path / "c")
+    cache.store_later("coordinates", "k1", _artifact(1))
+    cache.get_or_compute("cluster", "k2", lambda: _artifact(2))
+    cache.flush()
+    assert [e.stage for e in cache.events] == ["coordinates", "cluster"]
+    assert np.array_equal(load_artifact(cache.path("coordinates", "k1"))["Z"], _artifact(1)["Z"])
+    assert cache.get_or_compute("coordinates", "k1", lambda: pytest.fail("recomputed")) is not None
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("pipeline.app.cache.save_artifact", full)
+    cache.store_later("coordinates", "k3", _artifact(3))
+    with pytest.raises(Exception, match="space|full|write"):
+        cache.flush()
+    cache.store_later("coordinates", "k4", _artifact(4))
+    cache.flush(raise_errors=False)  # logged, not raised
+    assert not cache.path("coordinates", "k4").exists()

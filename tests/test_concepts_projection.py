@@ -224,3 +224,20 @@ def test_project_kernel_matches_brute_force(n, d, m, seed, scale):
             exact = float(sum(Fraction(float(a)) * Fraction(float(b)) for a, b in zip(Z[i], C[j])))
             bound = d * np.finfo(float).eps * float(np.abs(Z[i] * C[j]).sum()) + d * np.finfo(float).smallest_subnormal
             assert abs(out[i, j] - exact) <= bound
+
+
+def test_project_with_norms_is_project_plus_exact_norms():
+    """The norms ride along the projection's pass: the same coordinates (bits) as :func:`project`,
+    and each row's squared norm summed in float64, for any thread count."""
+    from pipeline.concepts.projection import project, project_with_norms
+
+    rng = np.random.default_rng(1)
+    Z = rng.normal(size=(4 * 300 + 3, 37)).astype(np.float32)
+    C = rng.normal(size=(7, 37))
+    for n_jobs in (1, 2):
+        P, sq = project_with_norms(Z, C, n_jobs=n_jobs)
+        assert np.array_equal(P, project(Z, C, n_jobs=1))
+        np.testing.assert_allclose(sq, np.einsum("ij,ij->i", Z.astype(np.float64), Z.astype(np.float64)),
+                                   rtol=1e-13)
+    P, sq = project_with_norms(np.zeros((0, 37), np.float32), C)
+    assert P.shape == (0, 7) and sq.shape == (0,)

@@ -48,7 +48,7 @@ def test_cart_max_depth_from_the_config_is_used():
     cfg = compose_config(["explainer=[cart]", "+explainer.cart.params.max_depth=1"])
     entry = OmegaConf.to_container(cfg.explainer, resolve=True)["cart"]
     with pytest.warns(UserWarning, match="fewer leaves than the 3 clusters"):
-        est, _ = fit_explainer("cart", entry, inputs(), random_state=0)
+        est, _, _ = fit_explainer("cart", entry, inputs(), random_state=0)
     assert est.max_depth == 1 and est.tree_.depth == 1
 
 

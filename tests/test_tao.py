@@ -264,7 +264,7 @@ def test_pipeline_explainer_config(row, oblique):
     labels, centers = KMeansCost(n_init=2).fit_free(X, 3, 0)
     inputs = FitInputs(X=X, labels=labels, feature_names=list(load_iris().feature_names), n_clusters=3,
                        centers=centers)
-    est, pred = fit_explainer(row, entry, inputs, random_state=0)
+    est, pred, _ = fit_explainer(row, entry, inputs, random_state=0)
     assert isinstance(est, TAO) and est.oblique is oblique and est.depth == 2 and est.sparsity == 0.5
     assert np.array_equal(est.free_labels_, labels)
     assert np.array_equal(pred, est.tree_.predict(X))

@@ -222,6 +222,7 @@ class FitArtifact(Artifact):
     means: np.ndarray | None = None
     sigma: np.ndarray | None = None
     fit_rows: int | None = None  # the rows the tree was fitted on when not every row (a stratified sample)
+    leaves: np.ndarray | None = None  # each projected row's leaf (the report reads the tree without routing again)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import hashlib
 import io
 import logging
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,16 +81,29 @@ def map_rows(fn, X, chunk_rows: int, compute=None, resume: Path | None = None, d
     for rng, result in finished.items():
         place(rng, result)
 
+    # a finished chunk is written for resuming by a thread of its own while the next is computed
+    # (its digest and copy took 0.05 s a chunk, 5 s of a 10M-row pass); one at a time in flight
+    saver = ThreadPoolExecutor(1, thread_name_prefix="chunk-save") if resume is not None else None
+    saving = []
+
     def done(j, result):
         rng = items[j][1]
-        if resume is not None:
-            _save(resume, rng, result)
+        if saver is not None:
+            if saving:
+                saving.pop().result()
+            saving.append(saver.submit(_save, resume, rng, result))
         place(rng, result)
 
     from pipeline.app.compute import LocalCompute
 
     backend = compute if (compute is not None and is_view(X)) else LocalCompute()
-    backend.map(ChunkTask(X, fn), items, desc=desc, done=done)
+    try:
+        backend.map(ChunkTask(X, fn), items, desc=desc, done=done)
+        for job in saving:
+            job.result()
+    finally:
+        if saver is not None:
+            saver.shutdown(wait=True)  # a failed pass keeps the chunks it finished, for the rerun
     if resume is not None:
         shutil.rmtree(resume, ignore_errors=True)
     return out

@@ -86,7 +86,7 @@ class Protocol:
     needs : frozenset of str
         Capabilities (see :mod:`pipeline.app.capabilities`) it cannot run without.
     fit : callable (estimator, FitInputs) -> estimator
-    predict : callable (estimator, FitInputs) -> ndarray of shape (n_samples,)
+    predict : callable (estimator, FitInputs) -> (predictions, leaves or None), each of shape (n_samples,)
     """
 
     needs: frozenset
@@ -137,12 +137,14 @@ def _fit_concept_mixture(est, d: FitInputs):
     return _keep_exact(est, est.transform(d.latent) if d.latent is not None and hasattr(est, "transform") else None)
 
 
-def _predict_x(est, d: FitInputs) -> np.ndarray:
-    return np.asarray(est.predict(d.X), dtype=np.int64)
+def _predict_x(est, d: FitInputs) -> tuple[np.ndarray, np.ndarray | None]:
+    from pipeline.trees._fitting import predict_with_leaves
+
+    return predict_with_leaves(est, d.X)  # the leaves too: the report reads the tree on these rows
 
 
-def _predict_latent(est, d: FitInputs) -> np.ndarray:
-    return np.asarray(est.predict(d.latent), dtype=np.int64)
+def _predict_latent(est, d: FitInputs) -> tuple[np.ndarray, None]:
+    return np.asarray(est.predict(d.latent), dtype=np.int64), None
 
 
 PROTOCOLS = {
@@ -193,6 +195,8 @@ def fit_explainer(row: str, config: dict, inputs: FitInputs, random_state: int):
     -------
     estimator : fitted estimator with ``tree_``
     predictions : ndarray of shape (n_samples,), int64
+    leaves : ndarray of shape (n_samples,) or None
+        The leaf of each row (a tree on ``inputs.X``; None for one that predicts from latents).
     """
     from sklearn.utils._param_validation import InvalidParameterError
 
@@ -203,7 +207,7 @@ def fit_explainer(row: str, config: dict, inputs: FitInputs, random_state: int):
         est = proto.fit(build(config, inputs, random_state), inputs)
     except InvalidParameterError as exc:  # the estimator's own _parameter_constraints, checked at fit
         raise InvalidInputError(parameter_help(row, target, str(exc).rstrip("."))) from None
-    return est, proto.predict(est, inputs)
+    return (est, *proto.predict(est, inputs))
 
 
 def parameter_help(row: str, target, problem: str) -> str:

@@ -63,6 +63,16 @@ def run_pipeline(cfg: dict, ctx: RunContext, stages, until: str | None = None,
     """
     done = dict(done or {})
     fit_rows = [s.name for s in stages if s.name.startswith("fit.")]
+    try:
+        _run_stages(cfg, ctx, stages, until, done, fit_rows)
+    except BaseException:
+        ctx.cache.flush(raise_errors=False)  # the cache entries written meanwhile are finished, not lost
+        raise
+    ctx.cache.flush()
+    return done
+
+
+def _run_stages(cfg: dict, ctx: RunContext, stages, until, done: dict, fit_rows: list) -> None:
     for stage in stages:
         if stage.name == until:
             break
@@ -82,7 +92,6 @@ def run_pipeline(cfg: dict, ctx: RunContext, stages, until: str | None = None,
             log.error("explainer %s failed (the other rows go on): %s", row, exc)
             ctx.errors[row] = str(exc)
             done[stage.name] = StageOutput("failed", None)
-    return done
 
 
 def run_stages(cfg: dict, cache: StageCache, keep_going: bool = False):

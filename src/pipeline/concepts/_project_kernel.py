@@ -35,16 +35,23 @@ AVAILABLE = numba is not None
 
 if AVAILABLE:
     @numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
-    def project_rows(Z, C, out, r0, r1):  # pragma: no cover - compiled
-        """``out[r] = C @ float64(Z[r])`` for rows r0 <= r < r1 (C: (M, d) float64, out: (n, M))."""
+    def project_rows(Z, C, out, norms, r0, r1):  # pragma: no cover - compiled
+        """``out[r] = C @ float64(Z[r])`` for rows r0 <= r < r1 (C: (M, d) float64, out: (n, M));
+        ``norms[r] = ||float64(Z[r])||²`` too unless ``norms`` is empty (shape (0,))."""
         d = Z.shape[1]
         M = C.shape[0]
         buf = np.zeros((4, d))
+        with_norms = norms.shape[0] > 0
         for r in range(r0, r1, 4):
             nr = min(4, r1 - r)
             for a in range(nr):
                 for k in range(d):
                     buf[a, k] = Z[r + a, k]
+                if with_norms:
+                    q = 0.0
+                    for k in range(d):
+                        q += buf[a, k] * buf[a, k]
+                    norms[r + a] = q
             z0 = buf[0]
             z1 = buf[1]
             z2 = buf[2]
@@ -107,3 +114,31 @@ if AVAILABLE:
                 row[m + 3] = v3
             if m + 4 < M:
                 row[m + 4] = v4
+
+
+if AVAILABLE:
+    @numba.njit(cache=True, nogil=True)
+    def nearest_from_products(P, m, mu_sq, sq, bound, mu_norm, labels, unsure):  # pragma: no cover - compiled
+        """Per row r: ``labels[r]`` = the first k minimising ``mu_sq[k] - 2 P[r, m + k]`` (np.argmin's
+        choice), and ``unsure[r]`` = True when the two best differ by no more than
+        ``bound * (sqrt(sq[r]) + mu_norm)²`` (finite rows only). Returns the unsure count."""
+        K = mu_sq.shape[0]
+        count = 0
+        for r in range(P.shape[0]):
+            best = mu_sq[0] - 2.0 * P[r, m]
+            second = np.inf
+            label = 0
+            for k in range(1, K):
+                s = mu_sq[k] - 2.0 * P[r, m + k]
+                if s < best:
+                    second = best
+                    best = s
+                    label = k
+                elif s < second:
+                    second = s
+            labels[r] = label
+            tol = np.sqrt(sq[r]) + mu_norm
+            flag = np.isfinite(sq[r]) and not (second - best > bound * tol * tol)
+            unsure[r] = flag
+            count += flag
+        return count

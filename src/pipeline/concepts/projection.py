@@ -22,12 +22,11 @@ above ``pipeline.threads`` and ``pipeline.validation``); the trees, the metrics 
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
 
-from pipeline.threads import limit_threads
+from pipeline.threads import limit_threads, map_blocks
 from pipeline.validation import InvalidInputError, all_finite, check_labels, check_matrix, check_n_features
 
 log = logging.getLogger(__name__)
@@ -53,31 +52,46 @@ def project(Z, cavs, n_jobs=None) -> np.ndarray:
     Z = check_matrix(Z, "Z", min_rows=0, dtype=dtype, finite=False)
     check_n_features(Z, C.shape[1], "Z")
     out = _project(Z, np.ascontiguousarray(C, dtype=np.float64), n_jobs)
-    if not all_finite(out):
-        check_matrix(Z, "Z", min_rows=0, dtype=dtype)  # raises for NaN/inf latents
-        raise InvalidInputError(
-            f"Z Cᵀ overflows float64 (largest |Z| entry {float(np.abs(Z).max()):.3g}): rescale the latents "
-            "(e.g. standardise them) before projecting them onto the CAVs.")
+    check_projected(Z, out)
     return out
 
 
-def _project(Z, C, n_jobs) -> np.ndarray:
+def check_projected(Z, out) -> None:
+    """Nothing when the coordinates ``out`` of ``Z`` are finite, else the clear error: NaN/inf
+    latents, or finite latents whose coordinates overflow float64."""
+    if not all_finite(out):
+        check_matrix(Z, "Z", min_rows=0, dtype=Z.dtype)  # raises for NaN/inf latents
+        raise InvalidInputError(
+            f"Z Cᵀ overflows float64 (largest |Z| entry {float(np.abs(Z).max()):.3g}): rescale the latents "
+            "(e.g. standardise them) before projecting them onto the CAVs.")
+
+
+def project_with_norms(Z, C, n_jobs=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(Z Cᵀ, ‖z‖²)`` of latents Z (n, d) and rows C (M, d), float64, in one pass over Z (the
+    squared norms are summed from the widened rows while they are in cache). No input check:
+    for callers that checked Z (or only need finite rows' results) and give C as float64;
+    :func:`project`'s guarantees (same bits at any thread count) hold."""
+    return _project(Z, np.ascontiguousarray(C, dtype=np.float64), n_jobs, norms=True)
+
+
+def _project(Z, C, n_jobs, norms: bool = False):
     from pipeline.concepts import _project_kernel as _kernel  # numba on first use: a run without concepts never loads it
 
     if not _kernel.AVAILABLE:  # pragma: no cover - numba is a dependency
-        return Z.astype(np.float64) @ C.T
+        Z64 = Z.astype(np.float64)
+        return (Z64 @ C.T, np.einsum("ij,ij->i", Z64, Z64)) if norms else Z64 @ C.T
     n_rows = Z.shape[0]
     out = np.empty((n_rows, C.shape[0]))
+    sq = np.empty(n_rows if norms else 0)
     with limit_threads(n_jobs, work=Z.size * C.shape[0]) as n:
         tiles = -(-n_rows // _kernel.ROWS)
         n = max(1, min(n, tiles // 64))  # a thread for at least 64 tiles (256 rows)
         if n == 1:
-            _kernel.project_rows(Z, C, out, 0, n_rows)
-            return out
-        bounds = [min(n_rows, (tiles * i // n) * _kernel.ROWS) for i in range(n + 1)]
-        with ThreadPoolExecutor(max_workers=n) as pool:  # the kernel releases the GIL
-            list(pool.map(lambda i: _kernel.project_rows(Z, C, out, bounds[i], bounds[i + 1]), range(n)))
-    return out
+            _kernel.project_rows(Z, C, out, sq, 0, n_rows)
+        else:
+            bounds = [min(n_rows, (tiles * i // n) * _kernel.ROWS) for i in range(n + 1)]
+            map_blocks(lambda i: _kernel.project_rows(Z, C, out, sq, bounds[i], bounds[i + 1]), list(range(n)))
+    return (out, sq) if norms else out
 
 
 def project_mixture(cavs, weights, means, covariances) -> tuple:

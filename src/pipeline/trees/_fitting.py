@@ -133,6 +133,36 @@ def predict_tree(est, X) -> np.ndarray:
         return tree_predict(est.tree_, X)
 
 
+def predict_with_leaves(est, X, check: int = 256) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(est.predict(X) as int64, the leaf of each row in est.tree_)`` from one routing of ``X``.
+
+    A tree's prediction depends on the leaf a row reaches alone, so ``est.predict`` is asked for
+    one row of every leaf reached and ``check`` rows spread over ``X``; should those disagree with
+    the leaves' labels (an estimator whose prediction is not its tree's), every row is predicted.
+    The leaves come back in the smallest unsigned type holding the tree's node ids, for callers
+    that read the tree on the same rows again (:meth:`ExplanationTree.read`'s ``leaves``); None
+    for a sparse ``X`` (predicted as it is).
+    """
+    if sp.issparse(X):
+        return np.asarray(est.predict(X), dtype=np.int64), None
+    tree = est.tree_
+    X = check_matrix(X, "X", min_rows=0)
+    leaves = tree._apply(X)
+    n = len(leaves)
+    if n == 0:
+        return np.asarray(est.predict(X), dtype=np.int64), leaves.astype(np.min_scalar_type(tree.n_nodes))
+    rep = np.full(tree.n_nodes, -1, dtype=np.int64)
+    rep[leaves] = np.arange(n)  # some row of each leaf reached
+    probe = np.unique(np.concatenate([rep[rep >= 0], np.linspace(0, n - 1, min(n, check)).astype(np.int64)]))
+    said = np.asarray(est.predict(X[probe]), dtype=np.int64)
+    table = np.zeros(tree.n_nodes, dtype=np.int64)
+    table[leaves[probe]] = said
+    pred = table[leaves]
+    if not np.array_equal(pred[probe], said):
+        pred = np.asarray(est.predict(X), dtype=np.int64)
+    return pred, leaves.astype(np.min_scalar_type(tree.n_nodes))
+
+
 def resolve_feature_names(est, feature_names, n_features: int):
     """Names for the rules: the explicit ``feature_names`` argument, else ``feature_names_in_``."""
     if feature_names is None:

@@ -384,7 +384,8 @@ class ExplanationTree:
             labels = [self.leaf_name(label) for label in labels]  # a reference given in the class names
         return leaf_stats(rows, leaves, labels, reference, y, class_names)
 
-    def read(self, X=None, reference=None, y=None, class_names=None, units=None, check_input: bool = True) -> Reading:
+    def read(self, X=None, reference=None, y=None, class_names=None, units=None, check_input: bool = True,
+             leaves=None) -> Reading:
         """The printed tests and leaf statistics on the rows ``X`` (see :meth:`rules` for the
         arguments), computed once: pass the :class:`Reading` as ``reading=`` to :meth:`rules`,
         :meth:`to_dot`, :meth:`to_text` (and the report's figures) to print the tree many ways.
@@ -392,12 +393,21 @@ class ExplanationTree:
         ``X`` is checked once (a finite 2-D float array of the tree's width);
         ``check_input=False`` (scikit-learn's name) skips the pass over its values, for a caller
         that has checked the same array already (the report reads several trees on the same rows).
+        ``leaves``: ``self.apply(X)`` when the caller has it (the fit stage routed the same rows),
+        so the rows are not routed again.
         """
         if X is None:
             return Reading(self.display(None, units), {})
         X = check_matrix(X, "X", min_rows=0, finite=check_input)
         check_n_features(X, self.n_features, "X")
-        stats = self._leaf_stats(self._apply(X), reference, y, class_names)
+        if leaves is None:
+            leaves = self._apply(X)
+        else:  # kept in its own small integer type: no int64 copy of 10M leaf ids
+            leaves = np.asarray(leaves)
+            if leaves.shape != (X.shape[0],) or leaves.dtype.kind not in "iu":
+                raise InvalidInputError(f"leaves has shape {leaves.shape} and dtype {leaves.dtype}; it must hold one "
+                                        f"integer leaf id per row of X ({X.shape[0]},), as apply(X) gives.")
+        stats = self._leaf_stats(leaves, reference, y, class_names)
         from pipeline.trees.display import RuleDisplay
 
         return Reading(RuleDisplay(self, X, units), stats)

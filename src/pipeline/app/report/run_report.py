@@ -130,7 +130,10 @@ def read_tree(fit: FitArtifact, data: dict | None = None) -> tuple[ExplanationTr
     rows = tree_annotations(data)
     # the rows' values are checked by the first tree read on them, not again by every tree
     checked = data is not None and rows.get("X") is not None and data.get("checked_X") is rows["X"]
-    reading = tree.read(**rows, check_input=not checked)
+    # the fit stage's leaves of the same rows (every projected row; not the sample of a run on disk)
+    leaves = fit.leaves if (data is not None and "sample_of" not in data and fit.leaves is not None
+                            and rows.get("X") is not None and len(fit.leaves) == len(rows["X"])) else None
+    reading = tree.read(**rows, check_input=not checked, leaves=leaves)
     if data is not None:
         data["checked_X"] = rows.get("X")
     memo[id(fit.tree)] = (fit.tree, tree, reading)  # the dict is held: its id stays its own

@@ -163,8 +163,13 @@ class AssignChunk:
     cavs: np.ndarray | None = None  # also the chunk's concept coordinates (for the project stage)
 
     def __call__(self, rows: np.ndarray, start: int) -> dict:
-        from pipeline.clustering import assign_rows
+        from pipeline.clustering import assign_rows, assignment_rule, nearest_centers
 
+        if self.cavs is not None and assignment_rule(self.clustering) == "nearest_center":
+            # the distances to the centres and the coordinates from one pass over the chunk
+            labels, X = nearest_centers(rows, self.clustering.centers, with_rows=self.cavs)
+            self._check_coordinates(rows, start, X)
+            return {"labels": labels, "X": X}
         out = {}
         if self.cavs is None:
             check_finite_chunk(rows, start, self.source)
@@ -178,6 +183,16 @@ class AssignChunk:
                 raise  # finite latents whose coordinates overflow
         # proved finite above: no second pass over the chunk
         return {"labels": assign_rows(self.clustering, rows, self.sample_X, check_input=False), **out}
+
+    def _check_coordinates(self, rows: np.ndarray, start: int, X: np.ndarray) -> None:
+        """Finite coordinates prove the chunk finite (a NaN or inf reaches every coordinate of its
+        row); otherwise the error names the rows holding NaN/inf, or says the coordinates overflow."""
+        from pipeline.concepts.projection import check_projected
+        from pipeline.validation import all_finite
+
+        if not all_finite(X):
+            check_finite_chunk(rows, start, self.source)
+            check_projected(rows, X)
 
 
 def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clustering:
@@ -203,7 +218,7 @@ def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clusterin
     labels = out["labels"]
     if cavs is not None:  # kept for the project stage: in the cache, and handed over in memory
         X = out.pop("X")
-        ctx.cache.get_or_compute("coordinates", coordinates, lambda: {"X": X})
+        ctx.cache.store_later("coordinates", coordinates, {"X": X})
         ctx.resources.setdefault("coordinates", {})[coordinates] = X
         del X
     if c.graph is not None:

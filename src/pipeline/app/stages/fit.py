@@ -81,9 +81,16 @@ class PredictChunk:
     """A fitted tree's clusters for one chunk of rows (picklable: Dask tasks)."""
 
     estimator: object
+    leaves: bool = True  # the rows are the tree's own features (not latents it projects first): keep their leaves
 
     def __call__(self, rows: np.ndarray, start: int) -> dict:
-        return {"pred": np.asarray(self.estimator.predict(np.asarray(rows, dtype=np.float64)), dtype=np.int64)}
+        from pipeline.trees._fitting import predict_with_leaves
+
+        rows = np.asarray(rows, dtype=np.float64)
+        if not self.leaves:
+            return {"pred": np.asarray(self.estimator.predict(rows), dtype=np.int64)}
+        pred, leaves = predict_with_leaves(self.estimator, rows)
+        return {"pred": pred} if leaves is None else {"pred": pred, "leaves": leaves}
 
 
 def _fit_sampled(cfg: dict, row: str, spec: dict, inputs: FitInputs, rows, ctx):
@@ -113,14 +120,15 @@ def _fit_sampled(cfg: dict, row: str, spec: dict, inputs: FitInputs, rows, ctx):
                "over a quarter of dataset.memory_budget; fit.sample_rows sets the sample")
         log.info("%s: fitted on a stratified sample of %d of %d rows (%s); every row is predicted and evaluated",
                  row, idx.size, n, why)
-    est, pred = fit_explainer(row, spec, sub, cfg["seed"])
+    est, pred, leaves = fit_explainer(row, spec, sub, cfg["seed"])
     source = inputs.latent if on_latent else inputs.X
     fit_rows = None if rows is None else int(idx.size)
     if rows is None and not on_latent:
-        return est, pred, fit_rows
+        return est, pred, leaves, fit_rows
     width = int(np.prod(source.shape[1:])) * 8
-    pred = map_rows(PredictChunk(est), source, chunk_rows(cfg, width), run_backend(cfg, ctx), desc=f"predict {row}")
-    return est, pred["pred"], fit_rows
+    out = map_rows(PredictChunk(est, leaves=not on_latent), source, chunk_rows(cfg, width), run_backend(cfg, ctx),
+                   desc=f"predict {row}")
+    return est, out["pred"], out.get("leaves"), fit_rows
 
 
 def fix_hint(cfg: dict, row: str, message: str, concepts: bool) -> str:
@@ -149,9 +157,9 @@ def fit_row(cfg: dict, row: str, project: ProjectArtifact, cluster: ClusterArtif
     try:
         rows = tree_sample(cfg, inputs.X, inputs.labels, inputs.latent)
         if rows is not None or is_view(inputs.X) or is_view(inputs.latent):
-            est, pred, fit_rows = _fit_sampled(cfg, row, spec, inputs, rows, ctx)
+            est, pred, leaves, fit_rows = _fit_sampled(cfg, row, spec, inputs, rows, ctx)
         else:
-            est, pred = fit_explainer(row, spec, inputs, cfg["seed"])
+            est, pred, leaves = fit_explainer(row, spec, inputs, cfg["seed"])
     except InvalidInputError as exc:
         raise InvalidInputError(f"{exc}{fix_hint(cfg, row, str(exc), inputs.cavs is not None)}") from None
     seconds = time.perf_counter() - start
@@ -163,4 +171,4 @@ def fit_row(cfg: dict, row: str, project: ProjectArtifact, cluster: ClusterArtif
         if hasattr(est, attr):
             stats[key] = np.asarray(getattr(est, attr), dtype=np.float64)
     return FitArtifact(row=row, name=spec["name"], tree=tree.to_dict(), predictions=pred, fit_seconds=seconds,
-                       n_leaves=int(tree.n_leaves), depth=int(tree.depth), fit_rows=fit_rows, **stats)
+                       n_leaves=int(tree.n_leaves), depth=int(tree.depth), fit_rows=fit_rows, leaves=leaves, **stats)
