@@ -62,9 +62,8 @@ def run_pipeline(cfg: dict, ctx: RunContext, stages, until: str | None = None,
     first row's error (nothing would be left to report), unless ``ctx.keep_going`` (studies).
     """
     done = dict(done or {})
-    fit_rows = [s.name for s in stages if s.name.startswith("fit.")]
     try:
-        _run_stages(cfg, ctx, stages, until, done, fit_rows)
+        _run_stages(cfg, ctx, stages, until, done)
     except BaseException:
         ctx.cache.flush(raise_errors=False)  # the cache entries written meanwhile are finished, not lost
         raise
@@ -72,7 +71,8 @@ def run_pipeline(cfg: dict, ctx: RunContext, stages, until: str | None = None,
     return done
 
 
-def _run_stages(cfg: dict, ctx: RunContext, stages, until, done: dict, fit_rows: list) -> None:
+def _run_stages(cfg: dict, ctx: RunContext, stages, until, done: dict) -> None:
+    fit_rows = [s.name for s in stages if s.name.startswith("fit.")]
     for stage in stages:
         if stage.name == until:
             break

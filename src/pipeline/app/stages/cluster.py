@@ -165,34 +165,25 @@ class AssignChunk:
     def __call__(self, rows: np.ndarray, start: int) -> dict:
         from pipeline.clustering import assign_rows, assignment_rule, nearest_centers
 
-        if self.cavs is not None and assignment_rule(self.clustering) == "nearest_center":
-            # the distances to the centres and the coordinates from one pass over the chunk
-            labels, X = nearest_centers(rows, self.clustering.centers, with_rows=self.cavs)
-            self._check_coordinates(rows, start, X)
-            return {"labels": labels, "X": X}
-        out = {}
         if self.cavs is None:
             check_finite_chunk(rows, start, self.source)
-        else:  # finite coordinates prove the chunk finite (a NaN or inf reaches every coordinate of its row)
-            from pipeline.concepts.projection import project
+            return {"labels": assign_rows(self.clustering, rows, self.sample_X, check_input=False)}
+        from pipeline.concepts.projection import check_projected, project
 
-            try:
-                out["X"] = project(rows, self.cavs)
-            except InvalidInputError:
-                check_finite_chunk(rows, start, self.source)  # names the rows holding NaN/inf
-                raise  # finite latents whose coordinates overflow
-        # proved finite above: no second pass over the chunk
-        return {"labels": assign_rows(self.clustering, rows, self.sample_X, check_input=False), **out}
-
-    def _check_coordinates(self, rows: np.ndarray, start: int, X: np.ndarray) -> None:
-        """Finite coordinates prove the chunk finite (a NaN or inf reaches every coordinate of its
-        row); otherwise the error names the rows holding NaN/inf, or says the coordinates overflow."""
-        from pipeline.concepts.projection import check_projected
-        from pipeline.validation import all_finite
-
-        if not all_finite(X):
-            check_finite_chunk(rows, start, self.source)
-            check_projected(rows, X)
+        # finite coordinates prove the chunk finite (a NaN or inf reaches every coordinate of its row)
+        fused = assignment_rule(self.clustering) == "nearest_center"
+        try:
+            if fused:  # the distances to the centres and the coordinates from one pass over the chunk
+                labels, X = nearest_centers(rows, self.clustering.centers, with_rows=self.cavs)
+                check_projected(rows, X)
+            else:
+                X = project(rows, self.cavs)
+        except InvalidInputError:
+            check_finite_chunk(rows, start, self.source)  # names the rows holding NaN/inf
+            raise  # finite latents whose coordinates overflow
+        if not fused:  # proved finite above: no second pass over the chunk
+            labels = assign_rows(self.clustering, rows, self.sample_X, check_input=False)
+        return {"labels": labels, "X": X}
 
 
 def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clustering:
