@@ -205,14 +205,14 @@ def ensure(path: Path, n: int, d: int, fresh: bool, concepts: bool = False, warm
     written, whatever ran before (a 10M section evicts it); the 10M section drops it instead."""
     if fresh or not path.exists():
         make_data(path, n, d)
+    if concepts and (fresh or not concepts_path(path).exists()):
+        make_concepts(path, d)
     if not warm:
         return
     with open(path, "rb", buffering=0) as fh:
         buf = bytearray(8 << 20)
         while fh.readinto(buf):
             pass
-    if concepts and (fresh or not concepts_path(path).exists()):
-        make_concepts(path, d)
 
 
 def concepts_path(path: Path) -> Path:

@@ -340,3 +340,17 @@ def test_documented_store_commands_run_on_a_tiny_fashion_mnist(tmp_path, caplog)
     assert counts[0] == ("0", "80", "80")
     n_subset = int(counts[1][1])
     assert n_subset > 0 and counts[1] == (str(n_subset), str(n_subset), "0")
+
+
+def test_each_dask_worker_embeds_on_a_gpu_of_its_own():
+    """encoder.device=cuda (or auto) on workers that see several GPUs: one GPU per worker, by the
+    worker's number (LocalCluster: 0, 1, ...; dask-jobqueue: <cluster>-<job>-<i>); one GPU or an
+    explicit device is kept."""
+    from pipeline.app.stages.encode import worker_device
+
+    assert [worker_device("cuda", name, 2) for name in (0, 1, 2, 3)] == ["cuda:0", "cuda:1", "cuda:0", "cuda:1"]
+    assert worker_device("auto", "SLURMCluster-3-5", 4) == "cuda:1"
+    assert worker_device("cuda", "tcp://10.0.0.7:40123", 8) == "cuda:3"  # the last number of the name
+    assert worker_device("cuda", "gpu-worker", 2) == "cuda:0"
+    assert worker_device("cuda", 1, 1) == "cuda"  # one GPU (a SLURM job's own): kept
+    assert worker_device("cuda:1", 0, 2) == "cuda:1" and worker_device("cpu", 1, 2) == "cpu"

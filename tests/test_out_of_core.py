@@ -216,14 +216,24 @@ def test_automatic_out_of_core_samples_and_says_so(data, tmp_path, caplog):
     assert status["status"] == "ok"
 
 
-def test_concepts_out_of_core_equal_in_memory(data, tmp_path):
+def test_concepts_out_of_core_equal_in_memory(data, tmp_path, caplog):
+    """Out of core the CAVs are fitted ahead, by a worker process (Stage.ahead), while the
+    clustering is fitted: the same results as the in-memory run, which fits them here."""
+    import os
+
     d, X, y = data
     rng = np.random.default_rng(1)
     np.savez(tmp_path / "cex.npz", c0=X[y == 0][:300], c1=X[y == 1][:300], c2=X[y == 2][:300],
              random=X[rng.choice(N, 600)])
     concepts = ["concepts=examples", f"concepts.path={tmp_path / 'cex.npz'}", "explainer=[mmdt,concept_cart]"]
+    caplog.set_level("INFO")
     memory = run(compose_config(_cli(tmp_path, d, *concepts, out="mem", cache="c1")))
+    fitted_in = {r.process for r in caplog.records if r.getMessage().startswith("CAVs:")}
+    assert fitted_in == {os.getpid()}
+    caplog.clear()
     ooc = run(compose_config(_cli(tmp_path, d, *concepts, *OUT_OF_CORE, *EVERY_ROW, out="ooc", cache="c2")))
+    fitted_in = {r.process for r in caplog.records if r.getMessage().startswith("CAVs:")}
+    assert len(fitted_in) == 1 and os.getpid() not in fitted_in  # a worker's line, logged here
     pd.testing.assert_frame_equal(_results(memory), _results(ooc))
     # the concept coordinates are cached (a warm run does not read the latents again), nothing else large
     assert list((tmp_path / "c2" / "coordinates").iterdir())

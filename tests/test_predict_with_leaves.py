@@ -36,3 +36,16 @@ def test_an_estimator_whose_prediction_is_not_its_leaf_is_predicted_row_by_row()
     pred, leaves = predict_with_leaves(odd, X)
     assert np.array_equal(pred, odd.predict(X))
     assert np.array_equal(leaves, odd.tree_.apply(X))
+
+
+def test_tree_predictions_are_kept_in_the_smallest_integer_type():
+    """A 10M-row run's four trees kept 80 MB of int64 predictions each; the same ids, smaller."""
+    import numpy as np
+
+    from pipeline.app.stages.fit import compact_ids
+
+    for ids, kind in (([0, 3, 9], np.int8), ([-1, 0, 127], np.int8), ([0, 200], np.int16), ([-1, 40_000], np.int32),
+                      ([0, 2**40], np.int64)):
+        out = compact_ids(np.array(ids, dtype=np.int64))
+        assert out.dtype == kind and out.tolist() == ids
+    assert compact_ids(np.array([], dtype=np.int64)).dtype == np.int64

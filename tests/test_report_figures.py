@@ -175,18 +175,19 @@ def test_a_program_run_as_a_script_encodes_its_figures_itself(monkeypatch):
     import sys
     import types
 
-    from pipeline.app.report.encoding import Encoder, _main_is_importable, encode
+    from pipeline.app.report.encoding import Encoder, encode
+    from pipeline.app.workers import main_is_importable
 
     script = types.ModuleType("__main__")
     script.__file__ = "/home/me/run_everything.py"
     monkeypatch.setitem(sys.modules, "__main__", script)
-    assert not _main_is_importable()
+    assert not main_is_importable()
     fig = plot_tree(axis_tree(2))
     with Encoder(2) as encoder:
         assert encoder.submit(fig, ("svg",)).result() == encode(fig, ("svg",)) and encoder._pool is None
     notebook = types.ModuleType("__main__")
     monkeypatch.setitem(sys.modules, "__main__", notebook)
-    assert _main_is_importable()
+    assert main_is_importable()
 
 
 def test_dask_workers_encode_the_same_bytes_and_a_closed_cluster_costs_only_time():

@@ -97,8 +97,28 @@ def guard_hydra_writes() -> None:
     logging.raiseExceptions = False
 
 
+def exit_at_once() -> None:
+    """End a finished run without tearing down its modules one by one: the threads are joined and
+    the exit handlers run (multiprocessing's, Dask's, logging's: every file is flushed and closed)
+    as at any exit, then the process ends. Python's own teardown of the thousands of modules a run
+    imports (torch, scikit-learn, matplotlib, numba) took 0.5-0.9 s after every run, a third of a
+    rerun whose files are restored. Where these hooks are missing, the usual exit."""
+    import atexit
+    import threading
+
+    shutdown, run_handlers = getattr(threading, "_shutdown", None), getattr(atexit, "_run_exitfuncs", None)
+    if shutdown is None or run_handlers is None:
+        return
+    shutdown()  # non-daemon threads joined, as at any exit
+    run_handlers()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(0)
+
+
 if __name__ == "__main__":
     register_configs()
     check_command_line()
     guard_hydra_writes()
     main()
+    exit_at_once()

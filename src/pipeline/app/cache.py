@@ -251,7 +251,24 @@ class CacheEvent:
     recovered: str = ""  # why a corrupt entry was moved aside and recomputed ("" if not)
 
 
-_EVENT_SLOT = threading.local()  # a store_later write's place among the events
+_EVENT_SLOT = threading.local()  # a compute_later's place among the events
+
+
+class Later:
+    """One :meth:`StageCache.compute_later` under way."""
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        self.value = None
+        self.error: BaseException | None = None
+        self.taken = False  # result() raised the error: flush() does not raise it again
+
+    def result(self):
+        self.thread.join()
+        if self.error is not None:
+            self.taken = True
+            raise self.error
+        return self.value
 
 
 @dataclass
@@ -272,7 +289,7 @@ class StageCache:
     enabled: bool = True
     force: frozenset = frozenset()
     events: list = field(default_factory=list)
-    _writing: list = field(default_factory=list, repr=False, compare=False)  # store_later's writes under way
+    _writing: list = field(default_factory=list, repr=False, compare=False)  # compute_later's work under way (Later)
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
@@ -283,28 +300,40 @@ class StageCache:
         on (a 10M-row run's 1.6 GB of coordinates took 5 s to write, hash and flush); the entry
         is installed atomically as ever, a reader of the same entry waits on its lock, and
         :meth:`flush` waits for the writes and raises the first one's error."""
-        def write():
-            _EVENT_SLOT.index = slot  # its event keeps the place of the hand-over (status.json's order)
-            try:
-                self.get_or_compute(stage, key, lambda: record)
-            except BaseException as exc:  # noqa: BLE001 - handed to flush()
-                box.append(exc)
+        self.compute_later(stage, key, lambda: record)
 
-        box: list = []
+    def compute_later(self, stage: str, key: str, compute: Callable[[], Artifact],
+                      check: Callable[[Artifact], None] | None = None) -> "Later":
+        """:meth:`get_or_compute` by a thread of its own, while the run goes on; its event keeps the
+        place of this call among the events (status.json's order). :meth:`Later.result` waits for
+        the artifact (and raises its error); :meth:`flush` waits for every one and raises the first
+        error not taken by ``result``."""
         slot = len(self.events)
         self.events.append(CacheEvent(stage, key, False, 0.0))
-        thread = threading.Thread(target=write, name=f"cache-write-{stage}")
-        thread.start()
-        self._writing.append((thread, box))
+        later = Later()
+
+        def work():
+            _EVENT_SLOT.index = slot
+            try:
+                later.value = self.get_or_compute(stage, key, compute, check)
+            except BaseException as exc:  # noqa: BLE001 - handed to result() / flush()
+                later.error = exc
+
+        later.thread = threading.Thread(target=work, name=f"cache-{stage}")
+        later.thread.start()
+        self._writing.append(later)
+        return later
 
     def flush(self, raise_errors: bool = True) -> None:
-        """Wait for :meth:`store_later`'s writes; raise the first error (or, with ``raise_errors=False``,
-        log it: a run that failed already reports its own error)."""
+        """Wait for :meth:`store_later`'s and :meth:`compute_later`'s work; raise the first error
+        that no :meth:`Later.result` raised already (or, with ``raise_errors=False``, log it: a
+        run that failed already reports its own error)."""
         writing, self._writing = self._writing, []
         errors = []
-        for thread, box in writing:
-            thread.join()
-            errors += box
+        for later in writing:
+            later.thread.join()
+            if later.error is not None and not later.taken:
+                errors.append(later.error)
         if errors and raise_errors:
             raise errors[0]
         for exc in errors:

@@ -9,6 +9,7 @@ a separate step after the loop (:func:`print_summary`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -23,7 +24,7 @@ from pipeline.app.capabilities import check_request
 from pipeline.app.checks import parse_force  # noqa: F401 - part of the runner's interface
 from pipeline.app.report.writer import write_final_status, write_status, write_tables
 from pipeline.app.stages import declared_stages
-from pipeline.app.stages.framework import RunContext, StageOutput, execute
+from pipeline.app.stages.framework import Ahead, RunContext, StageOutput, execute, execute_ahead, warm_ahead
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,9 @@ def _run_stages(cfg: dict, ctx: RunContext, stages, until, done: dict) -> None:
             break
         if stage.name in done:
             continue
+        if stage.ahead is not None and stage.is_cached(cfg) and stage.ahead(cfg, done):
+            done[stage.name] = execute_ahead(stage, cfg, ctx, done)  # read when a later stage needs it
+            continue
         try:
             done[stage.name] = execute(stage, cfg, ctx, done)
         except InvalidInputError as exc:
@@ -92,6 +96,9 @@ def _run_stages(cfg: dict, ctx: RunContext, stages, until, done: dict) -> None:
             log.error("explainer %s failed (the other rows go on): %s", row, exc)
             ctx.errors[row] = str(exc)
             done[stage.name] = StageOutput("failed", None)
+    for name, out in done.items():
+        if isinstance(out, Ahead):
+            done[name] = out.finished()
 
 
 def run_stages(cfg: dict, cache: StageCache, keep_going: bool = False):
@@ -188,14 +195,19 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
     """
     from pipeline.app import run_outputs
     from pipeline.app.compute import close_backend
+    from pipeline.app.workers import release_workers
 
+    stages = None
     if not (reuse_files and run_outputs.checked_before(cache, cfg)):
+        with contextlib.suppress(Exception):  # a bad config is said by check_request, next
+            stages = declared_stages(cfg)
+            warm_ahead(cfg, stages)  # a worker for a stage ahead imports while the request is checked
         check_request(cfg)
         if reuse_files:
             run_outputs.mark_checked(cache, cfg)
     before = run_outputs.snapshot(Path(out_dir)) if reuse_files else {}
     ctx = RunContext(cache, Path(out_dir), keep_going)
-    stages = declared_stages(cfg)
+    stages = stages or declared_stages(cfg)
     try:
         done, keys = stage_keys(cfg, ctx, stages)
         files_key = None
@@ -212,6 +224,7 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
         done = run_pipeline(cfg, ctx, stages, done=done)
     finally:
         close_backend(ctx)
+        release_workers()
     save_explainer(cfg, done, Path(out_dir))
     record = print_summary(cfg, done, show=summary)
     if files_key is not None and not ctx.errors:

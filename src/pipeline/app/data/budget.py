@@ -17,6 +17,8 @@ import logging
 import os
 import re
 
+from pathlib import Path
+
 import numpy as np
 
 from pipeline.validation import InvalidInputError
@@ -69,6 +71,20 @@ def memory_budget(cfg: dict) -> int:
 def out_of_core(cfg: dict, Z) -> bool:
     """True when the latents ``Z`` (an array or a view) are larger than the memory budget."""
     return int(np.prod(Z.shape, dtype=np.int64)) * np.dtype(Z.dtype).itemsize > memory_budget(cfg)
+
+
+def likely_out_of_core(cfg: dict) -> bool:
+    """A guess before anything is read: the configured ``dataset.path`` (a file, or the ``.npy``
+    shards of a folder) is larger than the memory budget."""
+    path = (cfg.get("dataset") or {}).get("path")
+    if not path:
+        return False
+    p = Path(str(path)).expanduser()
+    try:
+        size = p.stat().st_size if p.is_file() else sum(f.stat().st_size for f in p.glob("*.npy"))
+    except OSError:
+        return False
+    return size > memory_budget(cfg)
 
 
 def chunk_rows(cfg: dict, row_bytes: int) -> int:

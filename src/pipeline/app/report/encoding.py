@@ -28,6 +28,8 @@ from concurrent.futures.process import BrokenProcessPool
 import matplotlib as mpl
 from matplotlib.figure import Figure
 
+from pipeline.app.workers import main_is_importable
+
 log = logging.getLogger(__name__)
 
 FORMATS = ("png", "svg", "pdf")
@@ -57,16 +59,6 @@ def _metadata(fmt: str) -> dict | None:
 def encode(fig: Figure, formats: tuple[str, ...], prefix: str = "") -> dict[str, bytes]:
     """``{prefix + fmt: bytes}`` of ``fig`` in each of ``formats``, in that order."""
     return {f"{prefix}{fmt}": figure_bytes(fig, fmt) for fmt in formats}
-
-
-def _main_is_importable() -> bool:
-    """Whether a spawned process can start without running the program again: a spawned child
-    imports the main script (``python script.py``) unless it is a package's ``__main__``
-    (``python -m pipeline``, ``python -m pytest``) or there is none (a notebook, a REPL); a script
-    without an ``if __name__ == "__main__":`` guard would run its whole work again in each worker."""
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    return getattr(main, "__file__", None) is None or (spec is not None and spec.name.endswith("__main__"))
 
 
 class Encoding:
@@ -122,7 +114,7 @@ class Encoder:
         if self.client is not None:
             return lambda *args: self.client.submit(*args, pure=False)
         if self._pool is None:
-            if not _main_is_importable():
+            if not main_is_importable():
                 log.info("figures are encoded in this process: a worker process would run this program's script "
                          "again (%s)", getattr(sys.modules.get("__main__"), "__file__", "?"))
                 self.here = True

@@ -97,6 +97,24 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, latents=None
     return dataclasses.replace(out, cavs=cavs, concept_names=[str(n) for n in names])
 
 
+def _ahead(cfg: dict, done: dict) -> bool:
+    """The CAVs are fitted by a worker process while the clustering is fitted where the latents
+    exceed the memory budget (``dataset.memory_budget``): there the clustering is fitted on a
+    sample, on one thread, for seconds, while the CAV fits (hundreds of small fits bound by
+    Python's GIL) take another core, and the stage's inputs are views of files that pickle in a
+    few bytes. Smaller runs fit them here, as they always did (a worker costs ~2 s to start).
+    Before any stage ran (no ``encode`` in ``done``): a guess from the configured files' sizes, to
+    start the worker early (:func:`pipeline.app.workers.warm_worker`)."""
+    from pipeline.app.data.budget import likely_out_of_core, out_of_core
+    from pipeline.app.workers import main_is_importable
+
+    if not (enabled(cfg) and main_is_importable()):
+        return False
+    return out_of_core(cfg, done["encode"].artifact.Z) if "encode" in done else likely_out_of_core(cfg)
+
+
 # version 9 (issue 34): provenance, marks and example-based duplicates (prov34: 4, 5), held-out Platt
 # calibration and cav standardize "auto" as the fitters' default (units34); a merge takes one above both
-CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=9, artifact=ConceptsArtifact)
+CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=9, artifact=ConceptsArtifact,
+                 ahead=_ahead, ahead_imports=("pipeline.app.stages.cavs", "pipeline.concepts.cav",
+                                              "sklearn.linear_model"))

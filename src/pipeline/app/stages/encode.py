@@ -17,6 +17,7 @@ import inspect
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -381,6 +382,7 @@ def worker_encoder(cfg: dict, train: TrainArtifact):
     """The fitted encoder rebuilt in another process (a Dask worker): one clear paragraph if it cannot
     load its weights there, naming where a local copy goes."""
     name = cfg["encoder"]["name"]
+    cfg = _own_gpu(cfg)
     try:
         encoder = fitted_encoder(cfg, train)
         if train.model_used is not None:
@@ -404,6 +406,38 @@ def worker_encoder(cfg: dict, train: TrainArtifact):
             f"a Dask worker could not build the {name} encoder to embed its chunks: {exc}. Every worker loads the "
             f"encoder's weights itself, so they must be readable on each worker: set {where}, or run with "
             "compute=local.") from None
+
+
+def worker_device(device, worker_name, gpus: int):
+    """The device of a Dask worker's encoder: ``cuda`` (or ``auto``) on a worker that sees several
+    GPUs becomes ``cuda:<i>``, one GPU per worker, ``i`` the worker's number (a LocalCluster names
+    its workers 0, 1, ...; dask-jobqueue ``<cluster>-<job>-<i>``: the last number) modulo the GPUs;
+    anything else is kept (a worker given one GPU by its job, ``cpu``, ``cuda:1``)."""
+    if device not in ("cuda", "auto") or gpus < 2:
+        return device
+    digits = re.search(r"(\d+)\D*$", str(worker_name))
+    return f"cuda:{(int(digits.group(1)) if digits else 0) % gpus}"
+
+
+def _own_gpu(cfg: dict) -> dict:
+    """``cfg`` with the encoder on this Dask worker's own GPU (:func:`worker_device`); unchanged
+    outside a Dask worker or without several GPUs."""
+    device = cfg["encoder"].get("device")
+    if device not in ("cuda", "auto"):
+        return cfg
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):  # not on a Dask worker
+        return cfg
+    import torch
+
+    chosen = worker_device(device, worker.name, torch.cuda.device_count())
+    if chosen == device:
+        return cfg
+    log.info("Dask worker %s embeds on %s (%d GPUs)", worker.name, chosen, torch.cuda.device_count())
+    return {**cfg, "encoder": {**cfg["encoder"], "device": chosen}}
 
 
 def _take(inputs, idx: np.ndarray):

@@ -76,7 +76,7 @@ def evaluate(y_true, reference: ClusterArtifact, fits: dict[str, FitArtifact]) -
              "depth": math.nan, "fit_seconds": math.nan, "n_noise": n_noise,
              "uses_labels": bool(reference.uses_labels)}]
     for row, fit in fits.items():
-        pred = np.asarray(fit.predictions)
+        pred = np.asarray(fit.predictions, dtype=np.int64)
         ari, ami = vs_truth(pred)
         ref_ari, ref_ami = _agreement(ref, pred, nonnoise)
         q, bound = _q_and_bound(fit, n_clusters)

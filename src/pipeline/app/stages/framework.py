@@ -87,6 +87,15 @@ class Stage:
         under its own key, never for its own artifact (so they are not part of its key):
         ``ctx.resources["side"]`` (with ``context=True``). The cluster stage's pass over latents on
         disk also projects them on the CAVs, for the project stage (one read of the file, not two).
+        A side input still computed ahead is waited for when the stage first reads it.
+    ahead : callable (cfg: dict, done: dict) -> bool, optional
+        True where the stage should be computed by a worker process of its own
+        (:mod:`pipeline.app.workers`) while the loop goes on with the stages that do not read it
+        (:func:`execute_ahead`); its inputs and artifact must pickle. A stage reading it waits.
+        Asked with no finished stages before the run starts, it may guess (from the config) to
+        have a worker started early (:func:`warm_ahead`), which imports ``ahead_imports``.
+    ahead_imports : tuple of str
+        The modules that worker imports while it waits.
     """
 
     name: str
@@ -101,6 +110,8 @@ class Stage:
     artifact: type[Artifact] = Artifact
     verify: Callable[[Artifact], None] | None = None
     side_inputs: tuple = ()
+    ahead: Callable[[dict, dict], bool] | None = None
+    ahead_imports: tuple = ()
 
     def is_cached(self, cfg: dict) -> bool:
         return bool(self.cached(cfg) if callable(self.cached) else self.cached)
@@ -121,7 +132,7 @@ def execute(stage: Stage, cfg: dict, cache: StageCache | RunContext, done: dict[
         inputs["ctx"] = ctx
         ctx.resources["key"] = key
         ctx.resources["input_keys"] = {i: done[i].key for i in stage.inputs}
-        ctx.resources["side"] = {i: done[i].artifact for i in stage.side_inputs if i in done}
+        ctx.resources["side"] = _Side({i: done[i] for i in stage.side_inputs if i in done})
     if not stage.is_cached(cfg):
         out = stage.compute(cfg, **inputs)
         return StageOutput(stage.output_key(key, out) if stage.output_key else key, out)
@@ -130,8 +141,87 @@ def execute(stage: Stage, cfg: dict, cache: StageCache | RunContext, done: dict[
     return StageOutput(key, stage.artifact.from_record(record))
 
 
+class Ahead:
+    """A stage being computed by a worker process (:func:`execute_ahead`): its key at once, its
+    artifact when :attr:`artifact` is first read (waiting for it). A worker that died is not
+    fatal: the stage is then computed in this process."""
+
+    def __init__(self, key: str, later, here: Callable[[], StageOutput]) -> None:
+        self.key, self._later, self._here, self._out = key, later, here, None
+
+    @property
+    def artifact(self) -> Artifact:
+        return self.finished().artifact
+
+    def finished(self) -> StageOutput:
+        if self._out is None:
+            from pipeline.app.workers import WorkerLost
+
+            try:
+                self._out = StageOutput(self.key, self._later.result())
+            except WorkerLost as exc:
+                import logging
+
+                logging.getLogger(__name__).warning("%s; computing the stage in this process", exc)
+                self._out = self._here()
+        return self._out
+
+
+def execute_ahead(stage: Stage, cfg: dict, ctx: RunContext, done: dict[str, StageOutput]) -> Ahead:
+    """:func:`execute` by a worker process, while the caller goes on (``Stage.ahead``); a cached
+    artifact is read by a thread, without a worker."""
+    from pipeline.app.workers import call_in_worker
+
+    key = stage.key(cfg, done)
+    inputs = {i: done[i].artifact for i in stage.inputs}
+    check = None if stage.verify is None else (lambda record: stage.verify(stage.artifact.from_record(record)))
+    work = lambda: call_in_worker(_record_of, stage.name, stage.compute, stage.artifact, cfg, inputs,  # noqa: E731
+                                  threads=cfg.get("threads"))
+    later = ctx.cache.compute_later(stage.store or stage.name, key, work, check)
+    return Ahead(key, _Read(later, stage.artifact), lambda: execute(stage, cfg, ctx, done))
+
+
+def warm_ahead(cfg: dict, stages) -> None:
+    """Start a worker early for the first stage that guesses (``Stage.ahead`` asked with no
+    finished stages) it will run ahead: it imports while the run checks its config and reads the
+    data's header. A guess never fails a run."""
+    from pipeline.app.workers import warm_worker
+
+    for stage in stages:
+        try:
+            if stage.ahead is not None and stage.ahead(cfg, {}):
+                warm_worker(stage.ahead_imports)
+                return
+        except Exception:  # noqa: BLE001 - the config is checked next, and said plainly there
+            return
+
+
+class _Read:
+    """A :class:`~pipeline.app.cache.Later` record read back as its stage's artifact."""
+
+    def __init__(self, later, artifact: type[Artifact]) -> None:
+        self.later, self.artifact = later, artifact
+
+    def result(self) -> Artifact:
+        return self.artifact.from_record(self.later.result())
+
+
+class _Side(dict):
+    """Side inputs by name; one computed ahead is waited for when first read."""
+
+    def __getitem__(self, name: str) -> Artifact:
+        return super().__getitem__(name).artifact
+
+    def get(self, name: str, default=None):
+        return self[name] if name in self else default
+
+
 def _record(stage: Stage, cfg: dict, inputs: dict) -> dict:
-    out = stage.compute(cfg, **inputs)
-    if not isinstance(out, stage.artifact):
-        raise TypeError(f"stage {stage.name!r} returned {type(out).__name__}, not its {stage.artifact.__name__}.")
+    return _record_of(stage.name, stage.compute, stage.artifact, cfg, inputs)
+
+
+def _record_of(name: str, compute: Callable[..., Artifact], artifact: type[Artifact], cfg: dict, inputs: dict) -> dict:
+    out = compute(cfg, **inputs)
+    if not isinstance(out, artifact):
+        raise TypeError(f"stage {name!r} returned {type(out).__name__}, not its {artifact.__name__}.")
     return out.to_record()

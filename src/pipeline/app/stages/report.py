@@ -52,15 +52,19 @@ def report_stage(rows, counterfactuals: bool = False, completeness: bool = False
 def _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, project, fits, completeness,
                  counterfactuals, encoder=None) -> dict:
     """Every file of the report but the tree figures; the fields of its artifact. With more than one
-    thread, ``assignments.parquet`` is written by a thread of its own meanwhile (Arrow compresses
-    without the GIL: 3.7 s at 10M rows)."""
+    thread, ``assignments.parquet`` and the notebook's ``concepts/run.npz`` are written by threads of
+    their own meanwhile (Arrow compresses, and zlib sums, without the GIL: 3.7 s at 10M rows for the
+    one, 1 s at 1M for the other)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=1) as background:
-        args = (out_dir, cfg, load, cluster, fits)
-        assignments = background.submit(write_assignments, *args) if cfg.get("threads") != 1 else None
-        if assignments is None:
-            write_assignments(*args)
+    def aside(fn, *args):  # fn(*args) by a background thread (threads=1: here, now)
+        if cfg.get("threads") == 1:
+            fn(*args)
+            return None
+        return background.submit(fn, *args)
+
+    with ThreadPoolExecutor(max_workers=2) as background:
+        waits = [aside(write_assignments, out_dir, cfg, load, cluster, fits)]
         write_trees(out_dir, fits, False, data, load.name, ari, cache=renders)
         csv, _ = write_tables(out_dir, df)
         out = {"df": df, "csv": csv, "fits": fits, "table2": None, "counterfactuals_csv": None, "html": None,
@@ -69,7 +73,8 @@ def _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, 
             from pipeline.app.report.concept_run import cav_frame, table2_for_run, write_cav_table, write_concept_run
 
             out["table2"] = table2_for_run(cfg, load, cluster, project, df, concepts)
-            write_concept_run(out_dir, load, cluster, concepts, project, out["table2"], completeness)
+            waits.append(aside(write_concept_run, out_dir, load, cluster, concepts, project, out["table2"],
+                               completeness))
             if concepts.cav_summary:
                 write_cav_table(out_dir, cav_frame(concepts.cav_summary, project.units, project.units_kind,
                                                    project.concept_names, project.X), concepts.cav_test)
@@ -87,8 +92,9 @@ def _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, 
             page = run_report_html(cfg, load, cluster, project, df, fits, concepts if concepts.enabled else None,
                                    counterfactuals, cache=renders, completeness=completeness, data=data, encoder=encoder)
             out["html"] = atomic_write(out_dir / "report.html", page.encode("utf-8"))
-        if assignments is not None:
-            assignments.result()
+        for wait in waits:
+            if wait is not None:
+                wait.result()
     return out
 
 
@@ -117,6 +123,17 @@ def row_ids(cfg: dict, load: LoadArtifact):
     return None if ids is None or len(ids) != n else np.asarray(ids)
 
 
+class _Int64:
+    """A tree's cluster ids (kept in a small integer type) read as int64 slice by slice: the file's
+    columns keep their type whatever the ids are kept in."""
+
+    def __init__(self, ids) -> None:
+        self.ids = ids
+
+    def __getitem__(self, rows: slice):
+        return self.ids[rows].astype("int64")
+
+
 def write_assignments(out_dir: Path, cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, fits: dict) -> Path:
     """``assignments.parquet``: every row's id (or row number), its reference cluster and each
     tree's cluster (row groups of 262,144 rows, streamed one at a time), written atomically."""
@@ -127,7 +144,7 @@ def write_assignments(out_dir: Path, cfg: dict, load: LoadArtifact, cluster: Clu
     labels = np.asarray(cluster.labels)
     ids = row_ids(cfg, load)
     cols = {"id": ids if ids is not None else None, "reference": labels}
-    cols.update({row: np.asarray(fit.predictions) for row, fit in fits.items() if len(fit.predictions) == labels.size})
+    cols.update({row: _Int64(fit.predictions) for row, fit in fits.items() if len(fit.predictions) == labels.size})
     group = 1 << 18  # a row group of every column at a time: ~20 MB in Arrow, not the whole table
 
     def piece(start: int) -> "pa.Table":  # one row group of every column

@@ -1,0 +1,78 @@
+"""A stage computed ahead by a worker process (``Stage.ahead``, :mod:`pipeline.app.workers`): the
+same artifact and cache entry as in this process, the worker's log lines logged here, its error
+raised where the artifact is read, and a worker that dies replaced by a computation here.
+(``tests/test_out_of_core.py::test_concepts_out_of_core_equal_in_memory`` runs the concepts stage
+ahead in a real run and compares its results with the in-memory run's.)"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from pipeline.app.artifacts import ConceptsArtifact
+from pipeline.app.cache import StageCache
+from pipeline.app.stages.framework import Ahead, RunContext, Stage, StageOutput, execute, execute_ahead
+from pipeline.app.workers import WorkerLost, call_in_worker
+from pipeline.validation import InvalidInputError
+
+log = logging.getLogger("pipeline.test_stage_ahead")
+
+
+def _names(cfg: dict, load) -> ConceptsArtifact:
+    """A toy stage: dies in a worker when asked to, fails when asked to, else names its process."""
+    here = os.getpid() == cfg["parent"]
+    if cfg["mode"] == "die" and not here:
+        os._exit(3)
+    if cfg["mode"] == "fail":
+        raise InvalidInputError("concepts.path=nowhere.npz does not exist; give an existing file.")
+    log.info("computed in %s", "this process" if here else "a worker")
+    return ConceptsArtifact(concept_names=["here" if here else "worker"])
+
+
+TOY = Stage("toy", ("load",), lambda cfg: {"mode": cfg["mode"]}, _names, artifact=ConceptsArtifact,
+            ahead=lambda cfg, done: True)
+
+
+def _run(tmp_path: Path, mode: str) -> tuple[Ahead, RunContext]:
+    ctx = RunContext(StageCache(tmp_path / "cache"), tmp_path)
+    cfg = {"mode": mode, "parent": os.getpid(), "threads": 1}
+    return execute_ahead(TOY, cfg, ctx, {"load": StageOutput("k", None)}), ctx
+
+
+def test_a_stage_ahead_is_computed_by_a_worker_and_cached_like_any(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    out, ctx = _run(tmp_path, "ok")
+    assert isinstance(out.key, str)  # known at once, before the artifact
+    assert out.artifact.concept_names == ["worker"]
+    ctx.cache.flush()
+    assert "computed in a worker" in caplog.text  # the worker's log line, logged here
+    assert [(e.stage, e.hit) for e in ctx.cache.events] == [("toy", False)]
+    # the entry is the stage's: read back by execute in this process, not computed again
+    again = execute(TOY, {"mode": "ok", "parent": os.getpid()}, ctx, {"load": StageOutput("k", None)})
+    assert again.artifact.concept_names == ["worker"] and ctx.cache.events[-1].hit
+
+
+def test_the_workers_error_is_raised_where_the_artifact_is_read(tmp_path):
+    out, ctx = _run(tmp_path, "fail")
+    with pytest.raises(InvalidInputError, match="concepts.path=nowhere.npz does not exist"):
+        out.artifact
+    ctx.cache.flush()  # taken by the reader: not raised a second time
+    assert not (tmp_path / "cache" / "toy" / out.key).exists()
+
+
+def test_a_worker_that_dies_leaves_the_stage_to_this_process(tmp_path, caplog):
+    out, ctx = _run(tmp_path, "die")
+    assert out.artifact.concept_names == ["here"]
+    assert "the worker process died" in caplog.text and "computing the stage in this process" in caplog.text
+
+
+def test_call_in_worker_returns_the_value_and_raises_worker_lost():
+    assert call_in_worker(pow, 3, 4) == 81
+    with pytest.raises(WorkerLost, match="the worker process died"):
+        call_in_worker(os._exit, 5)
+    with pytest.raises(WorkerLost, match="no worker process could run it"):  # work that does not pickle
+        call_in_worker(lambda: 1)
+
