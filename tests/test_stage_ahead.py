@@ -76,3 +76,17 @@ def test_call_in_worker_returns_the_value_and_raises_worker_lost():
     with pytest.raises(WorkerLost, match="no worker process could run it"):  # work that does not pickle
         call_in_worker(lambda: 1)
 
+
+
+def test_a_worker_started_early_is_used_once_or_stopped():
+    """warm_worker: the next call_in_worker takes the started worker; one no call took is stopped
+    (killed: it held nothing but imports)."""
+    from pipeline.app import workers
+
+    workers.warm_worker(("json",))
+    assert len(workers._warm) == 1
+    assert call_in_worker(pow, 2, 5) == 32 and not workers._warm  # taken by the call
+    workers.warm_worker(("json",))
+    processes = list(workers._warm[0]._processes.values())
+    workers.release_workers()
+    assert not workers._warm and all(not p.is_alive() for p in processes)

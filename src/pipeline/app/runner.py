@@ -202,7 +202,11 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
         with contextlib.suppress(Exception):  # a bad config is said by check_request, next
             stages = declared_stages(cfg)
             warm_ahead(cfg, stages)  # a worker for a stage ahead imports while the request is checked
-        check_request(cfg)
+        try:
+            check_request(cfg)
+        except BaseException:
+            release_workers()  # the run ends here: the worker is not left to finish its imports
+            raise
         if reuse_files:
             run_outputs.mark_checked(cache, cfg)
     before = run_outputs.snapshot(Path(out_dir)) if reuse_files else {}

@@ -100,9 +100,15 @@ def warm_worker(modules: tuple[str, ...]) -> None:
 
 
 def release_workers() -> None:
-    """Stop a worker :func:`warm_worker` started that no call took."""
+    """Stop a worker :func:`warm_worker` started that no call took (killed: it holds nothing but
+    imports, and the exit would otherwise wait for them)."""
     while _warm:
-        _warm.pop().shutdown(wait=False, cancel_futures=True)
+        pool = _warm.pop()
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.kill()
+            process.join(timeout=10)
 
 
 def call_in_worker(fn, *args, threads: int | None = None):
