@@ -433,10 +433,11 @@ def _own_gpu(cfg: dict) -> dict:
         return cfg
     import torch
 
-    chosen = worker_device(device, worker.name, torch.cuda.device_count())
+    gpus = torch.cuda.device_count()
+    chosen = worker_device(device, worker.name, gpus)
     if chosen == device:
         return cfg
-    log.info("Dask worker %s embeds on %s (%d GPUs)", worker.name, chosen, torch.cuda.device_count())
+    log.info("Dask worker %s embeds on %s (%d GPUs)", worker.name, chosen, gpus)
     return {**cfg, "encoder": {**cfg["encoder"], "device": chosen}}
 
 

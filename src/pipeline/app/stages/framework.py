@@ -137,7 +137,8 @@ def execute(stage: Stage, cfg: dict, cache: StageCache | RunContext, done: dict[
         out = stage.compute(cfg, **inputs)
         return StageOutput(stage.output_key(key, out) if stage.output_key else key, out)
     check = None if stage.verify is None else (lambda record: stage.verify(stage.artifact.from_record(record)))
-    record = ctx.cache.get_or_compute(stage.store or stage.name, key, lambda: _record(stage, cfg, inputs), check)
+    compute = lambda: _record(stage.name, stage.compute, stage.artifact, cfg, inputs)  # noqa: E731
+    record = ctx.cache.get_or_compute(stage.store or stage.name, key, compute, check)
     return StageOutput(key, stage.artifact.from_record(record))
 
 
@@ -146,8 +147,8 @@ class Ahead:
     artifact when :attr:`artifact` is first read (waiting for it). A worker that died is not
     fatal: the stage is then computed in this process."""
 
-    def __init__(self, key: str, later, here: Callable[[], StageOutput]) -> None:
-        self.key, self._later, self._here, self._out = key, later, here, None
+    def __init__(self, key: str, later, artifact: type[Artifact], here: Callable[[], StageOutput]) -> None:
+        self.key, self._later, self._type, self._here, self._out = key, later, artifact, here, None
 
     @property
     def artifact(self) -> Artifact:
@@ -158,7 +159,7 @@ class Ahead:
             from pipeline.app.workers import WorkerLost
 
             try:
-                self._out = StageOutput(self.key, self._later.result())
+                self._out = StageOutput(self.key, self._type.from_record(self._later.result()))
             except WorkerLost as exc:
                 import logging
 
@@ -175,10 +176,10 @@ def execute_ahead(stage: Stage, cfg: dict, ctx: RunContext, done: dict[str, Stag
     key = stage.key(cfg, done)
     inputs = {i: done[i].artifact for i in stage.inputs}
     check = None if stage.verify is None else (lambda record: stage.verify(stage.artifact.from_record(record)))
-    work = lambda: call_in_worker(_record_of, stage.name, stage.compute, stage.artifact, cfg, inputs,  # noqa: E731
+    work = lambda: call_in_worker(_record, stage.name, stage.compute, stage.artifact, cfg, inputs,  # noqa: E731
                                   threads=cfg.get("threads"))
     later = ctx.cache.compute_later(stage.store or stage.name, key, work, check)
-    return Ahead(key, _Read(later, stage.artifact), lambda: execute(stage, cfg, ctx, done))
+    return Ahead(key, later, stage.artifact, lambda: execute(stage, cfg, ctx, done))
 
 
 def warm_ahead(cfg: dict, stages) -> None:
@@ -196,16 +197,6 @@ def warm_ahead(cfg: dict, stages) -> None:
             return
 
 
-class _Read:
-    """A :class:`~pipeline.app.cache.Later` record read back as its stage's artifact."""
-
-    def __init__(self, later, artifact: type[Artifact]) -> None:
-        self.later, self.artifact = later, artifact
-
-    def result(self) -> Artifact:
-        return self.artifact.from_record(self.later.result())
-
-
 class _Side(dict):
     """Side inputs by name; one computed ahead is waited for when first read."""
 
@@ -216,11 +207,9 @@ class _Side(dict):
         return self[name] if name in self else default
 
 
-def _record(stage: Stage, cfg: dict, inputs: dict) -> dict:
-    return _record_of(stage.name, stage.compute, stage.artifact, cfg, inputs)
-
-
-def _record_of(name: str, compute: Callable[..., Artifact], artifact: type[Artifact], cfg: dict, inputs: dict) -> dict:
+def _record(name: str, compute: Callable[..., Artifact], artifact: type[Artifact], cfg: dict, inputs: dict) -> dict:
+    """``compute(cfg, **inputs)`` checked to be ``artifact``, as its record (the stage's parts, not
+    the Stage: a worker process gets them pickled)."""
     out = compute(cfg, **inputs)
     if not isinstance(out, artifact):
         raise TypeError(f"stage {name!r} returned {type(out).__name__}, not its {artifact.__name__}.")
