@@ -18,6 +18,8 @@ Sections (``--sections``, default all but ``scale``):
 - ``dask``: the 1M x 512 chunked command of the issue (``clustering=kmeans
   clustering.n_clusters=10 explainer=[mmdt,imm]``) with ``compute=local`` and with
   ``compute=dask compute.n_workers=2``, both cold, in three alternating pairs (the ratio of the medians);
+- ``million_ab``: the cold ``million`` command alternately on another checkout (``--against``,
+  e.g. a ``git worktree`` of an earlier commit) and on this one, three pairs (the medians);
 - ``scale``: 10M x 512 (20.5 GB) with the 20 concepts, end to end, beside one sequential read of
   the file with its pages dropped from the page cache first;
 - ``scale_dask``: the same 10M command with ``compute=dask compute.n_workers=2`` (does it finish,
@@ -28,6 +30,7 @@ Results: benchmarks/results/out_of_core.json (merged per section; printed too).
 
     python benchmarks/out_of_core.py --sections million bare dask
     python benchmarks/out_of_core.py --sections scale scale_dask
+    python benchmarks/out_of_core.py --sections million_ab --against /tmp/base
 """
 
 from __future__ import annotations
@@ -149,13 +152,14 @@ def folder_bytes(path: Path, linked: bool = False) -> int:
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file() and (not linked or f.stat().st_nlink > 1))
 
 
-def command(args: list, work: Path, tag: str) -> dict:
-    """``python -m pipeline <args>`` as a child process; wall, peaks, cache size, stage seconds."""
+def command(args: list, work: Path, tag: str, src: Path | None = None) -> dict:
+    """``python -m pipeline <args>`` as a child process; wall, peaks, cache size, stage seconds
+    (``src``: the package of another checkout, for a side-by-side comparison)."""
     out = work / f"out-{tag}"
     shutil.rmtree(out, ignore_errors=True)
     # the user's command as typed (its printed summary included); only where its run folder and cache go is set
     full = [sys.executable, "-m", "pipeline", *args, f"hydra.run.dir={out}", f"paths.cache_dir={work / 'cache'}"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {**os.environ, "PYTHONPATH": str(src or ROOT / "src")}
     load0 = os.getloadavg()
     t0 = time.perf_counter()
     with open(work / f"{tag}.log", "w") as log:
@@ -300,7 +304,29 @@ def scale_dask(d: Path, fresh: bool) -> dict:
     return out
 
 
-SECTIONS = {"million": million, "bare": bare, "dask": dask, "scale": scale, "scale_dask": scale_dask}
+def million_ab(d: Path, fresh: bool, against: Path | None = None) -> dict:
+    """The cold 1M command of ``million``, alternately on the checkout ``against`` (its ``src``) and
+    on this one, PAIRS times each: this machine's speed drifts within the hour, so a change is
+    judged side by side (the medians)."""
+    if against is None:
+        raise SystemExit("--sections million_ab needs --against <a checkout of the commit to compare with>, e.g. "
+                         "git worktree add /tmp/base <commit>")
+    path = d / "m1.npy"
+    ensure(path, 1_000_000, DIM, fresh, concepts=True)
+    work = workspace(d, "million_ab")
+    rows = {"against": str(against), "base": [], "this": []}
+    for i in range(PAIRS):
+        for side, src in (("base", Path(against) / "src"), ("this", None)):
+            shutil.rmtree(work / "cache", ignore_errors=True)
+            ensure(path, 1_000_000, DIM, False)
+            rows[side].append(command(concept_args(path), work, f"{side}{i}", src=src))
+    for side in ("base", "this"):
+        rows[f"{side}_median_s"] = float(np.median([r["wall_s"] for r in rows[side]]))
+    return rows
+
+
+SECTIONS = {"million": million, "million_ab": million_ab, "bare": bare, "dask": dask, "scale": scale,
+            "scale_dask": scale_dask}
 
 
 def main() -> None:
@@ -308,6 +334,7 @@ def main() -> None:
     ap.add_argument("--sections", nargs="+", default=["million", "bare", "dask"], choices=sorted(SECTIONS))
     ap.add_argument("--dir", type=Path, default=Path("/work/big"))
     ap.add_argument("--fresh", action="store_true", help="rewrite the data files")
+    ap.add_argument("--against", type=Path, help="million_ab: a checkout of the commit to compare with")
     a = ap.parse_args()
     a.dir.mkdir(parents=True, exist_ok=True)
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
@@ -315,7 +342,8 @@ def main() -> None:
     results["machine"] = {"cpus": os.cpu_count(), "memory_gb": round(os.sysconf("SC_PAGE_SIZE") *
                                                                        os.sysconf("SC_PHYS_PAGES") / 1e9, 1)}
     for name in a.sections:
-        results[name] = SECTIONS[name](a.dir, a.fresh)
+        results[name] = (million_ab(a.dir, a.fresh, a.against) if name == "million_ab"
+                         else SECTIONS[name](a.dir, a.fresh))
         results[name]["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         OUT.parent.mkdir(parents=True, exist_ok=True)
         OUT.write_text(json.dumps(results, indent=1, default=str))

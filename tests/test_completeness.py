@@ -65,3 +65,50 @@ def test_many_rows_are_presampled_per_class_before_the_stratified_split():
     Z = rng.normal(size=(12_000, 6)) + 3 * np.eye(6)[y % 6]
     out = concept_completeness(Z, Z[:, :3], y, max_rows=200, random_state=0)
     assert out.n_rows == 200 and 0 <= out.completeness <= 1
+
+
+def _importance_one_repeat_at_a_time(predict, X, reference, n_repeats=5, max_rows=20_000, random_state=0):
+    """permutation_importance as first written: one prediction per repeat (the brute force)."""
+    ref = np.asarray(reference).ravel()
+    rows = np.flatnonzero(ref >= 0)
+    rng = np.random.default_rng(random_state)
+    if rows.size > max_rows:
+        rows = rows[np.sort(rng.choice(rows.size, size=max_rows, replace=False))]
+    X, ref = np.asarray(X, dtype=float)[rows], ref[rows]
+    base = float(np.mean(np.asarray(predict(X)) == ref))
+    out = np.zeros(X.shape[1])
+    for m in range(X.shape[1]):
+        Xp, drops = X.copy(), []
+        for _ in range(n_repeats):
+            Xp[:, m] = X[rng.permutation(X.shape[0]), m]
+            drops.append(base - float(np.mean(np.asarray(predict(Xp)) == ref)))
+        out[m] = float(np.mean(drops))
+    return out
+
+
+@pytest.mark.parametrize("n, max_rows, repeats, seed", [(300, 20_000, 5, 0), (900, 250, 3, 1), (50, 20_000, 1, 2)])
+def test_permutation_importance_stacked_repeats_equal_one_repeat_at_a_time(n, max_rows, repeats, seed):
+    """The repeats' permuted copies are predicted in one call: the same draws, the same numbers
+    (bit for bit) as one prediction per repeat; noise rows left out, large inputs sampled."""
+    from pipeline.trees import CART
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    ref = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int) + (X[:, 1] > 1)
+    ref[rng.random(n) < 0.1] = -1
+    tree = CART(4, random_state=0).fit(X[ref >= 0], ref[ref >= 0])
+    got = permutation_importance(tree.predict, X, ref, n_repeats=repeats, max_rows=max_rows, random_state=seed)
+    want = _importance_one_repeat_at_a_time(tree.predict, X, ref, repeats, max_rows, seed)
+    assert np.array_equal(got, want)
+
+
+def test_permutation_importance_checks_only_the_rows_it_reads():
+    X = np.random.default_rng(0).normal(size=(400, 2))
+    ref = (X[:, 0] > 0).astype(int)
+    X[5, 1], ref[5] = np.nan, -1  # a noise row's NaN is never read
+    assert np.isfinite(permutation_importance(lambda A: (A[:, 0] > 0).astype(int), X, ref)).all()
+    ref[5] = 1
+    with pytest.raises(InvalidInputError, match="NaN"):
+        permutation_importance(lambda A: (A[:, 0] > 0).astype(int), X, ref)
+    with pytest.raises(InvalidInputError, match="one row per reference label"):
+        permutation_importance(lambda A: A[:, 0] > 0, X, ref[:10])

@@ -338,3 +338,23 @@ def test_column_ranges_equal_a_scan_of_each_column(n, m, block, data):
             assert lo[j] == col.min() and hi[j] == col.max()
         else:
             assert np.isnan(lo[j]) and np.isnan(hi[j])
+
+
+def test_percentile_columns_are_sorted_once_and_side_by_side():
+    """values: the finite reference values sorted, computed on first use and kept; threads sorting
+    different concepts' columns do not wait for one another (no class-wide lock)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(0)
+    columns = [rng.normal(size=2000) for _ in range(6)]
+    columns[2][[3, 9]] = [np.nan, np.inf]
+    units = [PercentileUnits(c) for c in columns]
+    with ThreadPoolExecutor(3) as pool:
+        got = list(pool.map(lambda u: u.values, units))
+    for u, c, v in zip(units, columns, got):
+        assert np.array_equal(v, np.sort(c[np.isfinite(c)])) and u.values is v
+    assert units[0](np.array([np.inf]))[0] == 100.0
+    import pickle
+
+    again = pickle.loads(pickle.dumps(units[2]))  # the sorted copy and the lock stay behind
+    assert set(vars(again)) == {"column"} and np.array_equal(again.values, got[2])

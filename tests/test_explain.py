@@ -387,3 +387,17 @@ def test_the_default_mnist_run_re_explains_its_own_digits(tmp_path):
     for row, fit in fits.items():
         np.testing.assert_array_equal(df[f"{row}.cluster"].to_numpy(), fit.predictions)
     assert {"P(loop†)", "P(vertical_line†)"} <= set(df.columns)
+
+
+def test_bundle_column_summaries_equal_numpys():
+    """The bundle's per-column min, max and standard deviation of in-memory coordinates, two passes
+    over blocks (np.std widened a temporary of every row): min/max exact, std to rounding."""
+    from pipeline.app.explainer_bundle import _coordinates
+
+    rng = np.random.default_rng(0)
+    for shape in ((5, 3), (70_000, 20), (1, 2)):
+        X = rng.normal(3.0, 2.0, shape) * np.resize([1e-150, 1.0, 1e150], shape[1])  # wide scales, no overflow
+        got, (low, high, std) = _coordinates(X)
+        assert got is X or np.array_equal(got, X)
+        assert np.array_equal(low, X.min(axis=0)) and np.array_equal(high, X.max(axis=0))
+        np.testing.assert_allclose(std, X.std(axis=0), rtol=1e-12)

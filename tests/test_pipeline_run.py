@@ -194,3 +194,31 @@ def test_explainers_run_with_the_clustering_that_provides_their_needs(tmp_path, 
                       "report.figures=false", "report.summary=false")).set_index("explainer")
     assert list(df.index) == ["reference", *explainers]
     assert (df.loc[explainers, "ref_ari"] > 0.5).all() and (df.loc[explainers, "n_leaves"] == 3).all()
+
+
+def test_figures_start_before_the_report_and_stop_with_a_run_that_fails(tmp_path, monkeypatch):
+    """The figures stage hands the trees' figures to worker processes once the trees are evaluated;
+    the report stage writes them. A run that fails in between stops those workers."""
+    from pipeline.app.report import encoding
+    from pipeline.app.stages import declared_stages, report
+    from pipeline.app.runner import to_plain
+
+    cfg = make_cfg(tmp_path, "dataset=iris", "explainer=[cart]", "threads=2")
+    names = [s.name for s in declared_stages(to_plain(cfg))]
+    assert names.index("evaluate") < names.index("figures") < names.index("report")
+    closed = []
+    real_close = encoding.Encoder.close
+    monkeypatch.setattr(encoding.Encoder, "close", lambda self, wait=True: (closed.append(self._pool is not None),
+                                                                            real_close(self, wait)))
+
+    def broken(*args, **kwargs):
+        raise InvalidInputError("the report could not be written")
+
+    monkeypatch.setattr(report, "_write_files", broken)
+    with pytest.raises(InvalidInputError, match="could not be written"):
+        run(cfg)
+    assert closed == [True]  # the workers had started, and were stopped once
+    monkeypatch.undo()
+    run(make_cfg(tmp_path, "dataset=iris", "explainer=[cart]", "threads=2", out="again"))
+    assert sorted(p.name for p in (tmp_path / "again" / "figures").iterdir())[:3] == [
+        "cart.column.pdf", "cart.column.png", "cart.pdf"]

@@ -202,3 +202,41 @@ def test_dask_workers_encode_the_same_bytes_and_a_closed_cluster_costs_only_time
             assert encoder.submit(fig, FORMATS, "x.").result() == encode(fig, FORMATS, "x.")
     with Encoder(client=client) as encoder:  # closed: encoded here
         assert encoder.submit(fig, ("svg",)).result() == encode(fig, ("svg",))
+
+
+def test_a_pdf_font_subset_made_once_is_embedded_with_the_same_bytes():
+    """subset_once remembers matplotlib's TrueType subsets by font and glyphs: a PDF that needs
+    one made before embeds those bytes, and the files are byte for byte those of matplotlib's own
+    subsetting (a tree's three layouts share one subset; the memo saves half their time)."""
+    from matplotlib.backends import _backend_pdf_ps as pdfps
+
+    from pipeline.app.report import encoding
+
+    fig = plot_tree(balanced_tree(6), title="six")
+    encoding.subset_once()
+    memo, as_file = pdfps.get_glyphs_subset, pdfps.font_as_file
+    assert memo.remembers
+    encoding._SUBSETS.clear()
+    remembered = [figure_bytes(fig, "pdf") for _ in range(2)]  # made, then taken from the memo
+    assert encoding._SUBSETS
+    subsets = dict(encoding._SUBSETS)
+    try:  # matplotlib's own pair, as before subset_once
+        pdfps.get_glyphs_subset, pdfps.font_as_file = memo.original, as_file.original
+        plain = figure_bytes(fig, "pdf")
+    finally:
+        pdfps.get_glyphs_subset, pdfps.font_as_file = memo, as_file
+    assert remembered == [plain, plain] and plain.startswith(b"%PDF")
+    assert len(subsets) == len(encoding._SUBSETS)  # the second file made no new subset
+
+
+def test_a_trees_layouts_go_to_one_worker_as_one_task():
+    """submit_all hands several figures to one worker and returns their files in one dict, in
+    the order submitted, the bytes encoded here."""
+    from pipeline.app.report.encoding import Encoder, encode_all
+
+    jobs = [(plot_tree(axis_tree(3), title="three"), ("svg", "pdf"), ""),
+            (plot_tree(axis_tree(3), title="three", width=3.3), ("pdf", "png"), "column.")]
+    with Encoder(2) as encoder:
+        got = encoder.submit_all(jobs).result()
+    assert list(got) == ["svg", "pdf", "column.pdf", "column.png"]
+    assert got == encode_all(jobs)

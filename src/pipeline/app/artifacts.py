@@ -260,6 +260,20 @@ class CounterfactualsArtifact(Artifact):
 
 
 @dataclass(frozen=True)
+class FiguresArtifact(Artifact):
+    """Stage ``figures`` (not cached): the trees' figures under way, started as soon as the trees
+    are evaluated so that worker processes draw them while the later stages run; the report stage
+    writes them (``finish``) and closes ``encoder``."""
+
+    stage: ClassVar[str] = "figures"
+    data: Any = None  # run_report.tree_data: the rows the trees are annotated on
+    ari: dict | None = None  # explainer row -> ARI (the figures' titles)
+    renders: Any = None  # the render cache (report.render_cache.RenderCache)
+    finish: Any = None  # () -> written paths: waits for the encodings and writes figures/<row>.*
+    encoder: Any = None  # report.encoding.Encoder, or None (report.figures=false)
+
+
+@dataclass(frozen=True)
 class ReportArtifact(Artifact):
     """Stage ``report`` (not cached): the results table and the files written."""
 

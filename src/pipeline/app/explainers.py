@@ -76,6 +76,14 @@ class FitInputs:
         """Boolean mask of the rows used for fitting (not noise)."""
         return self.labels != NOISE_LABEL
 
+    def fitted(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(X, labels)`` of the rows used for fitting: the arrays themselves when no row is noise
+        (a masked copy of 1M x 20 coordinates took 0.2 s for every tree)."""
+        m = self.fit_rows()
+        if m.all():
+            return self.X, self.labels
+        return self.X[m], self.labels[m]
+
 
 @dataclass(frozen=True)
 class Protocol:
@@ -95,19 +103,19 @@ class Protocol:
 
 
 def _fit_labels(est, d: FitInputs):
-    m = d.fit_rows()
-    return est.fit(d.X[m], d.labels[m], feature_names=d.feature_names)
+    X, labels = d.fitted()
+    return est.fit(X, labels, feature_names=d.feature_names)
 
 
 def _fit_centers(est, d: FitInputs):
-    m = d.fit_rows()
-    return est.fit(d.X[m], d.labels[m], feature_names=d.feature_names, centers=d.centers)
+    X, labels = d.fitted()
+    return est.fit(X, labels, feature_names=d.feature_names, centers=d.centers)
 
 
 def _fit_start(est, d: FitInputs):
     # TAO is a clusterer (y ignored): the reference clustering is its starting point.
-    m = d.fit_rows()
-    return est.fit(d.X[m], init_labels=d.labels[m], feature_names=d.feature_names, centers=d.centers)
+    X, labels = d.fitted()
+    return est.fit(X, init_labels=labels, feature_names=d.feature_names, centers=d.centers)
 
 
 def _fit_graph(est, d: FitInputs):

@@ -28,6 +28,7 @@ import os
 import shutil
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pipeline.app.cache import (
@@ -134,7 +135,10 @@ def store(cache: StageCache, key: str, out_dir: Path, files: list[str], summary:
                 os.link(Path(out_dir) / rel, target)
             except OSError:  # another file system, or links not allowed: a copy
                 shutil.copyfile(Path(out_dir) / rel, target)
-            manifest["files"][rel] = {"size": target.stat().st_size, "sha256": file_digest(target)}
+        with ThreadPoolExecutor(max_workers=2) as pool:  # hashlib leaves the GIL: two files at a time
+            digests = list(pool.map(lambda rel: file_digest(tmp / FILES / rel), files))
+        for rel, digest in zip(files, digests):
+            manifest["files"][rel] = {"size": (tmp / FILES / rel).stat().st_size, "sha256": digest}
         with open(tmp / MANIFEST, "w") as fh:
             json.dump(manifest, fh, indent=1)
             fh.flush()

@@ -74,11 +74,17 @@ def run_pipeline(cfg: dict, ctx: RunContext, stages, until: str | None = None,
 
 def _run_stages(cfg: dict, ctx: RunContext, stages, until, done: dict) -> None:
     fit_rows = [s.name for s in stages if s.name.startswith("fit.")]
+    figures = any(s.name == "figures" for s in stages) and until is None
     for stage in stages:
         if stage.name == until:
             break
         if stage.name in done:
             continue
+        if figures and stage.name.startswith("fit."):  # the figure workers import while the trees are fitted
+            from pipeline.app.stages.report import start_figure_workers
+
+            start_figure_workers(cfg, ctx)
+            figures = False
         if stage.ahead is not None and stage.is_cached(cfg) and stage.ahead(cfg, done):
             done[stage.name] = execute_ahead(stage, cfg, ctx, done)  # read when a later stage needs it
             continue
@@ -195,6 +201,7 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
     """
     from pipeline.app import run_outputs
     from pipeline.app.compute import close_backend
+    from pipeline.app.stages.report import close_figures
     from pipeline.app.workers import release_workers
 
     stages = None
@@ -227,6 +234,7 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
                 return pd.read_csv(Path(out_dir) / kept["csv"])
         done = run_pipeline(cfg, ctx, stages, done=done)
     finally:
+        close_figures(ctx)  # a run that stopped before its report: its figure workers
         close_backend(ctx)
         release_workers()
     save_explainer(cfg, done, Path(out_dir))

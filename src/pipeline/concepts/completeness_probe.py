@@ -125,20 +125,25 @@ def permutation_importance(predict: Callable, X, reference, n_repeats: int = 5, 
     ``predict`` maps an (n, M) array to labels (a fitted tree's ``predict``). At most
     ``max_rows`` rows (a random sample) are used.
     """
-    X = check_matrix(X, "X", min_rows=1)
     ref = np.asarray(reference).ravel()
-    rows = np.flatnonzero(ref >= 0)  # the rows are chosen first: only they are copied
+    if np.ndim(X) != 2 or len(X) != ref.size:
+        raise InvalidInputError(f"permutation_importance needs X of shape (n, M) with one row per reference label "
+                                f"({ref.size}), got shape {np.shape(X)}.")
+    rows = np.flatnonzero(ref >= 0)  # the rows are chosen first: only they are copied and checked
     rng = np.random.default_rng(random_state)
     if rows.size > max_rows:
         rows = rows[np.sort(rng.choice(rows.size, size=max_rows, replace=False))]
-    X, ref = X[rows], ref[rows]
+    X, ref = check_matrix(np.asarray(X)[rows], "X", min_rows=1), ref[rows]
     base = float(np.mean(np.asarray(predict(X)) == ref))
     out = np.zeros(X.shape[1])
+    n, repeats = X.shape[0], int(n_repeats)
+    # the repeats' permuted copies stacked: one prediction of repeats x n rows per column (a tree's
+    # predict is row by row, so each block's labels are those of its own call), the same draws in order
+    Xp, refs = np.tile(X, (repeats, 1)), np.tile(ref, repeats)
     for m in range(X.shape[1]):
-        Xp = X.copy()
-        drops = []
-        for _ in range(int(n_repeats)):
-            Xp[:, m] = X[rng.permutation(X.shape[0]), m]
-            drops.append(base - float(np.mean(np.asarray(predict(Xp)) == ref)))
-        out[m] = float(np.mean(drops))
+        for r in range(repeats):
+            Xp[r * n:(r + 1) * n, m] = X[rng.permutation(n), m]
+        hits = (np.asarray(predict(Xp)) == refs).reshape(repeats, n)
+        out[m] = float(np.mean([base - float(np.mean(h)) for h in hits]))
+        Xp[:, m] = np.tile(X[:, m], repeats)  # the column back, for the next one's permutations
     return out

@@ -19,9 +19,9 @@ are fitted on raw coordinates and only their printed thresholds are mapped
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -58,11 +58,22 @@ class PercentileUnits(_Units):
     kind = "percentile"
     include_low = True
 
-    @cached_property
+    @property
     def values(self) -> np.ndarray:
-        """The finite reference values, sorted."""
-        v = np.sort(np.asarray(self.column, dtype=np.float64).ravel())
-        return v[np.isfinite(v)]
+        """The finite reference values, sorted (once, under the instance's own lock; kept on the
+        instance, never pickled). Not a ``functools.cached_property``: on Python 3.11 its one lock
+        per class made threads that sort different concepts' columns wait for each other."""
+        v = self.__dict__.get("_sorted")
+        if v is None:
+            with self.__dict__.setdefault("_lock", threading.Lock()):
+                v = self.__dict__.get("_sorted")
+                if v is None:
+                    v = np.sort(np.asarray(self.column, dtype=np.float64).ravel())
+                    v = self.__dict__["_sorted"] = v[np.isfinite(v)]
+        return v
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_sorted", "_lock")}
 
     def __call__(self, s) -> np.ndarray:
         return 100.0 * np.searchsorted(self.values, np.asarray(s, dtype=np.float64), side="right") / self.values.size

@@ -139,7 +139,9 @@ def share_above(cav_summary: list[dict], names: list[str] | None, X) -> list[flo
         above = np.zeros(X.shape[1], np.int64)
         step = max(1, (8 << 20) // max(X.shape[1], 1))  # row blocks: every concept in one pass over the rows
         for start in range(0, len(X), step):
-            above += np.count_nonzero(np.asarray(X[start:start + step], dtype=float) > limit, axis=0)
+            # a bytes' sum per column (count_nonzero along rows widens every flag on its way)
+            above += np.add.reduce((np.asarray(X[start:start + step], dtype=float) > limit).view(np.uint8),
+                                   axis=0, dtype=np.int64)
         _SHARES.clear()
         _SHARES[key] = hit = (weakref.ref(X) if isinstance(X, np.ndarray) else (lambda: None), above)
     out = [float("nan")] * len(cav_summary)

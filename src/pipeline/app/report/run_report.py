@@ -224,12 +224,11 @@ def _ari(results: "pd.DataFrame", row: str) -> float | None:
 
 def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArtifact, results: "pd.DataFrame",
                     fits: dict[str, FitArtifact], concepts: ConceptsArtifact | None = None, counterfactuals: CounterfactualsArtifact | None = None,
-                    cache=None, completeness=None, data: dict | None = None, encoder=None) -> str:
+                    cache=None, completeness=None, data: dict | None = None) -> str:
     """The whole ``report.html`` of one run (see :mod:`pipeline.app.report.html`); ``cache``
     (:class:`pipeline.app.report.render_cache.RenderCache`) reuses tree views and the scatter drawn
-    before; ``data``: the run's :func:`tree_data`, when already gathered; ``encoder``
-    (:class:`pipeline.app.report.encoding.Encoder`) encodes the trees' drawings meanwhile."""
-    from pipeline.app.report.html import finish_view, render_report, svg_of, tree_view
+    before; ``data``: the run's :func:`tree_data`, when already gathered."""
+    from pipeline.app.report.html import render_report, svg_of, tree_view
     from pipeline.app.report.render_cache import RenderCache
 
     cache = cache or RenderCache(None)
@@ -246,8 +245,8 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
                     dataset=load.name, ari=_ari(results, row), units=data.get("units"))
         key = {**args, "tree": fit.tree, "units": keyed_units}
         view = cache.lookup("tree_view", key)
-        if view is None:  # drawn now, its SVG encoded meanwhile; kept once encoded (below)
-            view = tree_view(**args, reading=reading, encoder=encoder)
+        if view is None:  # drawn now; kept in the render cache (below)
+            view = tree_view(**args, reading=reading)
             drawn.append((key, view))
         view.note = units_note(tree, data) + marks_note(tree)
         views.append(view)
@@ -293,7 +292,7 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
                                   data.get("data_feature_names")))
     for key, view in drawn:
         note, view.note = view.note, ""  # the cached view without the run's note, as before
-        cache.store("tree_view", key, finish_view(view))
+        cache.store("tree_view", key, view)
         view.note = note
     return render_report(page_title(cfg, load, concepts), cfg, results, views, subtitle=subtitle,
                          cav_summary=concepts.cav_summary if concepts is not None else None, scatter_svg=scatter,

@@ -19,12 +19,14 @@ def declared_stages(cfg: dict) -> list:
     from pipeline.app.stages.fit import fit_stage
     from pipeline.app.stages.load import LOAD
     from pipeline.app.stages.project import PROJECT
-    from pipeline.app.stages.report import report_stage
+    from pipeline.app.stages.report import figures_stage, report_stage
 
     rows = list(cfg["explainer"])
     # the concepts (fitted on their examples) come before the clustering, whose pass over latents on
     # disk then also projects them on the CAVs (a by-product for the project stage: one read, not two)
-    stages = [LOAD, TRAIN, ENCODE, CONCEPTS, CLUSTER, PROJECT, *(fit_stage(row) for row in rows), evaluate_stage(rows)]
+    # the figures are started once the trees are evaluated: worker processes draw them meanwhile
+    stages = [LOAD, TRAIN, ENCODE, CONCEPTS, CLUSTER, PROJECT, *(fit_stage(row) for row in rows), evaluate_stage(rows),
+              figures_stage(rows)]
     from pipeline.app.stages.concepts import enabled
 
     concept_run = enabled(cfg)

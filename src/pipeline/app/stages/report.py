@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Callable
 
 from pipeline.app.artifacts import (
-    ClusterArtifact, CompletenessArtifact, ConceptsArtifact, CounterfactualsArtifact, EvaluateArtifact, LoadArtifact, ProjectArtifact,
-    FitArtifact, ReportArtifact,
+    ClusterArtifact, CompletenessArtifact, ConceptsArtifact, CounterfactualsArtifact, EvaluateArtifact, FiguresArtifact,
+    LoadArtifact, ProjectArtifact, FitArtifact, ReportArtifact,
 )
 from pipeline.app.report.render_cache import RenderCache
 from pipeline.app.report.run_report import read_tree, render_key, rules_json, rules_text, tree_data, tree_figure
@@ -21,36 +21,79 @@ from pipeline.app.report.writer import atomic_write, write_tables
 from pipeline.app.stages.framework import RunContext, Stage
 
 
-def report_stage(rows, counterfactuals: bool = False, completeness: bool = False) -> Stage:
-    """The report stage over explainer rows ``rows`` (and the counterfactuals and completeness
-    stages, if they run)."""
+def figures_stage(rows) -> Stage:
+    """Stage ``figures`` (not cached): the trees' figures handed to worker processes as soon as the
+    trees are evaluated (the ARIs are in their titles), so that they are drawn while the completeness
+    probes and the report's other files are computed; the report stage writes them. Its encoder is
+    kept in ``ctx.resources["figures"]`` until then (:func:`close_figures` when a run stops early)."""
     fit_names = tuple(f"fit.{row}" for row in rows)
-    inputs = ("load", "cluster", "concepts", "project", "evaluate", *fit_names)
-    inputs += ("completeness",) if completeness else ()
-    inputs += ("counterfactuals",) if counterfactuals else ()
 
-    def compute(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, concepts: ConceptsArtifact,
-                project: ProjectArtifact, evaluate: EvaluateArtifact, ctx: RunContext,
-                completeness: CompletenessArtifact | None = None, counterfactuals: CounterfactualsArtifact | None = None, **fits) -> ReportArtifact:
-        out_dir = Path(ctx.out_dir)
+    def compute(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArtifact,
+                evaluate: EvaluateArtifact, ctx: RunContext, **fits) -> FiguresArtifact:
         fits = {name[len("fit."):]: fits[name] for name in fit_names if fits.get(name) is not None}
         df = results_frame(evaluate.rows, {"dataset": load.name, "clustering": cfg["clustering"]["name"]})
         data = tree_data(load, cluster, project)  # leaf annotations: size, purity, majority class
         ari = dict(zip(df["explainer"], df["ari"])) if "ari" in df.columns else {}
         renders = render_cache(cfg, ctx)
-        with figure_encoder(cfg, ctx) as encoder:  # the figures are encoded while the other files are written
-            finish = (tree_figures(out_dir, fits, data, load.name, ari, renders, encoder) if cfg["report"]["figures"]
-                      else list)
-            out = _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, project, fits,
-                               completeness, counterfactuals, encoder)
-            finish()
+        if not cfg["report"]["figures"]:
+            return FiguresArtifact(data=data, ari=ari, renders=renders, finish=list)
+        encoder = ctx.resources.get("figures") or figure_encoder(cfg, ctx)
+        ctx.resources["figures"] = encoder
+        finish = tree_figures(Path(ctx.out_dir), fits, data, load.name, ari, renders, encoder)
+        return FiguresArtifact(data=data, ari=ari, renders=renders, finish=finish, encoder=encoder)
+
+    return Stage("figures", ("load", "cluster", "project", "evaluate", *fit_names), lambda cfg: {}, compute,
+                 cached=False, context=True, artifact=FiguresArtifact)
+
+
+def start_figure_workers(cfg: dict, ctx: RunContext) -> None:
+    """Start the figures stage's worker processes ahead (:meth:`Encoder.start`), as the trees are
+    fitted: their imports then take the core the tree fits leave idle. Not with ``compute=dask``,
+    whose workers encode the figures (its cluster may start only with a later pass)."""
+    dask = ((cfg.get("compute") or {}).get("name") or "local") == "dask"
+    if cfg["report"]["figures"] and not dask and "figures" not in ctx.resources:
+        encoder = ctx.resources["figures"] = figure_encoder(cfg, ctx)
+        encoder.start()
+
+
+def close_figures(ctx: RunContext, wait: bool = True) -> None:
+    """Stop the figure workers (of a run that ends before its report stage wrote their figures:
+    waiting for them; ``wait=False`` once every figure was received)."""
+    encoder = ctx.resources.pop("figures", None)
+    if encoder is not None:
+        encoder.close(wait=wait)
+
+
+def report_stage(rows, counterfactuals: bool = False, completeness: bool = False) -> Stage:
+    """The report stage over explainer rows ``rows`` (and the counterfactuals and completeness
+    stages, if they run); the trees' figures come from the ``figures`` stage."""
+    fit_names = tuple(f"fit.{row}" for row in rows)
+    inputs = ("load", "cluster", "concepts", "project", "evaluate", "figures", *fit_names)
+    inputs += ("completeness",) if completeness else ()
+    inputs += ("counterfactuals",) if counterfactuals else ()
+
+    def compute(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, concepts: ConceptsArtifact,
+                project: ProjectArtifact, evaluate: EvaluateArtifact, figures: FiguresArtifact, ctx: RunContext,
+                completeness: CompletenessArtifact | None = None, counterfactuals: CounterfactualsArtifact | None = None,
+                **fits) -> ReportArtifact:
+        out_dir = Path(ctx.out_dir)
+        fits = {name[len("fit."):]: fits[name] for name in fit_names if fits.get(name) is not None}
+        df = results_frame(evaluate.rows, {"dataset": load.name, "clustering": cfg["clustering"]["name"]})
+        try:  # the figures are encoded while the other files are written
+            out = _write_files(cfg, out_dir, df, figures.data, figures.ari, figures.renders, load, cluster, concepts,
+                               project, fits, completeness, counterfactuals)
+            figures.finish()
+        except BaseException:
+            close_figures(ctx)
+            raise
+        close_figures(ctx, wait=False)
         return ReportArtifact(**out)
 
     return Stage("report", inputs, lambda cfg: {}, compute, cached=False, context=True, artifact=ReportArtifact)
 
 
 def _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, project, fits, completeness,
-                 counterfactuals, encoder=None) -> dict:
+                 counterfactuals) -> dict:
     """Every file of the report but the tree figures; the fields of its artifact. With more than one
     thread, ``assignments.parquet`` and the notebook's ``concepts/run.npz`` are written by threads of
     their own meanwhile (Arrow compresses, and zlib sums, without the GIL: 3.7 s at 10M rows for the
@@ -90,7 +133,7 @@ def _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, 
             from pipeline.app.report.run_report import run_report_html
 
             page = run_report_html(cfg, load, cluster, project, df, fits, concepts if concepts.enabled else None,
-                                   counterfactuals, cache=renders, completeness=completeness, data=data, encoder=encoder)
+                                   counterfactuals, cache=renders, completeness=completeness, data=data)
             out["html"] = atomic_write(out_dir / "report.html", page.encode("utf-8"))
         for wait in waits:
             if wait is not None:
@@ -228,8 +271,8 @@ def _start_figures(row: str, fit: FitArtifact, data, dataset, ari, encoder) -> l
     from pipeline.app.report.figures import COLUMN_WIDTHS
 
     encoder = encoder or Encoder(1)
-    out = [encoder.submit(tree_figure(row, fit, data, dataset, (ari or {}).get(row)), FORMATS)]
+    jobs = [(tree_figure(row, fit, data, dataset, (ari or {}).get(row)), FORMATS, "")]
     for variant, width in COLUMN_WIDTHS.items():  # print sizes: 3.3 in / 6.9 in at >= 7 pt
         fig = tree_figure(row, fit, data, dataset, (ari or {}).get(row), width=width)
-        out.append(encoder.submit(fig, ("pdf", "png"), f"{variant}."))
-    return out
+        jobs.append((fig, ("pdf", "png"), f"{variant}."))
+    return [encoder.submit_all(jobs)]  # one worker: the three layouts' PDFs share their font subsets
