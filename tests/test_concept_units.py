@@ -358,3 +358,26 @@ def test_percentile_columns_are_sorted_once_and_side_by_side():
 
     again = pickle.loads(pickle.dumps(units[2]))  # the sorted copy and the lock stay behind
     assert set(vars(again)) == {"column"} and np.array_equal(again.values, got[2])
+
+
+def test_percentile_columns_are_sorted_ahead_only_where_the_bundle_sorts_every_row():
+    """The project stage sorts the percentile maps' columns on a thread while the trees are fitted,
+    up to the bundle's million rows; beyond them (80 MB a column at 10M rows) and on one thread it
+    leaves them to be sorted when a printed percentile asks."""
+    import threading
+
+    from pipeline.app.explainer_bundle import PERCENTILE_ROWS
+    from pipeline.app.stages.project import sort_ahead
+
+    rng = np.random.default_rng(0)
+    small = [PercentileUnits(rng.normal(size=600_000)) for _ in range(2)]
+    big = [PercentileUnits(np.zeros(10 * PERCENTILE_ROWS + 1))]
+    one = [PercentileUnits(rng.normal(size=600_000)) for _ in range(2)]
+    sort_ahead({"threads": 2}, small)
+    sort_ahead({"threads": 2}, big)
+    sort_ahead({"threads": 1}, one)
+    for thread in threading.enumerate():
+        if thread.name == "sort-percentiles":
+            thread.join()
+    assert all("_sorted" in vars(u) for u in small)
+    assert "_sorted" not in vars(big[0]) and not any("_sorted" in vars(u) for u in one)

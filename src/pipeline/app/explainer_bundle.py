@@ -145,6 +145,12 @@ def _reference(cluster, Z) -> tuple[dict, dict]:
 PERCENTILE_ROWS = 100_001
 
 
+def sorts_every_column(n_rows: int) -> bool:
+    """Whether the bundle's percentile table is read from every row's sorted coordinates (up to
+    about a million rows), rather than from a uniform sample of them."""
+    return n_rows <= 10 * PERCENTILE_ROWS
+
+
 def _sorted_column(units, column: np.ndarray) -> np.ndarray:
     """``np.sort(column)``, taken from the percentile map of ``units`` (its own or its fallback's
     sorted reference values) when that map was built on this very column."""
@@ -265,7 +271,7 @@ def bundle_from_run(cfg: dict, done: dict) -> Bundle:
         def spaced(n: int):  # evenly spaced order statistics: percentiles of new rows within 1e-5
             return np.linspace(0, n - 1, PERCENTILE_ROWS).round().astype(np.int64) if n > PERCENTILE_ROWS else slice(None)
 
-        if len(X) <= 10 * PERCENTILE_ROWS:  # each column sorted once: the display maps' own sorted columns
+        if sorts_every_column(len(X)):  # each column sorted once: the display maps' own sorted columns
             from concurrent.futures import ThreadPoolExecutor
 
             keep = spaced(len(X))

@@ -102,16 +102,20 @@ def _compute(cfg: dict, encode: EncodeArtifact, cluster: ClusterArtifact,
 
 
 def sort_ahead(cfg: dict, units) -> None:
-    """Sort the percentile maps' columns (the explainer bundle's percentile table, and any cut that
-    reads in percentiles, need them) on a background thread while the trees are fitted: ``np.sort``
-    leaves Python's GIL, so at a million rows its 1.2 s of sorting take a core the trees leave idle
-    instead of the end of the run. The same arrays either way; a run on one thread sorts them
-    when first asked."""
+    """Sort the percentile maps' columns, where the explainer bundle will (its percentile table: up
+    to about a million rows, :func:`pipeline.app.explainer_bundle.sorts_every_column`), on a
+    background thread while the trees are fitted: ``np.sort`` leaves Python's GIL, so at a million
+    rows its 1.2 s of sorting take a core the trees leave idle instead of the end of the run. The
+    same arrays either way; a run on one thread, or a small one, sorts them when first asked, and a
+    larger one only a column a printed percentile needs (10M rows: 80 MB a column)."""
     import threading
+
+    from pipeline.app.explainer_bundle import sorts_every_column
 
     maps = [m for u in units or () for m in (u, getattr(u, "fallback", None))
             if getattr(m, "kind", None) == "percentile" and getattr(m, "column", None) is not None]
-    if cfg.get("threads") == 1 or sum(np.size(m.column) for m in maps) < 1 << 20:
+    if (cfg.get("threads") == 1 or not maps or sum(np.size(m.column) for m in maps) < 1 << 20
+            or not sorts_every_column(len(maps[0].column))):
         return
     threading.Thread(target=lambda: [m.values for m in maps], name="sort-percentiles", daemon=True).start()
 
