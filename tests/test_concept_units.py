@@ -381,3 +381,51 @@ def test_percentile_columns_are_sorted_ahead_only_where_the_bundle_sorts_every_r
             thread.join()
     assert all("_sorted" in vars(u) for u in small)
     assert "_sorted" not in vars(big[0]) and not any("_sorted" in vars(u) for u in one)
+
+
+def _calibration_one_concept_at_a_time(fitter, Z, labels, names, n_folds=3, C=1.0):
+    """CAVFitter.calibration as first written: each concept drawn and fitted in turn (the brute force)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    from pipeline.concepts.cav import _float32_columns
+    from pipeline.concepts.fitters import build_fitter
+
+    f = build_fitter(fitter.fitter)
+    Zf = _float32_columns(Z)[0]
+    rng = np.random.default_rng(fitter.random_state)
+    out = np.full((len(fitter.concept_names_), 2), np.nan)
+    for m, (name, cav) in enumerate(zip(fitter.concept_names_, fitter.cavs_)):
+        y = labels[:, names.index(name)]
+        pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
+        k = fitter.max_per_class
+        idx = np.concatenate([rng.choice(pos, min(k, pos.size), replace=False),
+                              rng.choice(neg, min(k, neg.size), replace=False)])
+        ys = y[idx]
+        s = Z[idx] @ cav
+        full_mid = (s[ys == 1].mean() + s[ys == 0].mean()) / 2
+        folds = min(n_folds, pos.size, neg.size, k)
+        held = np.empty(idx.size)
+        for tr, te in StratifiedKFold(folds, shuffle=True, random_state=int(rng.integers(2**31 - 1))).split(idx, ys):
+            w, _ = fitter._direction(f, Zf[idx[tr]].astype(np.float64), ys[tr], 0)
+            s_tr = Z[idx[tr]] @ w
+            held[te] = Z[idx[te]] @ w - (s_tr[ys[tr] == 1].mean() + s_tr[ys[tr] == 0].mean()) / 2
+        a, b = calibrate(held, ys, C=C)
+        out[m] = (a, b - a * full_mid)
+    return out
+
+
+def test_platt_models_are_the_same_on_any_number_of_threads():
+    """calibration draws every concept's examples first, then fits the concepts side by side: the
+    same numbers, bit for bit, as drawing and fitting them one after the other, on 1 or 3 threads."""
+    from pipeline.concepts import CAVFitter
+    from pipeline.threads import run_threads
+
+    rng = np.random.default_rng(1)
+    Z = rng.normal(size=(240, 6))
+    labels = np.column_stack([(Z[:, j] + 0.5 * rng.normal(size=240) > 0).astype(float) for j in range(4)])
+    names = [f"c{j}" for j in range(4)]
+    fit = CAVFitter(n_repeats=3, cv=2, random_state=0).fit(Z, labels, names)
+    want = _calibration_one_concept_at_a_time(fit, Z, labels, names)
+    for n in (1, 3):
+        with run_threads(n):
+            assert np.array_equal(fit.calibration(Z, labels, names), want)

@@ -413,31 +413,46 @@ class CAVFitter(BaseEstimator):
         out = np.full((len(self.concept_names_), 2), np.nan)
         if fitter.continuous:
             return out
+        plans = []  # every concept's draws first, in the order they were always drawn
+        for m, name in enumerate(self.concept_names_):
+            y = labels[:, names.index(name)]
+            pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
+            if not pos.size or not neg.size:
+                continue
+            k = self.max_per_class
+            idx = np.concatenate([rng.choice(pos, min(k, pos.size), replace=False),
+                                  rng.choice(neg, min(k, neg.size), replace=False)])
+            folds = min(int(n_folds), pos.size, neg.size, k)
+            seed = int(rng.integers(2**31 - 1)) if folds >= 2 else None
+            plans.append((m, y[idx], idx, folds, seed))
+
+        def one(plan):  # a concept's held-out coordinates and its Platt model (no draws: any thread)
+            m, ys, idx, folds, seed = plan
+            cav = self.cavs_[m]
+            s = Zraw[idx].astype(np.float64) @ cav
+            full_mid = (s[ys == 1].mean() + s[ys == 0].mean()) / 2
+            if seed is not None:
+                held = np.empty(idx.size)
+                for tr, te in StratifiedKFold(folds, shuffle=True, random_state=seed).split(idx, ys):
+                    w, _ = self._direction(fitter, Zf[idx[tr]].astype(np.float64), ys[tr], 0)
+                    s_tr = Zraw[idx[tr]].astype(np.float64) @ w
+                    mid = (s_tr[ys[tr] == 1].mean() + s_tr[ys[tr] == 0].mean()) / 2
+                    held[te] = Zraw[idx[te]].astype(np.float64) @ w - mid
+            else:  # too few examples to hold any out: the CAV's own coordinates
+                held = s - full_mid
+            a, b = calibrate(held, ys, C=C)
+            return m, (a, b - a * full_mid)
+
+        # the concepts shared among threads, as in fit (each has its draws: the same result for any count)
         with blas_threads(1):
-            for m, (name, cav) in enumerate(zip(self.concept_names_, self.cavs_)):
-                y = labels[:, names.index(name)]
-                pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
-                if not pos.size or not neg.size:
-                    continue
-                k = self.max_per_class
-                idx = np.concatenate([rng.choice(pos, min(k, pos.size), replace=False),
-                                      rng.choice(neg, min(k, neg.size), replace=False)])
-                ys = y[idx]
-                s = Zraw[idx].astype(np.float64) @ cav
-                full_mid = (s[ys == 1].mean() + s[ys == 0].mean()) / 2
-                folds = min(int(n_folds), pos.size, neg.size, k)
-                if folds >= 2:
-                    held = np.empty(idx.size)
-                    splitter = StratifiedKFold(folds, shuffle=True, random_state=int(rng.integers(2**31 - 1)))
-                    for tr, te in splitter.split(idx, ys):
-                        w, _ = self._direction(fitter, Zf[idx[tr]].astype(np.float64), ys[tr], 0)
-                        s_tr = Zraw[idx[tr]].astype(np.float64) @ w
-                        mid = (s_tr[ys[tr] == 1].mean() + s_tr[ys[tr] == 0].mean()) / 2
-                        held[te] = Zraw[idx[te]].astype(np.float64) @ w - mid
-                else:  # too few examples to hold any out: the CAV's own coordinates
-                    held = s - full_mid
-                a, b = calibrate(held, ys, C=C)
-                out[m] = (a, b - a * full_mid)
+            n = min(current_threads(), len(plans))
+            if n > 1:
+                with ThreadPoolExecutor(max_workers=n) as pool:
+                    done = list(pool.map(one, plans))
+            else:
+                done = [one(plan) for plan in plans]
+        for m, model in done:
+            out[m] = model
         return out
 
     def _collect(self, rows: list[dict]) -> None:
