@@ -4,10 +4,10 @@ Encoding is most of a report's time (a 10-leaf tree's seven files: about 2.7 s, 
 PDFs' TrueType font subsetting is a third), and one figure's encoding does not depend on
 another's. A tree's three layouts print the same text, so they go to one worker together
 (:meth:`Encoder.submit_all`) and their PDFs embed one font subset, made once
-(:func:`subset_once`: the same bytes, half the time of a tree's three PDFs). :class:`Encoder` hands the figures (matplotlib figures pickle: text, geometry and
-style, a few tens of kB) to ``workers`` spawned processes, which import matplotlib only, while
-the report goes on writing its other files; the bytes are those this process would write (the
-same code, the same rc settings). A worker that dies is not fatal: its figures are encoded
+(:func:`subset_once`: the same bytes, half the time of a tree's three PDFs). :class:`Encoder`
+hands the figures (matplotlib figures pickle: text, geometry and style, a few tens of kB) to
+``workers`` spawned processes, which import matplotlib only, while the run goes on with its other
+work; the bytes are those this process would write (the same code, the same rc settings). A worker that dies is not fatal: its figures are encoded
 here. With ``compute=dask`` the run's Dask workers encode them (they are idle while the report is
 written). ``workers <= 1`` encodes each figure here, when its bytes are asked for, and so does a
 program started as a script (``python script.py``): a spawned worker would import that script
@@ -27,8 +27,8 @@ import sys
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ProcessPoolExecutor
-from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 
 import matplotlib as mpl
 from matplotlib.figure import Figure
