@@ -160,8 +160,11 @@ def test_a_dead_figure_worker_costs_only_time():
     with Encoder(2) as encoder:
         first = encoder.submit(fig, ("svg",))
         assert first.result() == encode(fig, ("svg",))
-        for pid in list(encoder._pool._processes):
-            os.kill(pid, signal.SIGKILL)
+        workers = list(encoder._pool._processes.values())
+        for process in workers:
+            os.kill(process.pid, signal.SIGKILL)
+        for process in workers:  # dead before the next figures are handed over
+            process.join()
         late = [encoder.submit(fig, ("png", "svg")) for _ in range(2)]
         assert all(p.result() == encode(fig, ("png", "svg")) for p in late)
     with Encoder(1) as here:  # one thread: no process is started

@@ -189,6 +189,13 @@ class Encoder:
             return None
         if self.client is not None:
             return lambda *args: self.client.submit(*args, pure=False)
+        if self._pool is not None and any(p.exitcode is not None
+                                          for p in list((getattr(self._pool, "_processes", None) or {}).values())):
+            # a worker died (killed, out of memory): the pool is broken, and a task handed to it now
+            # would start a process while the pool's own thread tears the others down
+            log.warning("a figure-encoding worker died; the remaining figures are encoded in this process")
+            self.here = True
+            return None
         if self._pool is None:
             if not main_is_importable():
                 log.info("figures are encoded in this process: a worker process would run this program's script "
