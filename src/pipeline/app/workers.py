@@ -99,16 +99,27 @@ def warm_worker(modules: tuple[str, ...]) -> None:
     _warm.append(pool)
 
 
+def pool_processes(pool: ProcessPoolExecutor) -> list:
+    """The worker processes of a process pool (its own table, copied at once: the pool's thread
+    may change it meanwhile)."""
+    return list((getattr(pool, "_processes", None) or {}).values())
+
+
+def kill_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a process pool now: its processes killed and reaped, its queued work cancelled (for
+    workers that hold nothing to keep, or a pool one of whose workers died)."""
+    processes = pool_processes(pool)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.kill()
+        process.join(timeout=10)
+
+
 def release_workers() -> None:
     """Stop a worker :func:`warm_worker` started that no call took (killed: it holds nothing but
     imports, and the exit would otherwise wait for them)."""
     while _warm:
-        pool = _warm.pop()
-        processes = list((getattr(pool, "_processes", None) or {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            process.kill()
-            process.join(timeout=10)
+        kill_pool(_warm.pop())
 
 
 def call_in_worker(fn, *args, threads: int | None = None):

@@ -7,12 +7,12 @@ another's. A tree's three layouts print the same text, so they go to one worker 
 (:func:`subset_once`: the same bytes, half the time of a tree's three PDFs). :class:`Encoder`
 hands the figures (matplotlib figures pickle: text, geometry and style, a few tens of kB) to
 ``workers`` spawned processes, which import matplotlib only, while the run goes on with its other
-work; the bytes are those this process would write (the same code, the same rc settings). A worker that dies is not fatal: its figures are encoded
-here. With ``compute=dask`` the run's Dask workers encode them (they are idle while the report is
-written). ``workers <= 1`` encodes each figure here, when its bytes are asked for, and so does a
-program started as a script (``python script.py``): a spawned worker would import that script
-again, and one without a ``__main__`` guard would redo its work (``python -m pipeline`` and
-notebooks start workers).
+work; the bytes are those this process would write (the same code, the same rc settings). A
+worker that dies is not fatal: its figures are encoded here. With ``compute=dask`` the run's
+Dask workers encode them (they are idle while the report is written). ``workers <= 1`` encodes
+each figure here, when its bytes are asked for, and so does a program started as a script
+(``python script.py``): a spawned worker would import that script again, and one without a
+``__main__`` guard would redo its work (``python -m pipeline`` and notebooks start workers).
 
 Spawned, not forked: a fork would copy the page tables of a run holding gigabytes, and the
 children's resident sets would count those pages again.
@@ -33,7 +33,7 @@ from contextlib import contextmanager
 import matplotlib as mpl
 from matplotlib.figure import Figure
 
-from pipeline.app.workers import main_is_importable
+from pipeline.app.workers import kill_pool, main_is_importable, pool_processes
 
 log = logging.getLogger(__name__)
 
@@ -189,8 +189,7 @@ class Encoder:
             return None
         if self.client is not None:
             return lambda *args: self.client.submit(*args, pure=False)
-        if self._pool is not None and any(p.exitcode is not None
-                                          for p in list((getattr(self._pool, "_processes", None) or {}).values())):
+        if self._pool is not None and any(p.exitcode is not None for p in pool_processes(self._pool)):
             # a worker died (killed, out of memory): the pool is broken, and a task handed to it now
             # would start a process while the pool's own thread tears the others down
             log.warning("a figure-encoding worker died; the remaining figures are encoded in this process")
@@ -232,12 +231,7 @@ class Encoder:
         if not self.here:
             pool.shutdown(wait=wait, cancel_futures=True)
             return
-        # after a worker died, a worker started meanwhile can wait forever for work: stop them all
-        processes = list((getattr(pool, "_processes", None) or {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            process.kill()
-            process.join(timeout=10)
+        kill_pool(pool)  # after a worker died, a worker started meanwhile can wait forever for work
 
     def __enter__(self) -> "Encoder":
         return self
