@@ -77,6 +77,18 @@ def _float32_columns(Z: np.ndarray):
     return (Z / scale).astype(np.float32), scale
 
 
+def _shared(fn, items: list):
+    """``fn`` of each item, in order, the items shared among the run's threads
+    (:func:`pipeline.threads.current_threads`); one thread: here, one after another. Each item
+    carries its own random draws, so any count of threads gives the same results."""
+    n = min(current_threads(), len(items))
+    if n <= 1:
+        yield from map(fn, items)
+        return
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        yield from pool.map(fn, items)
+
+
 def _unscaled_direction(w: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """A positive multiple of ``w / scale`` (power-of-two ``scale``) with largest entry in [0.5, 1):
     done on the exponents, so columns 2**±1000 apart neither overflow nor leave a zero norm."""
@@ -238,15 +250,11 @@ class CAVFitter(BaseEstimator):
             kept.append(m)
         # Thousands of small fits: BLAS/OpenMP threads only add overhead (10x on a busy machine);
         # the concepts are shared among threads instead (each fit has its draws: same result for any count)
-        with blas_threads(1):
-            fit = lambda m, plan: self._fit_one(fitter, Z, labels[:, m], plan)  # noqa: E731
-            n = min(current_threads(), len(plans))
-            bar = tqdm(total=len(plans), desc="CAVs", disable=not self.progress)
-            with bar, ThreadPoolExecutor(max_workers=max(n, 1)) as pool:
-                rows = []
-                for row in (pool.map(fit, kept, plans) if n > 1 else map(fit, kept, plans)):
-                    rows.append(row)
-                    bar.update()
+        with blas_threads(1), tqdm(total=len(plans), desc="CAVs", disable=not self.progress) as bar:
+            rows = []
+            for row in _shared(lambda mp: self._fit_one(fitter, Z, labels[:, mp[0]], mp[1]), list(zip(kept, plans))):
+                rows.append(row)
+                bar.update()
         if not kept:
             raise InvalidInputError(
                 f"no concept could be fitted; reasons: {self.dropped_}. Provide more positive and negative "
@@ -443,16 +451,9 @@ class CAVFitter(BaseEstimator):
             a, b = calibrate(held, ys, C=C)
             return m, (a, b - a * full_mid)
 
-        # the concepts shared among threads, as in fit (each has its draws: the same result for any count)
-        with blas_threads(1):
-            n = min(current_threads(), len(plans))
-            if n > 1:
-                with ThreadPoolExecutor(max_workers=n) as pool:
-                    done = list(pool.map(one, plans))
-            else:
-                done = [one(plan) for plan in plans]
-        for m, model in done:
-            out[m] = model
+        with blas_threads(1):  # the concepts shared among threads, as in fit
+            for m, model in _shared(one, plans):
+                out[m] = model
         return out
 
     def _collect(self, rows: list[dict]) -> None:
