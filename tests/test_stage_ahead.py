@@ -90,3 +90,24 @@ def test_a_worker_started_early_is_used_once_or_stopped():
     processes = list(workers._warm[0]._processes.values())
     workers.release_workers()
     assert not workers._warm and all(not p.is_alive() for p in processes)
+
+
+def test_a_stage_is_warmed_when_the_loop_reaches_its_warm_before_stage_and_only_if_it_will_run(tmp_path):
+    """Stage.warm is called once, at the turn of the stage named warm_before (the figures stage
+    starts its workers as the first tree is fitted), and not for a stage past ``until``."""
+    from pipeline.app.artifacts import Artifact
+    from pipeline.app.runner import run_pipeline
+
+    order = []
+
+    def step(name, **kw):
+        return Stage(name, (), lambda cfg: {}, lambda cfg: order.append(name) or Artifact(), cached=False, **kw)
+
+    stages = [step("a"), step("b"), step("c"), step("d", warm=lambda cfg, ctx: order.append("warm d"),
+                                                     warm_before="b")]
+    ctx = RunContext(StageCache(tmp_path / "cache"), tmp_path)
+    run_pipeline({}, ctx, stages)
+    assert order == ["a", "warm d", "b", "c", "d"]
+    order.clear()
+    run_pipeline({}, ctx, stages, until="d")
+    assert order == ["a", "b", "c"]

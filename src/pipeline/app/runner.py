@@ -74,17 +74,18 @@ def run_pipeline(cfg: dict, ctx: RunContext, stages, until: str | None = None,
 
 def _run_stages(cfg: dict, ctx: RunContext, stages, until, done: dict) -> None:
     fit_rows = [s.name for s in stages if s.name.startswith("fit.")]
-    figures = any(s.name == "figures" for s in stages) and until is None
+    names = [s.name for s in stages]
+    warm: dict[str, list] = {}  # stage name -> the later stages (before ``until``) it warms (Stage.warm)
+    for s in stages[:names.index(until) if until in names else len(stages)]:
+        if s.warm is not None:
+            warm.setdefault(s.warm_before, []).append(s)
     for stage in stages:
         if stage.name == until:
             break
+        for later in warm.pop(stage.name, ()):
+            later.warm(cfg, ctx)
         if stage.name in done:
             continue
-        if figures and stage.name.startswith("fit."):  # the figure workers import while the trees are fitted
-            from pipeline.app.stages.report import start_figure_workers
-
-            start_figure_workers(cfg, ctx)
-            figures = False
         if stage.ahead is not None and stage.is_cached(cfg) and stage.ahead(cfg, done):
             done[stage.name] = execute_ahead(stage, cfg, ctx, done)  # read when a later stage needs it
             continue

@@ -96,6 +96,12 @@ class Stage:
         have a worker started early (:func:`warm_ahead`), which imports ``ahead_imports``.
     ahead_imports : tuple of str
         The modules that worker imports while it waits.
+    warm : callable (cfg: dict, ctx: RunContext) -> None, optional
+        Prepares the stage ahead of its turn (starts its worker processes, say) when the loop
+        reaches the stage named ``warm_before``, so the preparation overlaps the stages between;
+        only for a stage the loop will reach.
+    warm_before : str, optional
+        The stage whose turn calls ``warm``.
     """
 
     name: str
@@ -112,6 +118,8 @@ class Stage:
     side_inputs: tuple = ()
     ahead: Callable[[dict, dict], bool] | None = None
     ahead_imports: tuple = ()
+    warm: Callable[[dict, "RunContext"], None] | None = None
+    warm_before: str | None = None
 
     def is_cached(self, cfg: dict) -> bool:
         return bool(self.cached(cfg) if callable(self.cached) else self.cached)

@@ -42,8 +42,10 @@ def figures_stage(rows) -> Stage:
         finish = tree_figures(Path(ctx.out_dir), fits, data, load.name, ari, renders, encoder)
         return FiguresArtifact(data=data, ari=ari, renders=renders, finish=finish, encoder=encoder)
 
+    # its workers start (and import) while the trees are fitted
     return Stage("figures", ("load", "cluster", "project", "evaluate", *fit_names), lambda cfg: {}, compute,
-                 cached=False, context=True, artifact=FiguresArtifact)
+                 cached=False, context=True, artifact=FiguresArtifact, warm=start_figure_workers,
+                 warm_before=fit_names[0] if fit_names else None)
 
 
 def start_figure_workers(cfg: dict, ctx: RunContext) -> None:
