@@ -209,7 +209,8 @@ class ProjectArtifact(Artifact):
 @dataclass(frozen=True)
 class FitArtifact(Artifact):
     """Stage ``fit.<row>``: one explainer's tree (``ExplanationTree.to_dict``), predictions on
-    the projected rows (cluster ids in the smallest integer type holding them), fit time, size, and the means/σ the tree was fitted with (MMDT family)."""
+    the projected rows (cluster ids in the smallest integer type holding them), fit time, size,
+    and the means/σ the tree was fitted with (MMDT family)."""
 
     stage: ClassVar[str] = "fit"
     row: str

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-
 from pathlib import Path
 
 import numpy as np
