@@ -166,9 +166,9 @@ class ConceptsArtifact(Artifact):
     cav_summary: list | None = None
     cav_dropped: dict | None = None
     cav_scores: np.ndarray | None = None
-    cav_random_scores: np.ndarray | None = None
     concept_set: str | None = None
     cav_fitter: str | None = None
+    cav_fitter_path: str | None = None  # the fitter's class (dotted path): further CAVs are fitted alike
     n_concept_examples: int | None = None
     selection: dict | None = None
     cav_calibration: list | None = None  # (slope, intercept) per concept: P(concept | z) = σ(a⟨c, z⟩ + b)
@@ -179,10 +179,41 @@ class ConceptsArtifact(Artifact):
     cav_test: str | None = None  # the significance test and intervals of the CAV table, in one line
     provenance: list | None = None  # per concept: where its positives / negatives came from, from_run, note
     concept_notes: list | None = None  # notes for the reader (near-parallel CAVs, discovery limits)
+    measurements: np.ndarray | None = None  # measured concepts: every row's measured values (n, k), issue 47
+    measures: list | None = None  # one dict per column of measurements: name, description, unit, split, cut ...
+    fit_rows: np.ndarray | None = None  # the rows (mask) the measured concepts' CAVs were fitted on
+    test_positives: np.ndarray | None = None  # up to 500 positives' latents per concept, stacked (TCAV's test)
+    test_positive_counts: list | None = None  # how many of them each concept has, in concept order
 
     @property
     def enabled(self) -> bool:
         return self.cavs is not None
+
+
+@dataclass(frozen=True)
+class ConceptTestsArtifact(Artifact):
+    """Stage ``concept_tests`` (issue 48): each concept tested on the run it explains — TCAV's
+    significance test through the clustering (per concept × cluster: the main CAV's TCAV score,
+    adjusted p-values) and whether it transfers to the data (tracking ρ, AUC or calibration) — and
+    the concepts kept out of the trees, with why. Empty without concepts."""
+
+    stage: ClassVar[str] = "concept_tests"
+    names: list | None = None
+    tcav: np.ndarray | None = None  # (M, K) share of each cluster's rows whose posterior rises along the CAV
+    p_values: np.ndarray | None = None  # (M, K) Bonferroni-adjusted two-sided p-values (NaN: untested)
+    significant: list | None = None  # per concept: True / False / None (not tested)
+    test_line: str | None = None  # the test in one sentence
+    alpha: float | None = None  # its family-wise level
+    untested: dict | None = None  # concept -> why its significance was not tested
+    transfer: list | None = None  # per concept: {check, value, threshold, passes, note}
+    excluded: dict | None = None  # concept -> why it is kept out of the trees
+    kept_failing: list | None = None  # concepts that failed but were kept (concepts.tests.keep_failed=true)
+    head: str | None = None  # the clustering's rule the scores are taken through
+    no_head: str | None = None  # why there is none (no TCAV score, no test)
+
+    @property
+    def enabled(self) -> bool:
+        return self.names is not None
 
 
 @dataclass(frozen=True)
@@ -204,6 +235,9 @@ class ProjectArtifact(Artifact):
     selection: dict | None = None
     units: list | None = None  # one display map per concept (pipeline.concepts.units), None: raw
     units_kind: str | None = None  # probability | percentile | raw
+    # measured concepts (issue 47): per concept column, its rows' measured values and the measure it reads
+    # ({"values": (n, M) with NaN columns for unmeasured concepts, "measures": [dict or None per column]})
+    measured: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -236,13 +270,17 @@ class EvaluateArtifact(Artifact):
 
 @dataclass(frozen=True)
 class CompletenessArtifact(Artifact):
-    """Stage ``completeness`` (concept runs): how much the concepts can explain
-    (:func:`pipeline.concepts.completeness_probe.concept_completeness`, as a dict) and each concept's
-    permutation importance per explainer row (row -> {concept: importance}); None without concepts."""
+    """Stage ``completeness`` (concept runs): how much the concepts can explain beside random and
+    principal directions (Yeh et al.'s completeness through the clustering's head, the probe ratio,
+    a CART baseline) and each concept's permutation importance per explainer row (row -> {concept:
+    importance}); None without concepts."""
 
     stage: ClassVar[str] = "completeness"
-    completeness: dict | None = None
+    completeness: dict | None = None  # pipeline.concept_quality.completeness_table (concepts, random, principal)
     importance: dict | None = None
+    tree_baseline: dict | None = None  # pipeline.concept_quality.tree_baseline
+    head: str | None = None  # the reference clustering's rule used as the head
+    no_head: str | None = None  # why the clustering has no head (no Yeh figure)
 
 
 @dataclass(frozen=True)

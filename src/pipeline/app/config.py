@@ -139,6 +139,29 @@ class ClusteringConfig:
 
 
 @dataclass
+class ConceptTestsConfig:
+    """Each concept's tests on the run it explains (issue 48; docs/concepts.md, "Concept quality")."""
+
+    # TCAV's significance test through the clustering: random example sets (rows of the data) per
+    # set size, the most positives a test CAV uses, the family-wise level (Bonferroni over concept x cluster)
+    n_random: int = 20
+    max_set: int = 200
+    alpha: float = 0.05
+    rows: int = 2000  # rows of the data (stratified by cluster) the TCAV scores are counted on
+    # a concept transfers to the data it explains when ... measured: its coordinate tracks the
+    # measurement at Spearman rho >= min_tracking on the rows its CAV was not fitted on; class
+    # attributes: the coordinate separates the run's classes with and without the attribute at
+    # ROC AUC >= min_auc; examples with labelled rows of the data: P(concept) is calibrated there to
+    # an expected calibration error <= max_ece
+    min_tracking: float = 0.3
+    min_auc: float = 0.7
+    max_ece: float = 0.25
+    # a concept that fails its test (not significant, or does not transfer) is kept out of the trees;
+    # true keeps it (the run still says which failed and why)
+    keep_failed: bool = False
+
+
+@dataclass
 class ConceptsConfig:
     _target_: Optional[str] = None  # the concept source (null with concepts=none)
     name: str = "none"  # "none" disables the concepts/CAV/project stages
@@ -150,6 +173,7 @@ class ConceptsConfig:
     # how concept thresholds read: probability (P(concept | z), calibrated CAVs) | percentile | raw;
     # null: probability when the CAV fitter is a calibrated classifier (logistic), else percentile
     units: Optional[str] = None
+    tests: ConceptTestsConfig = field(default_factory=ConceptTestsConfig)
 
 
 @dataclass

@@ -148,11 +148,12 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
             from pipeline.app.stages.completeness import completeness_text
 
             parts.append(concept_summary_text(report.table2, concepts.cav_summary or [], concepts.cav_dropped or {},
-                                              project.selection, concepts.discovery, project.units, project.units_kind,
-                                              project.concept_names, project.X, concepts.cav_test, concepts.provenance,
-                                              concepts.concept_notes,
+                                              project.selection, concepts.discovery, concepts.cav_test,
+                                              concepts.provenance, concepts.concept_notes,
                                               completeness=completeness_text(done["completeness"].artifact
-                                                                             if "completeness" in done else None)))
+                                                                             if "completeness" in done else None),
+                                              tests=done["concept_tests"].artifact if "concept_tests" in done else None,
+                                              used=project.concept_names, measures=concepts.measures))
     out_dir = Path(report.csv).parent
 
     def rel(path):

@@ -100,7 +100,9 @@ def class_attribute_examples(set_name: str, names, table, table_classes, dataset
     run_rows = table_rows(dataset.class_names, table_classes, what)
     run_classes = [str(table_classes[r]) for r in sorted(set(run_rows.tolist()))]
     y = np.asarray(dataset.y)
-    meta = {"definitions": dict(definitions or {}), "source": "class attributes"}
+    # per attribute, which of the run's classes (by label) have it: what its transfer is checked on
+    meta = {"definitions": dict(definitions or {}), "source": "class attributes",
+            "run_attributes": {n: table[run_rows, m].tolist() for m, n in enumerate(names)}}
 
     def restating(m: int, outside=()) -> dict:
         """Provenance of attribute m learned with the run's images (and ``outside``: table rows)."""

@@ -1,4 +1,4 @@
-"""Concept activation vectors (CAVs): fitting, stability, significance, projection.
+"""Concept activation vectors (CAVs): fitting, stability, held-out accuracy, projection.
 
 Kim et al. (2018), "Interpretability beyond feature attribution: TCAV", fit for each
 concept m a linear classifier ``z ↦ sign(⟨c_m, z⟩ + b)`` between latents of inputs that
@@ -11,14 +11,13 @@ higher than negatives, for continuous concepts the coordinate grows with the lab
 
 Following the TCAV recipe each concept is fitted ``n_repeats`` times, each time on a
 fresh random draw of positives and negatives; the CAV is the normalised mean of the
-repeat directions, their angular spread is reported, and the held-out accuracy of the
-concept repeats is compared with that of random-split CAVs (same examples, permuted
-labels) by a one-sided Welch t-test, Bonferroni-corrected over concepts. Concepts that
-are not linearly present in the latent space come out with ``significant_ = False``; where the
-test cannot run (``cv=0``, fewer than 3 repeats, an undefined accuracy) ``tested_`` is False and
-the summary says "not tested" rather than "significant". Accuracy intervals are Wilson score
-intervals on the held-out predictions (always inside [0, 1]); :meth:`CAVFitter.test_line`
-states the test in one line for the tables.
+repeat directions, their angular spread is reported, and so is the held-out accuracy of one
+cut along each repeat's direction, with a Wilson score interval on the held-out predictions
+(always inside [0, 1]; :meth:`CAVFitter.test_line` states it in one line for the tables). The
+accuracy says how separable the concept's examples are, not whether the concept bears on what
+is explained: that is TCAV's test against random example sets (:mod:`pipeline.concepts.tcav`),
+which needs the model head. :meth:`CAVFitter.directions` fits further CAVs (the test's random
+ones) exactly as the concepts' own.
 
 Two concepts are duplicates when they *are* the same concept: the same examples (compared by
 their latent rows) with the same labels, or with positives and negatives swapped. CAVs of
@@ -101,7 +100,7 @@ def _unscaled_direction(w: np.ndarray, scale: np.ndarray) -> np.ndarray:
 
 
 class CAVFitter(BaseEstimator):
-    """Fit one unit CAV per concept, with repeat spread and a significance test.
+    """Fit one unit CAV per concept, with repeat spread and held-out accuracy.
 
     Parameters
     ----------
@@ -120,11 +119,9 @@ class CAVFitter(BaseEstimator):
     subsample : float, default=0.8
         Fraction of the smaller class drawn per repeat (below 1 so repeats differ).
     cv : int, default=3
-        Folds of the held-out accuracy in every repeat (0 disables it and the test).
+        Folds of the held-out accuracy in every repeat (0 disables it).
     min_positives : int, default=10
         Concepts with fewer positives (or fewer negatives) are dropped with a log line.
-    alpha : float, default=0.05
-        Family-wise level of the significance test (Bonferroni over concepts).
     duplicate_tol : float, default=1e-3
         CAV pairs with ``|cos| > 1 - duplicate_tol`` are listed in ``similar_`` (a note, not a
         reason to drop them: their example sets differ). A concept whose examples and labels
@@ -156,22 +153,12 @@ class CAVFitter(BaseEstimator):
     concept_names_ : list of str
     scores_ : ndarray of shape (n_concepts, n_repeats)
         Held-out accuracy (R² for continuous fitters) of every repeat; NaN if ``cv=0``.
-    random_scores_ : ndarray of shape (n_concepts, n_repeats)
-        The same for random-split CAVs.
     score_mean_, score_ci_ : ndarray of shape (n_concepts,), (n_concepts, 2)
         Mean held-out score and its 95% interval: Wilson score interval of a proportion with
         ``n_heldout_`` trials (binary fitters: accuracy, inside [0, 1]); continuous fitters:
         the t-interval of R² over repeats, capped at 1. NaN where the score is undefined.
     n_heldout_ : ndarray of int, shape (n_concepts,)
         Held-out predictions behind each repeat's score (the rows of one draw; 0 with ``cv=0``).
-    p_values_ : ndarray of shape (n_concepts,)
-        Bonferroni-adjusted p-values of "concept beats random split" (NaN when the test
-        is skipped: ``cv=0`` or ``n_repeats < 3``).
-    significant_ : ndarray of bool, shape (n_concepts,)
-        ``p_values_ < alpha`` (False where the test did not run: see ``tested_``).
-    tested_ : ndarray of bool, shape (n_concepts,)
-        Whether the significance test ran for the concept (``cv >= 2``, ``n_repeats >= 3`` and
-        a defined held-out score).
     similar_ : dict of str -> str
         Concepts whose CAV is nearly parallel to an earlier one's although their examples differ.
     spread_deg_ : ndarray of shape (n_concepts,)
@@ -189,7 +176,6 @@ class CAVFitter(BaseEstimator):
         "subsample": [Interval(Real, 0, 1, closed="right")],
         "cv": [Interval(Integral, 0, None, closed="left")],
         "min_positives": [Interval(Integral, 1, None, closed="left")],
-        "alpha": [Interval(Real, 0, 1, closed="neither")],
         "duplicate_tol": [Interval(Real, 0, 1, closed="left")],
         "random_state": ["random_state"],
         "progress": ["boolean"],
@@ -197,7 +183,7 @@ class CAVFitter(BaseEstimator):
     }
 
     def __init__(self, fitter=LogisticFitter, fitter_params=None, n_repeats: int = 5, max_per_class: int = 1000,
-                 subsample: float = 0.8, cv: int = 3, min_positives: int = 10, alpha: float = 0.05,
+                 subsample: float = 0.8, cv: int = 3, min_positives: int = 10,
                  duplicate_tol: float = 1e-3, random_state=None, progress: bool = False,
                  standardize: bool | None = None):
         self.fitter = fitter
@@ -207,7 +193,6 @@ class CAVFitter(BaseEstimator):
         self.subsample = subsample
         self.cv = cv
         self.min_positives = min_positives
-        self.alpha = alpha
         self.duplicate_tol = duplicate_tol
         self.random_state = random_state
         self.progress = progress
@@ -344,23 +329,20 @@ class CAVFitter(BaseEstimator):
         return float(np.mean(out))
 
     def _plan(self, fitter, y, rng) -> list[tuple]:
-        """The random draws of one concept's repeats: (rows, seed, permuted labels) each, in the
-        order the repeats have always drawn them."""
+        """The random draws of one concept's repeats: (rows, seed) each."""
         plan = []
         for _ in range(int(self.n_repeats)):
             idx = self._draw(y, fitter.continuous, rng)
-            seed = int(rng.integers(2**31 - 1))
-            plan.append((idx, seed, rng.permutation(y[idx])))
+            plan.append((idx, int(rng.integers(2**31 - 1))))
         return plan
 
     def _fit_one(self, fitter, Z, y, plan) -> dict:
-        dirs, scores, random_scores = [], [], []
-        for idx, seed, permuted in plan:
+        dirs, scores = [], []
+        for idx, seed in plan:
             Zs, ys = Z[idx].astype(np.float64), y[idx]
             w, Zs = self._direction(fitter, Zs, ys, seed)
             dirs.append(w)
             scores.append(self._heldout(fitter, Zs, ys, seed))
-            random_scores.append(self._heldout(fitter, Zs, permuted, seed))
         n_heldout = len(plan[0][0]) if plan and np.isfinite(scores).any() else 0
         dirs = np.stack(dirs)
         mean = dirs.mean(axis=0)
@@ -368,12 +350,32 @@ class CAVFitter(BaseEstimator):
         cav = mean / norm if norm > 0 else dirs[0]
         spread = np.degrees(np.arccos(np.clip(dirs @ cav, -1, 1))).mean()
         lab = y[np.isfinite(y)]
-        return dict(cav=cav, scores=scores, random_scores=random_scores, spread=spread, n_heldout=n_heldout,
+        return dict(cav=cav, scores=scores, spread=spread, n_heldout=n_heldout,
                     n_pos=int((lab == 1).sum()) if not fitter.continuous else lab.size,
                     n_neg=int((lab == 0).sum()) if not fitter.continuous else 0)
 
-    def _direction(self, fitter, Zs: np.ndarray, ys: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """(unit direction on the original columns, the rows as the fitter saw them) of one fit."""
+    def directions(self, problems, random_state=None) -> np.ndarray:
+        """One unit CAV per problem ``(Z, y)`` (rows, 0/1 labels with the positives 1; problems may
+        differ in size), fitted with this fitter's fitter and standardisation exactly as :meth:`fit`
+        fits each repeat (no repeats, no held-out folds): shape (n_problems, n_features). For the
+        CAVs of TCAV's test (:mod:`pipeline.concepts.tcav`)."""
+        fitter = build_fitter(self.fitter, **(self.fitter_params or {}))
+        fitter.validate_params()
+        rng = np.random.default_rng(random_state)
+        seeds = [int(rng.integers(2**31 - 1)) for _ in problems]
+
+        def one(item):
+            (Zp, yp), seed = item
+            Zf, scale = _float32_columns(check_matrix(Zp, "Z", min_rows=2))
+            return self._direction(fitter, Zf.astype(np.float64), np.asarray(yp, dtype=np.float64), seed, scale)[0]
+
+        with blas_threads(1):
+            return np.stack(list(_shared(one, list(zip(problems, seeds)))))
+
+    def _direction(self, fitter, Zs: np.ndarray, ys: np.ndarray, seed: int,
+                   column_scale="fitted") -> tuple[np.ndarray, np.ndarray]:
+        """(unit direction on the original columns, the rows as the fitter saw them) of one fit
+        (``column_scale``: the power-of-two column scale of ``Zs``, default the one of :meth:`fit`'s latents)."""
         shrink = standardize_shrinkage(fitter.standardize if self.standardize is None else self.standardize,
                                        *Zs.shape)
         if shrink is not None:  # w·((z - m) / sd) = (w / sd)·z - const: same rule, scaled direction
@@ -388,8 +390,9 @@ class CAVFitter(BaseEstimator):
         w = np.asarray(fitter.direction(Zs, ys, seed), dtype=np.float64)
         if shrink is not None:
             w = w / scale
-        if self._column_scale is not None:  # the direction on the unscaled columns
-            w = _unscaled_direction(w, self._column_scale)
+        column_scale = self._column_scale if isinstance(column_scale, str) else column_scale
+        if column_scale is not None:  # the direction on the unscaled columns
+            w = _unscaled_direction(w, column_scale)
         norm = np.linalg.norm(w)
         return (w / norm if norm > 0 else w), Zs
 
@@ -458,7 +461,6 @@ class CAVFitter(BaseEstimator):
 
     def _collect(self, rows: list[dict]) -> None:
         self.scores_ = np.array([r["scores"] for r in rows], dtype=float)
-        self.random_scores_ = np.array([r["random_scores"] for r in rows], dtype=float)
         self.spread_deg_ = np.array([r["spread"] for r in rows])
         self.n_positives_ = np.array([r["n_pos"] for r in rows])
         self.n_negatives_ = np.array([r["n_neg"] for r in rows])
@@ -474,34 +476,18 @@ class CAVFitter(BaseEstimator):
             self.score_ci_ = np.column_stack([self.score_mean_ - half, np.minimum(self.score_mean_ + half, 1.0)])
         else:
             self.score_ci_ = wilson_interval(self.score_mean_, self.n_heldout_)
-        self.tested_ = np.isfinite(self.score_mean_) & (int(self.cv) >= 2) & (R >= 3)
-        if not self.tested_.all():  # a t-test on 2 vs 2 scores has next to no power; NaN scores: nothing to test
-            log.info("CAV significance test skipped for %d concept(s) (needs cv >= 2, n_repeats >= 3 and a defined "
-                     "held-out score)", int((~self.tested_).sum()))
-        p = np.array([_greater_p(a, b) if t else np.nan
-                      for a, b, t in zip(self.scores_, self.random_scores_, self.tested_)])
-        self.p_values_ = np.minimum(1.0, p * max(int(self.tested_.sum()), 1))
-        self.significant_ = self.tested_ & (np.nan_to_num(self.p_values_, nan=1.0) < self.alpha)
-        for name, ok, t, s in zip(self.concept_names_, self.significant_, self.tested_, self.score_mean_):
-            if t and not ok:
-                log.warning("concept %r is not linearly present (held-out score %.3f does not beat "
-                            "random-split CAVs at alpha=%g)", name, s, self.alpha)
 
     def test_line(self) -> str:
-        """The significance test and the intervals in one line, for under the CAV table."""
+        """The held-out accuracy and its intervals in one line, for under the CAV table."""
         check_is_fitted(self, "cavs_")
-        R, M = int(self.n_repeats), int(self.tested_.sum())
         what = "R²" if self._continuous else "accuracy"
+        if int(self.cv) == 0:
+            return "accuracy: no held-out accuracy or interval (cv=0: no held-out folds)."
         ci = ("95% t-intervals over the repeats (capped at 1)" if self._continuous else
               "95% Wilson intervals on the held-out predictions")
-        if int(self.cv) == 0:
-            return "significance: not tested, and no held-out accuracy or interval (cv=0: no held-out folds)."
-        if M == 0:
-            why = f"n_repeats={R} (needs >= 3)" if R < 3 else "no defined held-out score"
-            return f"significance: not tested ({why}); {ci}."
-        return (f"significance: one-sided Welch t-test of the held-out {what} of {R} CAVs per concept against "
-                f"{R} random-split CAVs (the same examples, labels permuted) per concept, Bonferroni over {M} "
-                f"concept(s), alpha {self.alpha:g}; {ci}.")
+        return (f"accuracy: held-out {what} of one cut along each of {int(self.n_repeats)} CAVs per concept "
+                f"({int(self.cv)} folds of the concept's own examples: how separable they are, not whether the concept "
+                f"bears on the clusters); {ci}.")
 
     # ------------------------------------------------------------- use
     def project(self, Z) -> np.ndarray:
@@ -510,15 +496,12 @@ class CAVFitter(BaseEstimator):
         return project(Z, self.cavs_)
 
     def summary(self) -> list[dict]:
-        """One row per kept concept: name, score mean ± CI, random score, p, spread, counts."""
+        """One row per kept concept: name, score mean ± CI, spread, counts."""
         check_is_fitted(self, "cavs_")
         return [
             dict(concept=n, score=float(self.score_mean_[m]), ci_low=float(self.score_ci_[m, 0]),
-                 ci_high=float(self.score_ci_[m, 1]), random_score=float(np.mean(self.random_scores_[m])),
-                 p_value=float(self.p_values_[m]),
-                 significant=bool(self.significant_[m]) if self.tested_[m] else None,
-                 spread_deg=float(self.spread_deg_[m]), n_positives=int(self.n_positives_[m]),
-                 n_negatives=int(self.n_negatives_[m]))
+                 ci_high=float(self.score_ci_[m, 1]), spread_deg=float(self.spread_deg_[m]),
+                 n_positives=int(self.n_positives_[m]), n_negatives=int(self.n_negatives_[m]))
             for m, n in enumerate(self.concept_names_)
         ]
 
@@ -599,13 +582,3 @@ def wilson_interval(p, n, z: float = 1.959963984540054) -> np.ndarray:
         out = np.column_stack([np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)])
     out[~(np.isfinite(p) & (n > 0))] = np.nan
     return out
-
-
-def _greater_p(a: np.ndarray, b: np.ndarray) -> float:
-    """One-sided Welch p-value of mean(a) > mean(b); NaN scores give p = 1."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    if np.isnan(a).any() or np.isnan(b).any() or a.size < 2:
-        return 1.0
-    if max(a.std(), b.std()) < 1e-9:  # (near-)constant scores: the t statistic is meaningless
-        return 0.0 if a.mean() > b.mean() + 1e-9 else 1.0
-    return float(stats.ttest_ind(a, b, equal_var=False, alternative="greater").pvalue)

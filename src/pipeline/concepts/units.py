@@ -224,6 +224,24 @@ def calibrate(coords, labels, C: float = 1.0) -> tuple[float, float]:
     return float(a / scale), float(b - a * centre / scale)
 
 
+def expected_calibration_error(probabilities, labels, n_bins: int = 10) -> float:
+    """Expected calibration error of predicted probabilities against 0/1 labels: the size-weighted
+    mean, over ``n_bins`` equal-width bins of the probability, of ``|mean label - mean probability|``
+    (NaN without labelled rows)."""
+    p = np.asarray(probabilities, dtype=np.float64).ravel()
+    y = np.asarray(labels, dtype=np.float64).ravel()
+    ok = np.isfinite(p) & np.isin(y, (0.0, 1.0))
+    p, y = p[ok], y[ok]
+    if p.size == 0:
+        return float("nan")
+    bins = np.minimum((p * n_bins).astype(np.int64), n_bins - 1)
+    total = 0.0
+    for b in np.unique(bins):
+        sel = bins == b
+        total += sel.sum() * abs(y[sel].mean() - p[sel].mean())
+    return float(total / p.size)
+
+
 def percentile_units(values, name: str = "concept", finite: int | None = None) -> PercentileUnits:
     """Percentile units over the coordinates ``values`` (shape (n,)); at least 2 finite values.
     ``finite``: how many, when known (:func:`column_ranges`), so they are not counted again."""

@@ -54,24 +54,110 @@ def table2_row(df: pd.DataFrame, *, dataset: str, n_samples: int, n_cavs: int, m
     return pd.DataFrame([row])
 
 
-def cav_frame(cav_summary: list[dict], units: list | None = None, units_kind: str | None = None,
+def _p_text(p: float) -> str:
+    return "—" if p != p else ("<0.001" if p < 0.001 else f"{p:.2g}" if p < 0.01 else f"{p:.2f}")
+
+
+def _transfer_text(t: dict | None) -> str:
+    if not t or t.get("check") in (None, "none"):
+        return "—"
+    v = t.get("value", float("nan"))
+    if v != v:
+        return "n/a"
+    mark = "" if t.get("passes") in (True, None) else " ✗"
+    return {"tracking": f"ρ {v:.2f}", "auc": f"AUC {v:.2f}", "ece": f"ECE {v:.2f}"}[t["check"]] + mark
+
+
+def concept_frame(cav_summary: list[dict], tests=None, used: list[str] | None = None) -> pd.DataFrame:
+    """The concept table: per concept whether the trees use it (and why not), how well it transfers
+    to the data (a measured concept's tracking ρ on held-out rows, with the fitted rows' ρ beside
+    it; a class attribute's AUC; a labelled concept's calibration error), TCAV's significance test
+    through the clustering (the smallest adjusted p-value over the clusters), the held-out accuracy
+    of one cut along its CAV with its 95% interval, and its examples."""
+    by_name = {t["concept"]: t for t in ((tests.transfer if tests is not None else None) or [])}
+    names = list(tests.names) if tests is not None and tests.names else [c["concept"] for c in cav_summary]
+    sig = dict(zip(names, tests.significant)) if tests is not None and tests.significant is not None else {}
+    pmin = ({n: float(np.nanmin(p)) if np.isfinite(p).any() else float("nan")
+             for n, p in zip(names, np.asarray(tests.p_values, dtype=float))}
+            if tests is not None and tests.p_values is not None else {})
+    excluded = (tests.excluded or {}) if tests is not None else {}
+    kept_failing = set((tests.kept_failing or []) if tests is not None else [])
+    rows = []
+    for c in cav_summary:
+        n = c["concept"]
+        in_trees = ("no" if n in excluded else "yes (failed)" if n in kept_failing
+                    else "yes" if used is None or n in used else "no (selection)")
+        transfer = _transfer_text(by_name.get(n))
+        if c.get("tracks_fit") == c.get("tracks_fit") and "tracks_fit" in c:
+            transfer += f" (fit {c['tracks_fit']:.2f})"
+        row = {"concept": n, "in trees": in_trees, "transfers": transfer,
+               "TCAV": significance_word(sig.get(n)) if sig else "not tested", "p": _p_text(pmin.get(n, float("nan"))),
+               "accuracy [95% CI]": (f"{c['score']:.2f} [{c['ci_low']:.2f}–{c['ci_high']:.2f}]"
+                                     if c.get("score") == c.get("score") else "—"),
+               "examples (+/−)": f"{c.get('n_positives', 0)}/{c.get('n_negatives', 0)}"}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def concept_legend(tests=None, measured: bool = False) -> list[str]:
+    """What the concept table's columns mean, in a few lines."""
+    lines = ["  in trees: whether the trees cut on the concept (a concept that fails its tests is kept out; "
+             "concepts.tests.keep_failed=true keeps it)"]
+    lines.append("  transfers: " + ("measured concepts: Spearman ρ of the concept coordinate with the measurement on "
+                                    "the rows its CAV was not fitted on (fit: on those it was); " if measured else "")
+                 + "class attributes: ROC AUC between the run's classes with and without it; labelled rows: expected "
+                 "calibration error; ✗ below the threshold (concepts.tests); — nothing of the data is labelled with it")
+    if tests is not None and tests.test_line:
+        lines.append("  TCAV, p: " + tests.test_line[len("significance: "):])
+    elif tests is not None and tests.no_head:
+        lines.append(f"  TCAV: not tested, the reference clustering has no head: {tests.no_head}")
+    return lines
+
+
+def tcav_frame(tests) -> pd.DataFrame | None:
+    """Concept × cluster: the share of each cluster's rows whose posterior under the clustering's head
+    rises along the concept's CAV (``*``: significant after Bonferroni)."""
+    if tests is None or tests.tcav is None:
+        return None
+    T = np.asarray(tests.tcav, dtype=float)
+    P = np.asarray(tests.p_values, dtype=float) if tests.p_values is not None else np.full(T.shape, np.nan)
+    alpha = tests.alpha if tests.alpha is not None else 0.05
+    rows = []
+    for m, n in enumerate(tests.names):
+        row = {"concept": n}
+        for k in range(T.shape[1]):
+            v = T[m, k]
+            row[str(k)] = "—" if v != v else f"{v:.2f}" + ("*" if P[m, k] == P[m, k] and P[m, k] < alpha else "")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cav_table(cav_summary: list[dict], tests=None, units: list | None = None, units_kind: str | None = None,
               names: list[str] | None = None, X=None) -> pd.DataFrame:
-    """CAV table: concept, held-out accuracy mean [95% CI], random-split accuracy, p, spread and,
-    when known, the concept's own decision boundary in the units the rules read in (``units``:
-    one map per concept of ``names``, the concepts the trees use) and, given the concept
-    coordinates ``X`` of the data, the share of the data beyond it."""
+    """``concepts/cavs.csv``: every number behind the concept table — the concept table's columns as
+    numbers (held-out accuracy and interval, transfer check and value, TCAV's smallest adjusted p and
+    significance, whether the trees use it), the spread of the repeats' directions, the example counts,
+    the CAV's own decision boundary in the rules' units and the share of the data beyond it, and where
+    the examples came from."""
     df = pd.DataFrame(cav_summary)
-    df["significant"] = [significance_word(v) for v in df["significant"]]
-    cols = ["concept", "score", "ci_low", "ci_high", "random_score", "p_value", "significant", "spread_deg",
-            "n_positives", "n_negatives"]
+    by_name = {t["concept"]: t for t in ((tests.transfer if tests is not None else None) or [])}
+    df["transfer_check"] = [by_name.get(n, {}).get("check") for n in df["concept"]]
+    df["transfer_value"] = [by_name.get(n, {}).get("value", float("nan")) for n in df["concept"]]
+    df["transfer_passes"] = [by_name.get(n, {}).get("passes") for n in df["concept"]]
+    if tests is not None and tests.p_values is not None:
+        P = np.asarray(tests.p_values, dtype=float)
+        pm = {n: float(np.nanmin(p)) if np.isfinite(p).any() else float("nan") for n, p in zip(tests.names, P)}
+        sig = dict(zip(tests.names, tests.significant))
+        df["tcav_p_min"] = [pm.get(n, float("nan")) for n in df["concept"]]
+        df["tcav_significant"] = [significance_word(sig.get(n)) for n in df["concept"]]
+    excluded = (tests.excluded or {}) if tests is not None else {}
+    df["in_trees"] = [n not in excluded and (names is None or n in names) for n in df["concept"]]
     if "boundary" in df.columns:
-        name = boundary_column(units_kind if units is not None else "raw")
-        df[name] = boundaries(cav_summary, names, units)
-        cols.append(name)
+        df[boundary_column(units_kind if units is not None else "raw")] = boundaries(cav_summary, names, units)
         if X is not None:
             df[ABOVE] = share_above(cav_summary, names, X)
-            cols.append(ABOVE)
-    return df[cols + (["examples"] if "examples" in df.columns else [])]
+        df = df.drop(columns=["boundary"])
+    return df
 
 
 ABOVE = "data beyond boundary (%)"
@@ -199,16 +285,34 @@ def table2_display(table2: pd.DataFrame) -> pd.DataFrame:
 
 
 def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped: dict, selection: dict | None,
-                         discovery: list[dict] | None = None, units: list | None = None,
-                         units_kind: str | None = None, names: list[str] | None = None, X=None,
-                         test: str | None = None, provenance: list[dict] | None = None,
-                         notes: list[str] | None = None, completeness: list[str] = ()) -> str:
+                         discovery: list[dict] | None = None, test: str | None = None,
+                         provenance: list[dict] | None = None, notes: list[str] | None = None,
+                         completeness: list[str] = (), tests=None, used: list[str] | None = None,
+                         measures: list[dict] | None = None) -> str:
+    """The concept part of a run's console summary: the Table-2 row, how much the concepts explain
+    beside random directions, the concept table (with its legend), the TCAV table, what each
+    measured concept measures, provenance and notes."""
     lines = ["", "Concept trees (MMDT paper, Table 2 layout):", _fmt(table2_display(table2)), *completeness]
     if cav_summary:
-        lines += ["", "CAVs (held-out accuracy of one cut along the CAV; random = random-split CAVs; boundary: where "
-                      "the CAV's own classifier says 50%):", _fmt(cav_frame(cav_summary, units, units_kind, names, X))]
+        lines += ["", "Concepts:", _fmt(concept_frame(cav_summary, tests, used))]
+        lines += concept_legend(tests, measured=bool(measures))
         if test:
-            lines.append(test)
+            lines.append("  " + test)
+        if tests is not None and tests.excluded:
+            lines.append("Kept out of the trees: " + "; ".join(f"{k}: {v}" for k, v in tests.excluded.items()))
+        if tests is not None and tests.kept_failing:
+            lines.append("Failed their tests but kept in the trees: " + ", ".join(tests.kept_failing))
+        if tests is not None and tests.untested:
+            lines.append("Significance not tested: " + "; ".join(f"{k}: {v}" for k, v in tests.untested.items()))
+    tcav = tcav_frame(tests)
+    if tcav is not None:
+        head = tests.head or "its head"
+        lines += ["", f"TCAV scores through the clustering (share of each cluster's rows whose posterior under {head} "
+                      "rises along the concept; 0.5: the concept does not bear on the cluster; * significant):",
+                  _fmt(tcav.rename(columns={c: f"cluster {c}" if c == "0" else c for c in tcav.columns}))]
+    if measures:
+        lines += ["", "What each measured concept measures (positive / negative examples of its CAV):"]
+        lines += [f"  {m['name']}: {m['description']}; + {m['positive']}, − {m['negative']}" for m in measures]
     prov = provenance_lines(provenance, dropped)
     if prov:
         lines += [""] + prov
@@ -217,7 +321,7 @@ def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped:
         lines += ["", f"Discovered concepts (named by {how}; association: the class the concept coordinate separates "
                       "best, ROC AUC):", _fmt(discovery_frame(discovery))]
     if notes:
-        lines += ["", "Notes: " + "; ".join(notes)]
+        lines += ["", "Notes:"] + [f"  {n}" for n in notes]
     dropped = {k: v for k, v in dropped.items() if "exclude_run_classes" not in v}  # listed above
     if dropped:
         lines += ["", "CAVs not used (why the independent count is lower): "
@@ -264,6 +368,33 @@ def write_concept_run(out_dir: Path, load: LoadArtifact, cluster: ClusterArtifac
         meta["top_examples"] = np.asarray(concepts.top_examples).tolist()
     atomic_write(out / "run.json", json.dumps(meta, indent=1, default=float))
     return out
+
+
+def write_measurements(out_dir: Path, concepts: ConceptsArtifact, ids=None) -> Path | None:
+    """``concepts/measurements.parquet`` of a run with measured concepts (issue 47): one row per data
+    row — its id (or row number), whether its CAVs were fitted on it (``cav_rows``: the others check
+    them) and every measured value — so any rule can be checked against the inputs' measurements."""
+    if concepts.measurements is None or not concepts.measures:
+        return None
+    values = np.asarray(concepts.measurements, dtype=np.float64)
+    n = len(values)
+    table = {"id": np.asarray(ids) if ids is not None and len(ids) == n else np.arange(n)}
+    if concepts.fit_rows is not None:
+        table["cav_rows"] = np.asarray(concepts.fit_rows, dtype=bool)
+    table.update({m["name"]: values[:, j] for j, m in enumerate(concepts.measures)})
+    frame = pd.DataFrame(table)
+    frame.attrs = {}
+    meta = json.dumps({m["name"]: {k: m[k] for k in ("description", "unit", "split", "positive", "negative")}
+                       for m in concepts.measures})
+
+    def write(fh) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        t = pa.Table.from_pandas(frame, preserve_index=False)
+        pq.write_table(t.replace_schema_metadata({**(t.schema.metadata or {}), b"measures": meta.encode()}), fh)
+
+    return atomic_write(Path(out_dir) / "concepts" / "measurements.parquet", write)
 
 
 def units_record(units: list | None) -> list | None:

@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from pipeline.app.report.concept_run import significance_word
 from pipeline.app.report.tables import format_cell
 from pipeline.trees.tree import ExplanationTree
 
@@ -44,7 +43,7 @@ details{margin:.5em 0}summary{cursor:pointer;color:#34558b}
 .leaf{border:1px solid #e1e5ee;border-radius:6px;padding:.4em .7em;margin:.5em 0}
 .leaf .rule{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.82em}
 .thumbs img{width:56px;height:56px;image-rendering:pixelated;margin:2px;border:1px solid #ddd}
-.snip{font-size:.85em;color:#333;margin:.2em 0}.yes{color:#1a7f37;font-weight:600}.no{color:#8a8f99}
+.snip{font-size:.85em;color:#333;margin:.2em 0}.check{font-size:.82em;color:#1a5f2a;margin:.2em 0}.yes{color:#1a7f37;font-weight:600}.no{color:#8a8f99}
 pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:.8em}
 """
 
@@ -59,6 +58,8 @@ class LeafView:
     thumbnails: list[bytes] = field(default_factory=list)  # PNG bytes
     snippets: list[str] = field(default_factory=list)
     features: pd.DataFrame | None = None  # feature summary (tabular data)
+    measured: pd.DataFrame | None = None  # per example (column): measured values beside concept coordinates
+    check: str = ""  # the rule's measured check (share of the leaf agreeing by the measurement)
 
 
 @dataclass
@@ -155,7 +156,7 @@ def feature_summary(data, rows: np.ndarray, names, top: int = 5) -> pd.DataFrame
 def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y=None, class_names=None, *,
               kind: str | None = None, data=None, data_feature_names=None, dataset: str | None = None,
               ari: float | None = None, n_examples: int = 8, random_state: int = 0, units=None,
-              reading=None) -> TreeView:
+              reading=None, measured: dict | None = None, checks: dict | None = None) -> TreeView:
     """Everything the report shows for one tree.
 
     Parameters
@@ -173,6 +174,10 @@ def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y
         The inputs in the same row order (images, texts or a feature table).
     reading : pipeline.trees.tree.Reading, optional
         ``tree.read(X, reference, y, class_names, units)``, when already computed.
+    measured, checks : dict, optional
+        A run's measured concepts (``{"values", "measures"}`` per concept column) and the rules' checks
+        against them (:func:`pipeline.app.report.run_report.rule_checks`): each leaf's examples are
+        captioned with their measured values beside their concept coordinates, and the rule with its check.
     """
     from pipeline.app.report.concept_plots import leaf_examples
     from pipeline.app.report.figures import plot_tree, tree_title
@@ -187,6 +192,12 @@ def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y
     for number, rule in enumerate(rules, 1):
         view = LeafView(rule.leaf, rule.format(), number)
         rows = picks.get(rule.leaf, np.array([], dtype=int))
+        if measured is not None:
+            from pipeline.app.report.run_report import check_text
+
+            view.check = check_text((checks or {}).get(int(rule.leaf), []), measured, tree.feature_names)
+            cut = [iv.feature for iv in rule.intervals if iv.weights is None and measured["measures"][iv.feature]]
+            view.measured = measured_table(rows, cut, X, measured, tree.feature_names, units) if rows.size else None
         if kind == "image":
             view.thumbnails = [thumbnail_png(data[i]) for i in rows]
         elif kind == "text":
@@ -198,6 +209,39 @@ def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y
     # encoded here, not queued behind the figure files' encodings: the page waits for it (0.07 s)
     svg = svg_of(fig)
     return TreeView(row, title, svg, [r.format() for r in rules], [r.format(simplified=False) for r in rules], leaves)
+
+
+def measured_table(rows, features: list[int], X, measured: dict, names, units=None) -> pd.DataFrame | None:
+    """Under a leaf's examples: per concept the rule cuts, each example's measured value and where
+    its concept coordinate puts it in the rules' units (P, or percentile of the coordinate), one
+    column per example (``#1``, ``#2`` ... in the order of the thumbnails)."""
+    table = {}
+    for f in features:
+        spec = measured["measures"][f]
+        name = names[f] if names is not None else spec["name"]
+        unit = f" ({spec['unit']})" if spec.get("unit") else ""
+        u = units[f] if units is not None else None
+        coords = np.asarray(X[np.asarray(rows), f], dtype=np.float64)
+        values = measured["values"][np.asarray(rows), f]
+        if spec["split"] == "presence":
+            table[f"{name}: measured{unit}"] = [f"{v:.3g}" for v in values]
+        else:  # beside its percentile among the run's measurements, what the rule's check compares
+            from pipeline.concepts.measured import percentile_ranks
+
+            ranks = percentile_ranks(measured["values"][:, f])[np.asarray(rows)]
+            table[f"{name}: measured{unit} (percentile)"] = [
+                f"{v:.3g} ({r:.0f})" if r == r else f"{v:.3g}" for v, r in zip(values, ranks)]
+        if u is not None and getattr(u, "kind", None) == "probability":
+            table[f"{name}: P(concept)"] = [f"{float(p):.2f}" for p in u(coords)]
+        elif u is not None and getattr(u, "kind", None) == "percentile":
+            table[f"{name}: coordinate percentile"] = [f"{float(p):.0f}" for p in u(coords)]
+        else:
+            table[f"{name}: coordinate ⟨c, z⟩"] = [f"{v:.3g}" for v in coords]
+    if not table:
+        return None
+    frame = pd.DataFrame(table, index=[f"#{i + 1}" for i in range(len(rows))]).T
+    frame.insert(0, "", frame.index)
+    return frame.reset_index(drop=True)
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -236,39 +280,26 @@ def table_html(df: pd.DataFrame) -> str:
     return f'<div class="tbl"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-def cav_table_html(cav_summary: list[dict], boundary: dict[str, list[float]] | None = None) -> str:
-    """The CAV table: accuracy with its 95% CI, random-split accuracy, p-value, significance and,
-    given ``boundary`` (column name -> values), each concept's own decision boundary in the rules'
-    units and the share of the data beyond it."""
-    rows = []
-    for m, c in enumerate(cav_summary):
-        ci = f"{c.get('score', float('nan')):.3f} [{c.get('ci_low', float('nan')):.3f}, {c.get('ci_high', float('nan')):.3f}]"
-        rows.append({"concept": c.get("concept"), "held-out accuracy [95% CI]": ci,
-                     "random-split accuracy": c.get("random_score"), "p-value": c.get("p_value"),
-                     "significant": _significance(c.get("significant")), "positives": c.get("n_positives"),
-                     "negatives": c.get("n_negatives"), **({"examples from": c["examples"]} if "examples" in c else {})})
-        for column, values in (boundary or {}).items():
-            rows[-1][column] = values[m]
-    return table_html(pd.DataFrame(rows))
-
-
-def _significance(value):
-    """True / False (shown yes / no) for a tested concept, else the words "not tested"."""
-    word = significance_word(value)
-    return word if word == "not tested" else word == "yes"
-
-
 def _concept_html(view: ConceptView) -> str:
     return _examples_html(f"<b>{_e(view.name)}</b> · {_e(view.caption)}", view, f"example expressing {view.name}")
 
 
 def _examples_html(head: str, view, alt: str) -> str:
-    """A box: ``head`` (HTML), then the view's thumbnails, text snippets or feature table."""
+    """A box: ``head`` (HTML), then the view's thumbnails, text snippets or feature table; with
+    captions (measured values), each example with its caption."""
     parts = [f'<div class="leaf"><div class="rule">{head}</div>']
+    check = getattr(view, "check", "")
+    if check:
+        parts.append(f'<div class="check">{_e(check)}</div>')
     if view.thumbnails:
-        imgs = "".join(f'<img alt="{_e(alt)}" src="{png_data_uri(t)}">' for t in view.thumbnails)
+        imgs = "".join(f'<img alt="{_e(alt)} #{i + 1}" title="#{i + 1}" src="{png_data_uri(t)}">'
+                       for i, t in enumerate(view.thumbnails))
         parts.append(f'<div class="thumbs">{imgs}</div>')
-    parts += [f'<p class="snip">“{_e(s)}”</p>' for s in view.snippets]
+    parts += [f'<p class="snip">#{i + 1} “{_e(s)}”</p>' if getattr(view, "measured", None) is not None
+              else f'<p class="snip">“{_e(s)}”</p>' for i, s in enumerate(view.snippets)]
+    if getattr(view, "measured", None) is not None:
+        shown = max(len(view.thumbnails), len(view.snippets))
+        parts.append(table_html(view.measured.iloc[:, :shown + 1]))
     if view.features is not None:
         parts.append(table_html(view.features))
     parts.append("</div>")
@@ -313,14 +344,17 @@ def _tree_html(view: TreeView) -> str:
 
 
 def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[TreeView], *,
-                  subtitle: str = "", cav_summary: list[dict] | None = None, scatter_svg: str | None = None,
+                  subtitle: str = "", concept_table: pd.DataFrame | None = None, scatter_svg: str | None = None,
                   counterfactuals: pd.DataFrame | None = None,
                   counterfactual_svgs: list[str] = (), notes: list[str] = (), max_counterfactuals: int = 20,
-                  cav_boundary: dict[str, list[float]] | None = None, discovered: list[ConceptView] = (),
-                  discovery_method: str | None = None, cav_test: str | None = None,
+                  concept_legend: list[str] = (), tcav_table: pd.DataFrame | None = None, tcav_caption: str = "",
+                  discovered: list[ConceptView] = (), discovery_method: str | None = None,
                   concept_notes: list[str] = (), completeness: list[str] = ()) -> str:
-    """The whole page as one HTML string (UTF-8, no external resources); ``completeness``: the
-    lines of :func:`pipeline.app.stages.completeness.completeness_text`."""
+    """The whole page as one HTML string (UTF-8, no external resources); ``concept_table``,
+    ``concept_legend`` and ``tcav_table``: :func:`pipeline.app.report.concept_run.concept_frame`,
+    :func:`~pipeline.app.report.concept_run.concept_legend` and
+    :func:`~pipeline.app.report.concept_run.tcav_frame`; ``completeness``: the lines of
+    :func:`pipeline.app.stages.completeness.completeness_text`."""
     body = [f"<h1>{_e(title)}</h1>"]
     if subtitle:
         body.append(f'<p class="sub">{_e(subtitle)}</p>')
@@ -335,17 +369,27 @@ def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[T
              "the reference clustering; misassignment: share of points the tree puts outside their reference cluster; "
              "q: explainability-to-noise ratio (mean-based trees).</p>", "<h2>Trees</h2>"]
     body += [_tree_html(v) for v in trees] or ["<p>no tree was fitted.</p>"]
-    if cav_summary:
-        body += ["<h2>Concept activation vectors</h2>",
-                 '<p class="sub">held-out accuracy of one cut along each CAV, with its 95% confidence interval, '
-                 "beside CAVs fitted to random splits; significant = better than random.</p>",
-                 cav_table_html(cav_summary, cav_boundary)]
-        body += [f'<p class="sub">{_e(cav_test)}</p>'] if cav_test else []
+    if concept_table is not None:
+        body += ['<h2 id="concepts">Concepts and their tests</h2>', table_html(concept_table)]
+        body += ['<p class="sub">' + "<br>".join(_e(line.strip()) for line in concept_legend) + "</p>"]
+    if tcav_table is not None:
+        body += ['<h3 id="tcav">TCAV scores through the clustering</h3>', f'<p class="sub">{_e(tcav_caption)}</p>',
+                 table_html(tcav_table)]
     if concept_notes:
         body += ["<p>" + "<br>".join(_e(n) for n in concept_notes) + "</p>"]
     if [c for c in completeness if c]:
         body += ['<h2 id="completeness">How much the concepts explain</h2>']
-        body += [('<p class="warn">' if c.startswith("Warning") else "<p>") + f"{_e(c)}</p>" for c in completeness if c]
+        block: list[str] = []  # indented lines: a table, kept as laid out
+        for c in [*completeness, ""]:
+            if c.startswith("  "):
+                block.append(c)
+                continue
+            if block:
+                body.append(f"<pre>{_e(chr(10).join(block))}</pre>")
+                block = []
+            if c:
+                body.append(('<p class="warn">' if c.startswith(("Warning", "These")) and "less" in c else "<p>")
+                            + f"{_e(c)}</p>")
     if discovered:
         how = {"nmf": "non-negative matrix factorisation", "ica": "independent component analysis (FastICA)"}
         body += ['<h2 id="discovered">Discovered concepts</h2>',

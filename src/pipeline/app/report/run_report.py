@@ -70,6 +70,8 @@ def tree_data(load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArti
            "y": load.y if fits(load.y) else None,
            "class_names": list(load.class_names) if load.class_names is not None else None,
            "units": project.units, "units_kind": project.units_kind}
+    if project.measured is not None and fits(project.measured["values"]):
+        out["measured"] = project.measured
     kind = load.kind
     images = load.images if load.images is not None else (load.X if kind == "image" else None)
     if images is not None and fits(images):  # image data, or a table that brings its images (digits)
@@ -140,6 +142,50 @@ def read_tree(fit: FitArtifact, data: dict | None = None) -> tuple[ExplanationTr
     return tree, reading
 
 
+def rule_checks(fit: FitArtifact, data: dict | None) -> dict:
+    """Per leaf of ``fit``'s tree, the checks of its rule's conditions on measured concepts against
+    the measurements of the rows in the leaf (:func:`pipeline.concepts.measured.rule_agreement`);
+    empty without measured concepts. Computed once per tree and kept in ``data``."""
+    measured = (data or {}).get("measured")
+    if measured is None:
+        return {}
+    memo = data.setdefault("rule_checks", {})
+    hit = memo.get(id(fit.tree))
+    if hit is not None and hit[0] is fit.tree:
+        return hit[1]
+    from pipeline.concepts.measured import rule_agreement
+
+    tree, reading = read_tree(fit, data)
+    if tree.n_features != measured["values"].shape[1]:  # a tree on the latents, not on the concepts
+        return {}
+    leaves = fit.leaves if fit.leaves is not None and len(fit.leaves) == len(data["X"]) else tree.apply(data["X"])
+    columns = {m: (measured["values"][:, m], spec["split"]) for m, spec in enumerate(measured["measures"])
+               if spec is not None}
+    checks = rule_agreement(leaves, tree.rules(reading=reading), data["X"], columns)
+    memo[id(fit.tree)] = (fit.tree, checks)
+    return checks
+
+
+def check_text(checks: list[dict], measured: dict, names) -> str:
+    """One line of a rule's measured checks, in the rule's own terms, e.g. ``measured: loop above 0 on
+    96% · thickness in top 30% on 81%`` (empty when the rule cuts no measured concept)."""
+    parts = []
+    for c in checks:
+        spec = measured["measures"][c["feature"]]
+        name = names[c["feature"]] if names is not None else spec["name"]
+        if c["n"] == 0:
+            parts.append(f"{name}: not measured in this leaf")
+            continue
+        if c["percentiles"] is None:  # a presence concept
+            what = "0" if c["side"] == "low" else "above 0"
+        else:
+            lo, hi = c["percentiles"]
+            what = (f"in top {100 - lo:.3g}%" if c["side"] == "high" else f"in bottom {hi:.3g}%" if c["side"] == "low"
+                    else f"in percentiles {lo:.3g}–{hi:.3g}")
+        parts.append(f"{name} {what} on {100 * c['share']:.0f}%")
+    return ("measured: " + " · ".join(parts)) if parts else ""
+
+
 def tree_figure(row: str, fit: FitArtifact, data: dict | None = None, dataset: str | None = None,
                 ari: float | None = None, width: float | None = None) -> "Figure":
     """The paper figure of one fitted explainer (title: method, dataset, size, ARI); ``width``:
@@ -192,10 +238,14 @@ def rules_text(row: str, fit: FitArtifact, data: dict | None = None) -> str:
 
     tree, reading = read_tree(fit, data)
     rules = tree.rules(reading=reading)
+    checks = rule_checks(fit, data)
     ann = ("each rule: one interval per feature (root first) → leaf cluster · points · purity (share in the leaf's "
            "reference cluster)" + (" · majority ground-truth class (share)" if data and data.get("y") is not None
                                    else "")) + (f"; {sample_note(data)}" if sample_note(data) else "")
-    full = [r.format() for r in rules]
+    if checks:
+        ann += ("; under a rule on measured concepts, the share of the leaf's items whose measurement lies on the "
+                "rule's side of the concept's cut (presence: above 0; others: the median of the run)")
+    full = [r.format() + _check_suffix(checks, r.leaf, data, tree, "\n  ") for r in rules]
     raws = [r.format(simplified=False) for r in rules]
     if raws != full:
         raw = "Raw path conditions (as the tree tests them):\n" + "\n".join(f"- {r}" for r in raws)
@@ -207,10 +257,23 @@ def rules_text(row: str, fit: FitArtifact, data: dict | None = None) -> str:
             + tree.to_text(reading=reading) + "\n")
 
 
+def _check_suffix(checks: dict, leaf: int, data: dict | None, tree: ExplanationTree, sep: str) -> str:
+    text = check_text(checks.get(int(leaf), []), data["measured"], tree.feature_names) if checks else ""
+    return f"{sep}{text}" if text else ""
+
+
 def rules_json(fit: FitArtifact, data: dict | None = None) -> list[dict]:
-    """The rules of ``trees/<row>.json``: per leaf the simplified intervals, text, raw text and annotations."""
+    """The rules of ``trees/<row>.json``: per leaf the simplified intervals, text, raw text and annotations
+    (and, on measured concepts, ``measured``: the checks of :func:`rule_checks`)."""
     tree, reading = read_tree(fit, data)
-    return [r.to_dict() for r in tree.rules(reading=reading)]
+    checks = rule_checks(fit, data)
+    out = []
+    for r in tree.rules(reading=reading):
+        d = r.to_dict()
+        if checks.get(int(r.leaf)):
+            d["measured"] = [{**c, "concept": tree.feature_names[c["feature"]]} for c in checks[int(r.leaf)]]
+        out.append(d)
+    return out
 
 
 def _ari(results: "pd.DataFrame", row: str) -> float | None:
@@ -224,7 +287,7 @@ def _ari(results: "pd.DataFrame", row: str) -> float | None:
 
 def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArtifact, results: "pd.DataFrame",
                     fits: dict[str, FitArtifact], concepts: ConceptsArtifact | None = None, counterfactuals: CounterfactualsArtifact | None = None,
-                    cache=None, completeness=None, data: dict | None = None) -> str:
+                    cache=None, completeness=None, data: dict | None = None, tests=None) -> str:
     """The whole ``report.html`` of one run (see :mod:`pipeline.app.report.html`); ``cache``
     (:class:`pipeline.app.report.render_cache.RenderCache`) reuses tree views and the scatter drawn
     before; ``data``: the run's :func:`tree_data`, when already gathered."""
@@ -242,7 +305,8 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
         args = dict(row=row, method=fit.name, tree=tree, X=gallery["X"], reference=gallery.get("reference"),
                     y=gallery.get("y"), class_names=gallery.get("class_names"), kind=gallery.get("kind"),
                     data=gallery.get("data"), data_feature_names=gallery.get("data_feature_names"),
-                    dataset=load.name, ari=_ari(results, row), units=data.get("units"))
+                    dataset=load.name, ari=_ari(results, row), units=data.get("units"),
+                    measured=gallery.get("measured"), checks=rule_checks(fit, data) or None)
         key = {**args, "tree": fit.tree, "units": keyed_units}
         view = cache.lookup("tree_view", key)
         if view is None:  # drawn now; kept in the render cache (below)
@@ -273,14 +337,15 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
     subtitle = (f"{load.name} · {n} samples · encoder {cfg.get('encoder', {}).get('name')} · reference "
                 f"{cluster.method}"
                 + (" (chosen using the labels)" if cluster.uses_labels else ""))
-    boundary = None
-    if concepts is not None and concepts.cav_summary and "boundary" in concepts.cav_summary[0]:
-        from pipeline.app.report.concept_run import ABOVE, boundaries, boundary_column, share_above
+    table = legend = tcav = None
+    if concepts is not None and concepts.cav_summary:
+        from pipeline.app.report.concept_run import concept_frame, concept_legend, tcav_frame
 
-        units, names = project.units, project.concept_names
-        boundary = {boundary_column(project.units_kind if units is not None else "raw"):
-                    boundaries(concepts.cav_summary, names, units),
-                    ABOVE: share_above(concepts.cav_summary, names, project.X)}
+        table = concept_frame(concepts.cav_summary, tests, project.concept_names)
+        legend = concept_legend(tests, measured=bool(concepts.measures))
+        if concepts.cav_test:
+            legend.append(concepts.cav_test)
+        tcav = tcav_frame(tests)
     discovered = []
     if concepts is not None and concepts.discovery:
         from pipeline.app.report.html import concept_views
@@ -294,24 +359,29 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
         note, view.note = view.note, ""  # the cached view without the run's note, as before
         cache.store("tree_view", key, view)
         view.note = note
+    tcav_caption = (f"share of each cluster's rows whose posterior under {tests.head} rises along the concept "
+                    "(0.5: the concept does not bear on the cluster; * significant after Bonferroni)"
+                    if tcav is not None else "")
     return render_report(page_title(cfg, load, concepts), cfg, results, views, subtitle=subtitle,
-                         cav_summary=concepts.cav_summary if concepts is not None else None, scatter_svg=scatter,
-                         counterfactuals=cf_table, counterfactual_svgs=cf_svgs, cav_boundary=boundary,
+                         concept_table=table, concept_legend=legend or (), tcav_table=tcav, tcav_caption=tcav_caption,
+                         scatter_svg=scatter, counterfactuals=cf_table, counterfactual_svgs=cf_svgs,
                          discovered=discovered,
                          discovery_method=concepts.discovery_method if concepts is not None else None,
-                         cav_test=concepts.cav_test if concepts is not None else None,
-                         concept_notes=concept_notes(concepts),
+                         concept_notes=concept_notes(concepts, tests),
                          completeness=_completeness_lines(completeness))
 
 
-def concept_notes(concepts: ConceptsArtifact | None) -> list[str]:
-    """What the report says under the CAV table: the concepts learned from the run itself (with
-    their marks), unavailable concepts, near-parallel CAVs and discovery notes."""
+def concept_notes(concepts: ConceptsArtifact | None, tests=None) -> list[str]:
+    """What the report says under the concept table: the concepts kept out of the trees and why,
+    what each measured concept measures, the concepts learned from the run itself (with their
+    marks), unavailable concepts, near-parallel CAVs and discovery notes."""
     if concepts is None:
         return []
     from pipeline.app.report.concept_run import provenance_lines
 
-    return provenance_lines(concepts.provenance, concepts.cav_dropped) + list(concepts.concept_notes or [])
+    out = [f"Kept out of the trees: {k}: {v}" for k, v in ((tests.excluded or {}) if tests is not None else {}).items()]
+    out += [f"{m['name']}: {m['description']}; + {m['positive']}, − {m['negative']}" for m in concepts.measures or []]
+    return out + provenance_lines(concepts.provenance, concepts.cav_dropped) + list(concepts.concept_notes or [])
 
 
 def _completeness_lines(completeness) -> list[str]:

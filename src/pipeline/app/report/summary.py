@@ -23,7 +23,7 @@ def summary_text(title: str, df: pd.DataFrame, fits: dict[str, FitArtifact], max
                  data: dict | None = None) -> str:
     """Results table and each tree's simplified rules; with ``data``
     (:func:`pipeline.app.report.run_report.tree_data`) the rules carry leaf size, purity and majority class."""
-    from pipeline.app.report.run_report import read_tree, sample_note
+    from pipeline.app.report.run_report import check_text, read_tree, rule_checks, sample_note
 
     cols = [c for c in _SHOWN if c in df.columns]
     table = pd.DataFrame({c: [_format(v, c) for v in df[c]] for c in cols})
@@ -40,7 +40,13 @@ def summary_text(title: str, df: pd.DataFrame, fits: dict[str, FitArtifact], max
         tree, reading = read_tree(fit, data)
         rules = tree.rules(reading=reading)
         note = sample_note(data)
-        lines += ["", f"{row} rules" + (f" ({note})" if note else "") + ":"] + [f"  {r}" for r in rules[:max_rules]]
+        checks = rule_checks(fit, data)
+        lines += ["", f"{row} rules" + (f" ({note})" if note else "") + ":"]
+        for r in rules[:max_rules]:
+            lines.append(f"  {r}")
+            measured = check_text(checks.get(int(r.leaf), []), data["measured"], tree.feature_names) if checks else ""
+            if measured:
+                lines.append(f"      {measured}")
         if len(rules) > max_rules:
             lines.append(f"  ... {len(rules) - max_rules} more (see trees/{row}.rules.txt)")
     return "\n".join(lines)

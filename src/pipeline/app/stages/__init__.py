@@ -1,6 +1,6 @@
 """Pipeline stages, each a :class:`pipeline.app.stages.framework.Stage`; see docs/ARCHITECTURE.md.
 
-load -> train -> encode -> concepts -> cluster -> project -> fit.<row> (one per explainer)
+load -> train -> encode -> concepts -> cluster -> concept_tests -> project -> fit.<row> (one per explainer)
 -> evaluate -> [completeness] (concept runs) -> [counterfactuals] -> report. :func:`declared_stages` is the list the runner
 loops over; a new stage is one module here plus one line in that list.
 """
@@ -13,6 +13,7 @@ def declared_stages(cfg: dict) -> list:
     the same at every size (docs/out-of-core.md)."""
     from pipeline.app.stages.cluster import CLUSTER
     from pipeline.app.stages.completeness import completeness_stage
+    from pipeline.app.stages.concept_tests import CONCEPT_TESTS
     from pipeline.app.stages.concepts import CONCEPTS
     from pipeline.app.stages.encode import ENCODE, TRAIN
     from pipeline.app.stages.evaluate import evaluate_stage
@@ -25,8 +26,9 @@ def declared_stages(cfg: dict) -> list:
     # the concepts (fitted on their examples) come before the clustering, whose pass over latents on
     # disk then also projects them on the CAVs (a by-product for the project stage: one read, not two)
     # the figures are started once the trees are evaluated: worker processes draw them meanwhile
-    stages = [LOAD, TRAIN, ENCODE, CONCEPTS, CLUSTER, PROJECT, *(fit_stage(row) for row in rows), evaluate_stage(rows),
-              figures_stage(rows)]
+    # each concept is tested on the clustering it explains before the trees may use it (issue 48)
+    stages = [LOAD, TRAIN, ENCODE, CONCEPTS, CLUSTER, CONCEPT_TESTS, PROJECT, *(fit_stage(row) for row in rows),
+              evaluate_stage(rows), figures_stage(rows)]
     from pipeline.app.stages.concepts import enabled
 
     concept_run = enabled(cfg)

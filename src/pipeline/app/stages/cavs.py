@@ -92,9 +92,11 @@ def _data_encoder(cfg: dict, encode: EncodeArtifact | None):
     return fitted_encoder(cfg, encode)
 
 
-def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> ConceptsArtifact:
+def fit_cavs(cfg: dict, examples, Zex: np.ndarray, Z=None, y=None) -> ConceptsArtifact:
     """CAVs of ``examples`` (a :class:`ConceptExamples`) fitted on their latents ``Zex``
-    with the ``cav`` config: the concepts-stage artifact."""
+    with the ``cav`` config: the concepts-stage artifact. With the run's latents ``Z`` (and class
+    labels ``y``) each concept's summary row also says how well it transfers to them
+    (:func:`transfer_values`)."""
     cav_params = dict(cfg["cav"].get("params") or {})
     if "n_prompts" in examples.meta:  # text prompts, a handful per concept: no CV / test, no minimum count
         log.info("text prompts: CAVs without held-out accuracy or significance test (too few examples)")
@@ -103,9 +105,14 @@ def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> ConceptsArtifact:
                   offered={"fitter": fitter_name(cfg, examples.fitter), "random_state": cfg["seed"], "progress": True})
     fitter.fit(Zex, examples.labels, examples.names)
     summary = fitter.summary()
-    calibration = cav_calibration(fitter, Zex, examples)
+    measured = examples.meta.get("measured")
+    calibration = (measured_calibration(fitter, Zex, examples.names, measured, summary) if measured is not None
+                   else cav_calibration(fitter, Zex, examples))
     for row, (a, b) in zip(summary, calibration):  # the concept's own decision boundary (raw units)
         row["boundary"] = float(-b / a) if np.isfinite(a) and a != 0 else float("nan")
+        row["calibrated_on"] = ("the data's held-out rows" if measured is not None else "the concept's own examples")
+    if Z is not None:
+        transfer_values(summary, fitter, examples, calibration, Z, y, cfg["seed"])
     prov = examples.meta.get("provenance") or {}
     marked = {n: n + MARKS[prov[n]["from_run"]] for n in fitter.concept_names_ if (prov.get(n) or {}).get("from_run")}
     for row in summary:  # where the examples came from, and the mark the rules carry
@@ -119,11 +126,15 @@ def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> ConceptsArtifact:
     notes = [f"{marked.get(n, n)}: {why}" for n, why in fitter.similar_.items()]
     log.info("CAVs: %s", ", ".join(f"{r['concept']}={r['score']:.3f}" for r in summary))
     names = [marked.get(n, n) for n in fitter.concept_names_]
+    notes += list(examples.meta.get("notes") or [])
+    positives, counts = test_positives(fitter, Zex, examples, cfg["seed"])
     return ConceptsArtifact(
+        test_positives=positives, test_positive_counts=counts,
         concept_names=names, cavs=fitter.cavs_, cav_summary=summary,
-        cav_dropped=dropped, cav_scores=fitter.scores_, cav_random_scores=fitter.random_scores_,
+        cav_dropped=dropped, cav_scores=fitter.scores_,
         concept_set=examples.set_name,
         cav_fitter=fitter_label(fitter.fitter),
+        cav_fitter_path=_fitter_path(fitter.fitter),
         n_concept_examples=int(Zex.shape[0]),
         cav_calibration=calibration.tolist(),
         units="probability" if fitter_label(fitter.fitter) in CALIBRATED else "percentile",
@@ -131,7 +142,116 @@ def fit_cavs(cfg: dict, examples, Zex: np.ndarray) -> ConceptsArtifact:
         provenance=[{"concept": marked.get(n, n), **prov[n]} if n in prov else {"concept": n}
                     for n in fitter.concept_names_],
         concept_notes=notes or None,
+        **({} if measured is None else {"measurements": np.asarray(measured["values"], dtype=np.float64),
+                                         "measures": measured["measures"],
+                                         "fit_rows": np.asarray(measured["fit_rows"], dtype=bool)}),
     )
+
+
+#: rows of the data a transfer check reads at most (a uniform sample beyond)
+TRANSFER_ROWS = 20_000
+
+
+def transfer_values(summary: list[dict], fitter, examples, calibration, Z, y, seed: int) -> None:
+    """How well each concept transfers to the data it explains, into its summary row (``transfer``:
+    what was checked, ``transfer_value``; the thresholds are the concept_tests stage's):
+
+    * measured concepts: Spearman ρ of the coordinate with the measurement on the rows the CAV was
+      not fitted on (already in ``tracks``);
+    * class attributes: ROC AUC of the coordinate between the run's rows whose class has the attribute
+      and those whose class lacks it;
+    * concepts labelled on rows of the data (a concept table): the expected calibration error of
+      ``P(concept)`` on those rows (10 bins; the rows include those the CAV was fitted on);
+    * anything else (text prompts, example folders): not checked (no rows of the data are labelled).
+    """
+    from sklearn.metrics import roc_auc_score
+
+    from pipeline.concepts.units import expected_calibration_error
+
+    n = len(Z)
+    rows = np.arange(n) if n <= TRANSFER_ROWS else np.sort(np.random.default_rng(seed).choice(n, TRANSFER_ROWS,
+                                                                                             replace=False))
+    S = project(Z[rows], fitter.cavs_)
+    attributes = examples.meta.get("run_attributes") or {}
+    labels = np.asarray(examples.labels, dtype=np.float64)
+    for m, (row, name) in enumerate(zip(summary, fitter.concept_names_)):
+        if "tracks" in row:
+            row["transfer"], row["transfer_value"] = "tracking", row["tracks"]
+        elif name in attributes and y is not None:
+            has = np.asarray(attributes[name], dtype=float)
+            yr = np.asarray(y)[rows]
+            ok = yr >= 0
+            truth = has[yr[ok]] == 1
+            if truth.all() or not truth.any():
+                row["transfer"], row["transfer_value"] = "auc", float("nan")
+                row["transfer_note"] = f"every class of the run {'has' if truth.all() else 'lacks'} it"
+            else:
+                row["transfer"], row["transfer_value"] = "auc", float(roc_auc_score(truth, S[ok, m]))
+        elif examples.inputs is None and examples.input_kind == "data" and labels.shape[0] == n:
+            a, b = calibration[m]
+            col = labels[:, examples.names.index(name)]
+            known = np.flatnonzero(np.isin(col, (0.0, 1.0)))
+            if np.isfinite(a) and known.size:
+                s = project(Z[known], fitter.cavs_[m:m + 1])[:, 0]
+                p = 1.0 / (1.0 + np.exp(-(a * s + b)))
+                row["transfer"], row["transfer_value"] = "ece", expected_calibration_error(p, col[known])
+            else:
+                row["transfer"], row["transfer_value"] = "none", float("nan")
+        else:
+            row["transfer"], row["transfer_value"] = "none", float("nan")
+
+
+#: positives kept per concept for TCAV's test (concepts.tests.max_set may not exceed it)
+TEST_POSITIVES = 500
+
+
+def test_positives(fitter, Zex: np.ndarray, examples, seed: int) -> tuple[np.ndarray, list[int]]:
+    """Up to :data:`TEST_POSITIVES` positive examples' latents per kept concept (a seeded uniform
+    sample, stacked in concept order; float32) and their counts: what TCAV's test fits the concept
+    against random example sets with (:mod:`pipeline.app.stages.concept_tests`)."""
+    rng = np.random.default_rng(seed)
+    labels = np.asarray(examples.labels, dtype=np.float64)
+    parts, counts = [], []
+    for name in fitter.concept_names_:
+        pos = np.flatnonzero(labels[:, examples.names.index(name)] == 1)
+        if pos.size > TEST_POSITIVES:
+            pos = np.sort(rng.choice(pos, TEST_POSITIVES, replace=False))
+        parts.append(np.asarray(Zex[pos], dtype=np.float32).reshape(pos.size, -1))
+        counts.append(int(pos.size))
+    return (np.concatenate(parts) if parts else np.zeros((0, Zex.shape[1]), np.float32)), counts
+
+
+def measured_calibration(fitter, Z: np.ndarray, names: list[str], measured: dict, summary: list[dict]) -> np.ndarray:
+    """The checks of measured concepts on the rows their CAVs were not fitted on (issue 47): each
+    summary row gets ``tracks`` (Spearman ρ of the concept coordinate with the measurement on those
+    rows) and ``tracks_fit`` (the same on the fitted rows: the in-sample optimism); the returned
+    ``(slope, intercept)`` per kept concept is the Platt model of a presence concept's measured
+    labels on those rows (NaN for a tertile concept, which reads in percentiles)."""
+    from pipeline.concepts.measured import Split, spearman
+    from pipeline.concepts.units import calibrate
+
+    values = np.asarray(measured["values"], dtype=np.float64)
+    fit = np.asarray(measured["fit_rows"], dtype=bool)
+    out = np.full((len(fitter.concept_names_), 2), np.nan)
+    S = project(Z, fitter.cavs_)
+    for m, (name, row) in enumerate(zip(fitter.concept_names_, summary)):
+        j = names.index(name)
+        spec = measured["measures"][j]
+        s = np.asarray(S[:, m], dtype=np.float64)
+        row["tracks"], row["tracks_fit"] = spearman(s[~fit], values[~fit, j]), spearman(s[fit], values[fit, j])
+        row["measure"] = f"{spec['description']} ({spec['split']}: positive {spec['positive']})"
+        if spec["split"] == "presence":
+            split = Split(spec["split"], spec["lo"], spec["hi"], spec["strict"], spec["cut"])
+            out[m] = calibrate(s[~fit], split.labels(values[~fit, j]))
+    return out
+
+
+def _fitter_path(fitter) -> str | None:
+    """The dotted path of a CAV fitter given as a class, an instance or a path."""
+    if isinstance(fitter, str):
+        return fitter
+    cls = fitter if isinstance(fitter, type) else type(fitter)
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _same_as(why: str, prov: dict | None) -> str:

@@ -1,12 +1,19 @@
-"""Stage ``completeness``: how much the concepts explain (issue 34, item 5).
+"""Stage ``completeness``: how much the concepts explain, beside directions that mean nothing (issue 48).
 
-On a concept run: the concept completeness of the concept coordinates ``Z Cᵀ`` for the reference
-clustering relative to the latents ``Z``
-(:func:`pipeline.concepts.completeness_probe.concept_completeness`: the held-out accuracy of one
-logistic probe on each, chance = 0, latents = 1) and, per fitted explainer row on the concept
-coordinates, each concept's permutation importance for the tree's agreement with the reference
-(:func:`pipeline.concepts.completeness_probe.permutation_importance`). Cached (the probes are the cost:
-at most 5,000 rows each). Without concepts its artifact is empty.
+On a concept run, with the reference clustering's own rule as the head
+(:func:`pipeline.cluster_heads.head_of`: a GMM's most probable component, VaDE's mixture prior, the
+nearest k-means centre):
+
+* Yeh et al.'s completeness of the concept directions — latents rebuilt from the concept scores by
+  an affine map (the headline) and by a small network — and the linear-probe ratio, each beside
+  the same figure for M random directions (median and range over 20 draws) and the top-M
+  principal directions (:func:`pipeline.concept_quality.completeness_table`);
+* the agreement with the reference of a CART tree with K leaves on the concepts, on random and on
+  principal directions (:func:`pipeline.concept_quality.tree_baseline`);
+* each concept's permutation importance per explainer row on the concept coordinates
+  (:func:`pipeline.concepts.completeness_probe.permutation_importance`).
+
+Cached (a few seconds: at most 5,000 rows). Without concepts its artifact is empty.
 """
 
 from __future__ import annotations
@@ -22,6 +29,18 @@ from pipeline.validation import InvalidInputError
 log = logging.getLogger(__name__)
 
 
+def reference_head(cluster: ClusterArtifact, Z=None) -> tuple[object | None, str]:
+    """(the reference clustering's rule for a latent point as a head, or None; which rule, or why none)."""
+    from pipeline.cluster_heads import head_of
+
+    scaled = bool((cluster.scores or {}).get("scaled")) if isinstance(cluster.scores, dict) else False
+    try:
+        return head_of(cluster.method, weights=cluster.weights, means=cluster.means, covariances=cluster.covariances,
+                       centers=cluster.centers, scaled=scaled, Z=Z, labels=cluster.labels)
+    except InvalidInputError as exc:
+        return None, f"its fitted parameters cannot assign a point ({exc})"
+
+
 def completeness_stage(rows) -> Stage:
     """The completeness stage over explainer rows ``rows`` (their ``fit.<row>`` stages)."""
     fit_names = tuple(f"fit.{row}" for row in rows)
@@ -30,16 +49,25 @@ def completeness_stage(rows) -> Stage:
                 **fits: FitArtifact | None) -> CompletenessArtifact:
         if project.cavs is None:  # concepts=none
             return CompletenessArtifact()
-        from pipeline.concepts.completeness_probe import concept_completeness, permutation_importance
+        from pipeline.concept_quality import completeness_table, tree_baseline
+        from pipeline.concepts.completeness_probe import permutation_importance, sample_rows
         from pipeline.trees.tree import ExplanationTree
 
         names = list(project.feature_names)
-        Z, Xc, labels = encode.Z, project.X, np.asarray(cluster.labels)
+        labels = np.asarray(cluster.labels)
+        rows = sample_rows(labels, 5000, random_state=cfg["seed"])
+        head, rule = reference_head(cluster, np.asarray(encode.Z[rows], dtype=np.float64))
         try:
-            result = concept_completeness(Z, Xc, labels, random_state=cfg["seed"]).to_dict()
+            table = completeness_table(encode.Z, project.cavs, labels, head, random_state=cfg["seed"])
         except InvalidInputError as exc:
             log.warning("concept completeness not computed: %s", exc)
-            result = {"error": str(exc)}
+            table = {"error": str(exc)}
+        k = int(np.unique(labels[labels >= 0]).size)
+        try:
+            trees = tree_baseline(project.X, encode.Z, project.cavs, labels, k, random_state=cfg["seed"]) if k >= 2 else None
+        except InvalidInputError as exc:
+            log.warning("tree baseline not computed: %s", exc)
+            trees = None
         importance = {}
         for name in fit_names:
             fit = fits.get(name)
@@ -50,34 +78,84 @@ def completeness_stage(rows) -> Stage:
                 continue
             drop = permutation_importance(tree.predict, project.X, cluster.labels, random_state=cfg["seed"])
             importance[fit.row] = {n: float(v) for n, v in zip(names, drop)}
-        if "completeness" in result:
-            log.info("concept completeness %.3f (probe accuracy %.3f on %d concepts, %.3f on %d latents, chance %.3f)",
-                     result["completeness"], result["accuracy_concepts"], result["n_concepts"],
-                     result["accuracy_latents"], result["n_latents"], result["chance"])
-        return CompletenessArtifact(completeness=result, importance=importance)
+        if "affine" in table:
+            log.info("concept completeness (Yeh, affine) %.3f; %d random directions: median %.3f",
+                     table["affine"]["concepts"], table["n_concepts"], table["affine"]["random"]["median"])
+        return CompletenessArtifact(completeness=table, importance=importance, tree_baseline=trees,
+                                    head=rule if head is not None else None, no_head=None if head is not None else rule)
 
     return Stage("completeness", ("encode", "cluster", "project", *fit_names), lambda cfg: {"seed": cfg["seed"]},
-                 compute, artifact=CompletenessArtifact)
+                 compute, artifact=CompletenessArtifact, version=2)
 
 
-LOW = 0.8  # below this share the summary warns that the concepts explain only part of the clustering
+def _cell(entry: dict | None, key: str, folds: bool = False) -> str:
+    if entry is None:
+        return "—"
+    if key == "random":
+        r = entry["random"]
+        return f"{r['median']:.2f} ({r['low']:.2f}–{r['high']:.2f})" if r["n"] else "—"
+    v = entry[key]
+    text = f"{v:.2f}"
+    if folds and entry.get("concepts_folds"):
+        lo, hi = entry["concepts_folds"]
+        text += f" [{lo:.2f}–{hi:.2f}]"
+    return text
 
 
 def completeness_text(art: CompletenessArtifact | None, max_concepts: int = 8) -> list[str]:
-    """The lines printed under the Table-2 row (and shown in the report)."""
+    """The lines printed under the Table-2 row (and shown in the report): the completeness table
+    (indented lines are the table), what it means in one sentence, the tree baseline and the
+    concepts' importance."""
     if art is None or not art.completeness:
         return []
-    c = art.completeness
-    if "error" in c:
-        return ["", f"Concept completeness: not computed ({c['error']})"]
-    share = c["completeness"]
-    lines = ["", f"Concept completeness {share:.2f}: held-out accuracy of a logistic probe predicting the reference "
-                 f"cluster is {c['accuracy_concepts']:.3f} from the {c['n_concepts']} concept coordinates and "
-                 f"{c['accuracy_latents']:.3f} from the {c['n_latents']} latents (chance {c['chance']:.3f}; "
-                 "completeness = (concepts - chance) / (latents - chance), after Yeh et al. 2020)."]
-    if share == share and share < LOW:
-        lines.append(f"Warning: these {c['n_concepts']} concepts recover {100 * share:.0f}% of what the latents carry "
-                     "about the clusters; rules on them can explain only part of the clustering.")
+    t = art.completeness
+    if "error" in t:
+        return ["", f"Concept completeness: not computed ({t['error']})"]
+    M, d = t["n_concepts"], t["n_latents"]
+    s = "s" if M != 1 else ""
+    head = (f"head: {art.head}" if art.head else "no head")
+    lines = ["", f"How much the {M} concept{s} explain (Yeh et al. 2020, Def. 3.1: the reference clustering's own rule, "
+                 f"{head}, assigns latents rebuilt from the concept scores; 1 = as well as the latents, 0 = the largest "
+                 f"cluster's share; {t['n_rows']:,} rows, {t['n_folds']} folds; random: median (range) of "
+                 f"{t['n_random']} draws):"]
+    rows = [("", "rebuilt by an affine map", "by a network", "linear-probe ratio")]
+    aff, net, probe = t.get("affine"), t.get("network"), t.get("probe")
+    rows.append((f"these {M} concept{s}", _cell(aff, "concepts", True), _cell(net, "concepts"), _cell(probe, "concepts")))
+    rows.append((f"{M} random direction{s}", _cell(aff, "random"), _cell(net, "random"), _cell(probe, "random")))
+    rows.append((f"top {M} principal direction{s}", _cell(aff, "principal"), _cell(net, "principal"),
+                 _cell(probe, "principal")))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines += ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+              for r in rows]
+    if aff is None:
+        lines.append(f"The Yeh figures are unavailable: {art.no_head}; the linear-probe ratio (held-out accuracy of a "
+                     "logistic probe on the concept scores against one on the latents, minus chance) stands alone.")
+    if t.get("spans"):
+        lines.append(f"With {M} concepts in a {d}-dimensional latent space, any {M} independent directions rebuild the "
+                     "latents exactly, so these figures are 1 for every set and say nothing; the trees below compare "
+                     "the concepts with random directions instead.")
+    elif aff is not None:
+        c, r = aff["concepts"], aff["random"]
+        if c < r["median"]:
+            lines.append(f"These {M} concepts explain the clusters less than {M} random directions do (completeness "
+                         f"{c:.2f} against a median of {r['median']:.2f}): as a set they are a poor basis for "
+                         "explaining this clustering.")
+        elif c > r["high"]:
+            lines.append(f"These {M} concepts explain the clusters better than every one of {r['n']} draws of {M} "
+                         f"random directions ({c:.2f} against at most {r['high']:.2f}).")
+        else:
+            lines.append(f"These {M} concepts explain the clusters about as well as {M} random directions (completeness "
+                         f"{c:.2f}; random {r['low']:.2f}–{r['high']:.2f}).")
+        if c > 1:
+            lines.append("A value above 1: the rebuilt latents agree with the reference more often than the latents "
+                         "themselves do under the head, which happens where the head's rule and the reference labels "
+                         "differ (a clustering fitted on a sample, or restarts).")
+    if art.tree_baseline:
+        b = art.tree_baseline
+        r = b["random"]
+        lines.append(f"A CART tree of {b['n_leaves']} leaves agrees with the reference at ARI {b['concepts']:.2f} on the "
+                     f"concepts, {r['median']:.2f} (median; {r['low']:.2f}–{r['high']:.2f}) on {M} random directions "
+                     f"and {b['principal']:.2f} on the top {M} principal directions.")
     for row, imp in (art.importance or {}).items():
         ranked = [(n, v) for n, v in sorted(imp.items(), key=lambda kv: -kv[1]) if round(v, 2) != 0]
         shown = ", ".join(f"{n} {v:.2f}" for n, v in ranked[:max_concepts])

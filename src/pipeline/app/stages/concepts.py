@@ -40,7 +40,8 @@ def _config(cfg: dict) -> dict:
         return {"concepts": "none"}
     # Concept selection runs in the project stage (pipeline.app.stages.cavs), so it is not part of this key.
     params = {k: v for k, v in (cfg["concepts"].get("params") or {}).items() if k not in STAGE_ONLY}
-    node = {k: v for k, v in cfg["concepts"].items() if k != "units"}  # units: display only (report)
+    # units: display only (report); tests: the concept_tests stage's
+    node = {k: v for k, v in cfg["concepts"].items() if k not in ("units", "tests")}
     return {"concepts": {**node, "params": params}, "cav": cfg["cav"], "seed": cfg["seed"]}
 
 
@@ -76,7 +77,7 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, latents=None
     if isinstance(got, ConceptExamples):
         got, Zex = (latents(cfg, dataset, encode, got) if latents is not None
                     else _labelled_rows(got, example_latents(cfg, dataset, encode.Z, got, encode)))
-        out = fit_cavs(cfg, got, Zex)
+        out = fit_cavs(cfg, got, Zex, encode.Z, dataset.y)
     elif isinstance(got, dict):
         try:
             out = ConceptsArtifact.from_record(got)
@@ -114,7 +115,8 @@ def _ahead(cfg: dict, done: dict) -> bool:
 
 
 # version 9 (issue 34): provenance, marks and example-based duplicates (prov34: 4, 5), held-out Platt
-# calibration and cav standardize "auto" as the fitters' default (units34); a merge takes one above both
-CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=9, artifact=ConceptsArtifact,
+# calibration and cav standardize "auto" as the fitters' default (units34); version 10 (issue 47): measured
+# concepts (measurements, measures, fit_rows); a merge takes one above both
+CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=10, artifact=ConceptsArtifact,
                  ahead=_ahead, ahead_imports=("pipeline.app.stages.cavs", "pipeline.concepts.cav",
                                               "sklearn.linear_model"))

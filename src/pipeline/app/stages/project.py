@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, EncodeArtifact, LoadArtifact, ProjectArtifact
+from pipeline.app.artifacts import (ClusterArtifact, ConceptsArtifact, ConceptTestsArtifact, EncodeArtifact,
+                                   LoadArtifact, ProjectArtifact)
 from pipeline.app.stages.framework import Stage
 from pipeline.concepts.projection import project, project_mixture
 
@@ -75,8 +76,12 @@ def projects_in_cluster_pass(cfg: dict, concepts: ConceptsArtifact | None) -> bo
 
 
 def _compute(cfg: dict, encode: EncodeArtifact, cluster: ClusterArtifact,
-             concepts: ConceptsArtifact, load: LoadArtifact | None = None, ctx=None) -> ProjectArtifact:
+             concepts: ConceptsArtifact, concept_tests: ConceptTestsArtifact | None = None,
+             load: LoadArtifact | None = None, ctx=None) -> ProjectArtifact:
     Z = encode.Z
+    full = concepts
+    if concepts.enabled and concept_tests is not None and concept_tests.excluded:  # failed their tests (issue 48)
+        concepts = without(concepts, concept_tests.excluded)
     if concepts.enabled and (cfg["concepts"].get("params") or {}).get("select"):  # off by default
         from pipeline.app.stages.cavs import select_for_reference
 
@@ -90,7 +95,14 @@ def _compute(cfg: dict, encode: EncodeArtifact, cluster: ClusterArtifact,
     from pipeline.app.stages.cavs import display_units
 
     C = concepts.cavs
-    X = concept_coordinates(cfg, Z, C, ctx, (ctx.resources.get("input_keys", {}).get("encode", "") if ctx is not None else ""))
+    key = ctx.resources.get("input_keys", {}).get("encode", "") if ctx is not None else ""
+    if concepts is not full and concept_tests is not None and concept_tests.excluded and not concepts.selection:
+        # the columns of the concepts kept: the coordinates of all of them (projected by the cluster
+        # stage's pass on data on disk) are not read again for fewer CAVs
+        keep = [full.concept_names.index(n) for n in concepts.concept_names]
+        X = np.ascontiguousarray(concept_coordinates(cfg, Z, full.cavs, ctx, key)[:, keep])
+    else:
+        X = concept_coordinates(cfg, Z, C, ctx, key)
     units_kind, units = display_units(cfg, concepts, X, concepts.concept_names)
     sort_ahead(cfg, units)
     return ProjectArtifact(
@@ -98,7 +110,34 @@ def _compute(cfg: dict, encode: EncodeArtifact, cluster: ClusterArtifact,
         centers=None if cluster.centers is None else project(cluster.centers, C),
         mixture=None if mixture is None else project_mixture(C, *mixture), latent_mixture=mixture,
         cavs=C, concept_names=concepts.concept_names, selection=concepts.selection or None,
-        units=units, units_kind=units_kind)
+        units=units, units_kind=units_kind, measured=measured_columns(concepts))
+
+
+def without(concepts: ConceptsArtifact, excluded: dict) -> ConceptsArtifact:
+    """``concepts`` without the concepts named in ``excluded`` (CAVs, names, calibration)."""
+    import dataclasses
+
+    keep = [m for m, n in enumerate(concepts.concept_names) if n not in excluded]
+    calibration = (None if concepts.cav_calibration is None
+                   else np.asarray(concepts.cav_calibration).reshape(-1, 2)[keep].tolist())
+    return dataclasses.replace(concepts, cavs=np.asarray(concepts.cavs)[keep],
+                               concept_names=[concepts.concept_names[m] for m in keep], cav_calibration=calibration)
+
+
+def measured_columns(concepts: ConceptsArtifact) -> dict | None:
+    """The measurements of a run's measured concepts, one column per concept the trees cut on (NaN
+    columns and None measures for the others): what a printed rule is checked against."""
+    if concepts.measurements is None or not concepts.measures:
+        return None
+    by_name = {m["name"]: j for j, m in enumerate(concepts.measures)}
+    values = np.full((len(concepts.measurements), len(concepts.concept_names)), np.nan)
+    measures = []
+    for col, name in enumerate(concepts.concept_names):
+        j = by_name.get(name)
+        measures.append(None if j is None else concepts.measures[j])
+        if j is not None:
+            values[:, col] = concepts.measurements[:, j]
+    return {"values": values, "measures": measures} if any(m is not None for m in measures) else None
 
 
 def sort_ahead(cfg: dict, units) -> None:
@@ -139,5 +178,5 @@ def table_units(load: LoadArtifact | None, encode: EncodeArtifact) -> list | Non
     return units if any(u is not None for u in units) else None
 
 
-PROJECT = Stage("project", ("encode", "cluster", "concepts", "load"), _config, _compute, cached=False,
+PROJECT = Stage("project", ("encode", "cluster", "concepts", "concept_tests", "load"), _config, _compute, cached=False,
                 artifact=ProjectArtifact, context=True)

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Callable
 
 from pipeline.app.artifacts import (
-    ClusterArtifact, CompletenessArtifact, ConceptsArtifact, CounterfactualsArtifact, EvaluateArtifact, FiguresArtifact,
+    ClusterArtifact, CompletenessArtifact, ConceptsArtifact, ConceptTestsArtifact, CounterfactualsArtifact,
+    EvaluateArtifact, FiguresArtifact,
     LoadArtifact, ProjectArtifact, FitArtifact, ReportArtifact,
 )
 from pipeline.app.report.render_cache import RenderCache
@@ -70,12 +71,13 @@ def report_stage(rows, counterfactuals: bool = False, completeness: bool = False
     """The report stage over explainer rows ``rows`` (and the counterfactuals and completeness
     stages, if they run); the trees' figures come from the ``figures`` stage."""
     fit_names = tuple(f"fit.{row}" for row in rows)
-    inputs = ("load", "cluster", "concepts", "project", "evaluate", "figures", *fit_names)
+    inputs = ("load", "cluster", "concepts", "concept_tests", "project", "evaluate", "figures", *fit_names)
     inputs += ("completeness",) if completeness else ()
     inputs += ("counterfactuals",) if counterfactuals else ()
 
     def compute(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, concepts: ConceptsArtifact,
-                project: ProjectArtifact, evaluate: EvaluateArtifact, figures: FiguresArtifact, ctx: RunContext,
+                concept_tests: ConceptTestsArtifact, project: ProjectArtifact, evaluate: EvaluateArtifact,
+                figures: FiguresArtifact, ctx: RunContext,
                 completeness: CompletenessArtifact | None = None, counterfactuals: CounterfactualsArtifact | None = None,
                 **fits) -> ReportArtifact:
         out_dir = Path(ctx.out_dir)
@@ -83,7 +85,7 @@ def report_stage(rows, counterfactuals: bool = False, completeness: bool = False
         df = results_frame(evaluate.rows, {"dataset": load.name, "clustering": cfg["clustering"]["name"]})
         try:  # the figures are encoded while the other files are written
             out = _write_files(cfg, out_dir, df, figures.data, figures.ari, figures.renders, load, cluster, concepts,
-                               project, fits, completeness, counterfactuals)
+                               project, fits, completeness, counterfactuals, concept_tests)
             figures.finish()
         except BaseException:
             close_figures(ctx)
@@ -95,7 +97,7 @@ def report_stage(rows, counterfactuals: bool = False, completeness: bool = False
 
 
 def _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, project, fits, completeness,
-                 counterfactuals) -> dict:
+                 counterfactuals, tests=None) -> dict:
     """Every file of the report but the tree figures; the fields of its artifact. With more than one
     thread, ``assignments.parquet`` and the notebook's ``concepts/run.npz`` are written by threads of
     their own meanwhile (Arrow compresses, and zlib sums, without the GIL: 3.7 s at 10M rows for the
@@ -115,15 +117,20 @@ def _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, 
         out = {"df": df, "csv": csv, "fits": fits, "table2": None, "counterfactuals_csv": None, "html": None,
                "data": data}
         if concepts.enabled:  # Table-2 row, CAV table, files for the notebook (issue 6)
-            from pipeline.app.report.concept_run import cav_frame, table2_for_run, write_cav_table, write_concept_run
+            from pipeline.app.report.concept_run import cav_table, table2_for_run, write_cav_table, write_concept_run
 
             out["table2"] = table2_for_run(cfg, load, cluster, project, df, concepts)
             waits.append(aside(write_concept_run, out_dir, load, cluster, concepts, project, out["table2"],
                                completeness))
             if concepts.cav_summary:
-                write_cav_table(out_dir, cav_frame(concepts.cav_summary, project.units, project.units_kind,
-                                                   project.concept_names, project.X), concepts.cav_test)
+                write_cav_table(out_dir, cav_table(concepts.cav_summary, tests, project.units, project.units_kind,
+                                                   project.concept_names, project.X),
+                                " ".join(t for t in (concepts.cav_test, tests.test_line if tests else None) if t))
             atomic_write(out_dir / "concepts" / "table2.csv", out["table2"].to_csv(index=False))
+            if concepts.measurements is not None:  # every row's measured values (issue 47)
+                from pipeline.app.report.concept_run import write_measurements
+
+                write_measurements(out_dir, concepts, row_ids(cfg, load))
             if completeness is not None and completeness.completeness:
                 atomic_write(out_dir / "concepts" / "completeness.json",
                              json.dumps(completeness.to_record(), indent=1, default=float))
@@ -135,7 +142,7 @@ def _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, 
             from pipeline.app.report.run_report import run_report_html
 
             page = run_report_html(cfg, load, cluster, project, df, fits, concepts if concepts.enabled else None,
-                                   counterfactuals, cache=renders, completeness=completeness, data=data)
+                                   counterfactuals, cache=renders, completeness=completeness, data=data, tests=tests)
             out["html"] = atomic_write(out_dir / "report.html", page.encode("utf-8"))
         for wait in waits:
             if wait is not None:
