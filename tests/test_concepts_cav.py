@@ -28,7 +28,7 @@ def test_cavs_recover_planted_directions(fitter):
     cos = np.sum(cf.cavs_ * D, axis=1)
     assert cos.min() > 0.97, cos  # aligned, and with the right sign
     np.testing.assert_allclose(np.linalg.norm(cf.cavs_, axis=1), 1.0)
-    assert cf.significant_.all()
+    assert (cf.score_mean_ > 0.85).all()  # held-out accuracy of a cut along each planted direction (noisy labels)
     assert (cf.score_mean_ > 0.8).all()
     assert (cf.score_ci_[:, 0] <= cf.score_mean_).all() and (cf.score_mean_ <= cf.score_ci_[:, 1]).all()
 
@@ -44,18 +44,16 @@ def test_sign_convention_positives_project_higher():
     assert np.all(np.sum(flipped.cavs_ * cf.cavs_, axis=1) < -0.9)
 
 
-def test_random_concept_is_flagged_not_linearly_present(caplog):
+def test_random_concept_has_chance_accuracy_and_an_unstable_direction():
     Z, labels, _ = planted(M=1)
     rng = np.random.default_rng(5)
     labels = np.column_stack([labels[:, 0], rng.integers(0, 2, len(Z))])
-    with caplog.at_level(logging.WARNING):
-        cf = CAVFitter(n_repeats=5, cv=3, random_state=0).fit(Z, labels, ["real", "noise"])
-    assert cf.significant_.tolist() == [True, False]
-    assert cf.p_values_[0] < 0.01 and cf.p_values_[1] > 0.05
-    assert "not linearly present" in caplog.text
+    cf = CAVFitter(n_repeats=5, cv=3, random_state=0).fit(Z, labels, ["real", "noise"])
+    assert cf.score_mean_[0] > 0.9 and abs(cf.score_mean_[1] - 0.5) < 0.1
+    assert cf.score_ci_[1, 0] < 0.5 < cf.score_ci_[1, 1] or abs(cf.score_mean_[1] - 0.5) < 0.06
     assert cf.spread_deg_[1] > 5 * cf.spread_deg_[0]  # unstable direction for the noise concept
     rows = cf.summary()
-    assert [r["concept"] for r in rows] == ["real", "noise"] and rows[1]["significant"] is False
+    assert [r["concept"] for r in rows] == ["real", "noise"] and "significant" not in rows[0]
 
 
 def test_continuous_concept_with_linear_regression():
@@ -144,17 +142,18 @@ def test_build_fitter_accepts_instances():
     assert build_fitter(f) is f and f.C == 0.5
 
 
-def test_significance_test_is_skipped_without_enough_repeats():
-    Z, labels, _ = planted(M=2)
-    cf = CAVFitter(n_repeats=2, cv=2, random_state=0).fit(Z, labels)
-    assert np.isnan(cf.p_values_).all() and not cf.significant_.any() and not cf.tested_.any()
-    assert np.isfinite(cf.scores_).all()  # held-out accuracy is still reported
-    assert all(r["significant"] is None for r in cf.summary())  # "not tested", never "yes"
-    assert "not tested (n_repeats=2" in cf.test_line()
+def test_directions_fit_further_cavs_as_the_concepts_own():
+    Z, labels, D = planted(M=2)
+    cf = CAVFitter(n_repeats=1, subsample=1.0, cv=0, random_state=0).fit(Z, labels, ["a", "b"])
+    problems = [(Z[np.isfinite(labels[:, m]) & (labels[:, m] >= 0)], labels[:, m][np.isfinite(labels[:, m])
+                                                                            & (labels[:, m] >= 0)]) for m in range(2)]
+    W = cf.directions(problems, random_state=0)
+    assert W.shape == (2, Z.shape[1]) and np.allclose(np.linalg.norm(W, axis=1), 1.0)
+    assert (np.sum(W * cf.cavs_, axis=1) > 0.99).all()  # the same fits, up to the repeats' draws
 
 
 @pytest.mark.parametrize("kwargs, param", [
-    (dict(n_repeats=0), "n_repeats"), (dict(subsample=1.5), "subsample"), (dict(alpha=2.0), "alpha"),
+    (dict(n_repeats=0), "n_repeats"), (dict(subsample=1.5), "subsample"), (dict(cv=-1), "cv"),
     (dict(fitter=3), "fitter"), (dict(fitter=LogisticFitter, fitter_params={"C": -1.0}), "C"),
     (dict(fitter=SGDFitter, fitter_params={"loss": "hinj"}), "loss"),
     (dict(fitter=LinearSVMFitter, fitter_params={"max_iter": 0}), "max_iter"),
@@ -208,19 +207,18 @@ def test_concepts_fitted_in_threads_give_the_same_cavs():
             fits.append(CAVFitter(n_repeats=3, cv=2, random_state=0).fit(Z, L))
     a, b = fits
     assert np.array_equal(a.cavs_, b.cavs_) and np.array_equal(a.scores_, b.scores_, equal_nan=True)
-    assert np.array_equal(a.random_scores_, b.random_scores_, equal_nan=True) and a.dropped_ == b.dropped_
+    assert a.dropped_ == b.dropped_
 
 
 # ---- issue 34: honest statistics, duplicates by what the concepts are ------------------------
-def test_no_significance_beside_an_undefined_accuracy():
+def test_no_accuracy_claimed_without_held_out_folds():
     Z, labels, _ = planted(M=2)
     cf = CAVFitter(fitter=MeanDifferenceFitter, n_repeats=5, cv=0, random_state=0).fit(Z, labels, ["a", "b"])
     rows = cf.summary()
-    assert all(np.isnan(r["score"]) and np.isnan(r["ci_low"]) and r["significant"] is None for r in rows)
-    assert cf.test_line().startswith("significance: not tested, and no held-out accuracy or interval (cv=0")
+    assert all(np.isnan(r["score"]) and np.isnan(r["ci_low"]) for r in rows)
+    assert cf.test_line().startswith("accuracy: no held-out accuracy or interval (cv=0")
     cf = CAVFitter(n_repeats=5, cv=3, random_state=0).fit(Z, labels, ["a", "b"])
-    assert cf.tested_.all() and "Welch t-test" in cf.test_line() and "5 random-split CAVs" in cf.test_line()
-    assert "Bonferroni over 2 concept(s)" in cf.test_line()
+    assert "5 CAVs per concept" in cf.test_line() and "Wilson" in cf.test_line()
 
 
 def test_accuracy_intervals_stay_inside_0_1():

@@ -182,7 +182,7 @@ class ConceptsArtifact(Artifact):
     measurements: np.ndarray | None = None  # measured concepts: every row's measured values (n, k), issue 47
     measures: list | None = None  # one dict per column of measurements: name, description, unit, split, cut ...
     fit_rows: np.ndarray | None = None  # the rows (mask) the measured concepts' CAVs were fitted on
-    test_positives: np.ndarray | None = None  # up to 500 positives' latents per concept, stacked (TCAV's test)
+    test_positives: np.ndarray | None = None  # up to 1,000 positives' latents per concept, stacked (TCAV's test)
     test_positive_counts: list | None = None  # how many of them each concept has, in concept order
 
     @property

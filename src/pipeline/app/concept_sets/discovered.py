@@ -36,7 +36,8 @@ DISCOVERY_ROWS = 50_000  # latents on disk: rows the factorisation sees
 
 def discovered(Z, dataset, cfg: dict, n_concepts: int = 5, method: str = "auto", names: dict | None = None,
                n_examples: int = 8, min_auc: float = 0.6, max_iter: int = 1000, attributes: str | None = None,
-               attributes_id_column: str | None = None, attributes_fingerprint=None, n_words: int = 3) -> dict:
+               attributes_id_column: str | None = None, attributes_fingerprint=None, n_words: int = 3,
+               measures="auto", min_rho: float = 0.5) -> dict:
     """Discover ``n_concepts`` concepts in the latents ``Z`` of ``dataset`` (seed: ``cfg['seed']``).
 
     Names come from the data, never from the labels (see the module docstring); the class labels
@@ -80,11 +81,13 @@ def discovered(Z, dataset, cfg: dict, n_concepts: int = 5, method: str = "auto",
         labels.update(_attribute_table(attributes, dataset, attributes_id_column))
     assoc = concept_associations(coords, labels) if labels else [("", float("nan"))] * coords.shape[1]
     top = top_examples(coords, n_examples)
-    auto, named_by = automatic_names(coords, dataset, n_words)
+    tracked = measured_tracks(coords, dataset, measures, notes)
+    auto, named_by = automatic_names(coords, dataset, n_words, tracked, min_rho)
     final = name_concepts(auto, names)
     rows = [{"concept": final[j], "automatic name": auto[j], "named by": named_by,
              "association": association_text(label, auc, min_auc), "associated with": label or None, "AUC": auc,
-             "importance": float(model.importance_[j]), "method": model.method_}
+             "importance": float(model.importance_[j]), "method": model.method_,
+             **({"tracks": track_text(tracked[j])} if tracked is not None else {})}
             for j, (label, auc) in enumerate(assoc)]
     log.info("discovered concepts (%s): %s", model.method_,
              ", ".join(f"{r['concept']} ({r['association'] or 'no labels'})" for r in rows))
@@ -95,11 +98,58 @@ def discovered(Z, dataset, cfg: dict, n_concepts: int = 5, method: str = "auto",
             "concept_notes": notes or None}
 
 
-def automatic_names(coords: np.ndarray, dataset, n_words: int = 3) -> tuple[list[str], str]:
+#: the image measurements discovered concepts are described by, by the dataset's name (else silhouettes)
+IMAGE_MEASURES = {"mnist": "pipeline.concepts.measures.digits.digit_measurements",
+                  "digits": "pipeline.concepts.measures.digits.digit_measurements"}
+SILHOUETTES = "pipeline.concepts.measures.silhouettes.silhouette_measurements"
+
+
+def measured_tracks(coords: np.ndarray, dataset, measures, notes: list) -> list[list[tuple[str, float]]] | None:
+    """Per discovered concept of an image dataset, the measured properties its coordinate tracks
+    (name, Spearman ρ), strongest first: ``measures`` is ``"auto"`` (digit measurements for MNIST-like
+    digits, silhouette measurements for other images), None (none), or a measurement config node
+    ``{_target_, params}`` (:mod:`pipeline.app.concept_sets.measured`). None for texts and tables."""
+    images = dataset.images if dataset.images is not None else (dataset.X if dataset.kind == "image" else None)
+    if images is None or measures is None:
+        return None
+    if measures == "auto":
+        base = str(dataset.name).split("/")[0].split("_")[0]
+        measures = {"_target_": IMAGE_MEASURES.get(base, SILHOUETTES)}
+    from pipeline.app.concept_sets.measured import run_measure
+    from pipeline.concepts.measured import spearman
+
+    got = run_measure("discovered", measures, np.asarray(images), "image", len(images), "images",
+                      where="concepts.params.measures")
+    if isinstance(got, str):
+        notes.append(f"the discovered concepts are not described by measurements: {got}")
+        return None
+    out = []
+    for j in range(coords.shape[1]):
+        rhos = [(m.name, spearman(coords[:, j], got.values[:, i])) for i, m in enumerate(got.measures)]
+        rhos = [(n, r) for n, r in rhos if r == r]
+        out.append(sorted(rhos, key=lambda nr: -abs(nr[1])))
+    return out
+
+
+def track_text(tracks: list[tuple[str, float]], n: int = 2) -> str:
+    """``ink+ .81, thickness+ .74``: the measured properties a concept tracks most (signed ρ)."""
+    return ", ".join(f"{name}{'+' if r > 0 else '-'} {abs(r):.2f}".replace(" 0.", " .") for name, r in tracks[:n])
+
+
+def automatic_names(coords: np.ndarray, dataset, n_words: int = 3, tracked=None,
+                    min_rho: float = 0.5) -> tuple[list[str], str]:
     """(one name per concept, what the names are made of) from the data alone: texts by the
     distinctive words of each concept's top documents, tables by the columns the concept follows,
-    anything else (images) ``c1``, ``c2`` ..."""
+    images by the measured properties the concept tracks (``ink+ thickness+``, where the strongest
+    Spearman ρ is at least ``min_rho``; else ``c1``, ``c2`` ...)."""
     k = coords.shape[1]
+    if tracked is not None:
+        names = []
+        for j, tr in enumerate(tracked):
+            strong = [(n, r) for n, r in tr[:2] if abs(r) >= min_rho]
+            names.append(" ".join(f"{n}{'+' if r > 0 else '-'}" for n, r in strong) or f"c{j + 1}")
+        return names, (f"the measured properties the concept coordinate tracks (Spearman ρ >= {min_rho}; else its "
+                       "position, c1, c2 ...)")
     if dataset.kind == "text" and dataset.X is not None:
         n_top = int(max(10, min(50, len(dataset.X) // 20)))  # the top 5% of the documents, 10 to 50
         words = distinctive_words(dataset.X, top_examples(coords, n_top), n_words)

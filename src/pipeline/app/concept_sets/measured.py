@@ -61,7 +61,7 @@ def measured(dataset, cfg: dict, measures: dict | None = None, concepts: list | 
     inputs = _inputs(dataset)
     columns, specs, notes = [], [], []
     for key, node in measures.items():
-        got = _run_measure(str(key), node, inputs, kind, len(dataset), unit)
+        got = run_measure(str(key), node, inputs, kind, len(dataset), unit)
         if isinstance(got, str):
             notes.append(got)
             continue
@@ -137,11 +137,12 @@ def _inputs(dataset):
                         and len(dataset.feature_names) == X.shape[1] else None)
 
 
-def _run_measure(key: str, node, inputs, kind: str, n: int, unit: str) -> Measurements | str:
-    """The measurements of one config node, or the paragraph saying why it gave none."""
+def run_measure(key: str, node, inputs, kind: str, n: int, unit: str, where: str | None = None) -> Measurements | str:
+    """The measurements of one config node (``where``: its config key), or the paragraph saying why
+    it gave none."""
     from pipeline.app.instantiate import call, factory
 
-    where = f"concepts.params.measures.{key}"
+    where = where or f"concepts.params.measures.{key}"
     if not isinstance(node, dict) or not node.get("_target_"):
         raise InvalidInputError(f"{where} must be a config node {{_target_: <module.function>, params: {{...}}}}; got "
                                 f"{node!r}.")

@@ -262,7 +262,7 @@ def discovery_frame(discovery: list[dict]) -> pd.DataFrame:
     """Discovered concepts: name, its association with the labels (``≈ Sneaker, AUC .96``: a column of
     its own, never the name), importance, and the automatic name where the user renamed it."""
     df = pd.DataFrame(discovery)
-    cols = ["concept", "association", "importance"]
+    cols = ["concept", "tracks", "association", "importance"]
     if "automatic name" in df.columns and (df["automatic name"] != df["concept"]).any():
         cols.append("automatic name")
     return df[[c for c in cols if c in df.columns]]
@@ -319,7 +319,8 @@ def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped:
     if discovery:
         how = discovery[0].get("named by", "position")
         lines += ["", f"Discovered concepts (named by {how}; association: the class the concept coordinate separates "
-                      "best, ROC AUC):", _fmt(discovery_frame(discovery))]
+                      "best, ROC AUC" + ("; tracks: the measured properties its coordinate follows, Spearman ρ"
+                                          if "tracks" in discovery[0] else "") + "):", _fmt(discovery_frame(discovery))]
     if notes:
         lines += ["", "Notes:"] + [f"  {n}" for n in notes]
     dropped = {k: v for k, v in dropped.items() if "exclude_run_classes" not in v}  # listed above

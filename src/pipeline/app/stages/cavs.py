@@ -202,7 +202,7 @@ def transfer_values(summary: list[dict], fitter, examples, calibration, Z, y, se
 
 
 #: positives kept per concept for TCAV's test (concepts.tests.max_set may not exceed it)
-TEST_POSITIVES = 500
+TEST_POSITIVES = 1000
 
 
 def test_positives(fitter, Zex: np.ndarray, examples, seed: int) -> tuple[np.ndarray, list[int]]:

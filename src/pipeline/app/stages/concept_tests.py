@@ -77,7 +77,7 @@ def _compute(cfg: dict, encode: EncodeArtifact, concepts: ConceptsArtifact,
     others = np.setdiff1d(np.arange(len(labels)), rows)
     if others.size > 5000:
         others = np.sort(np.random.default_rng(cfg["seed"]).choice(others, 5000, replace=False))
-    pool = np.asarray(encode.Z[others], dtype=np.float64) if others.size >= 2 * int(tests["max_set"]) else Zr
+    pool = np.asarray(encode.Z[others], dtype=np.float64) if others.size >= 4 * int(tests["n_random"]) else Zr
     head, rule = reference_head(cluster, Zr)
     transfer = [_transfer(row, tests) for row in concepts.cav_summary or [{} for _ in names]]
     K = int(labels.max()) + 1 if labels.size and labels.max() >= 0 else 0
@@ -166,4 +166,4 @@ def _cached(cfg: dict) -> bool:
 
 
 CONCEPT_TESTS = Stage("concept_tests", ("encode", "concepts", "cluster"), _config, _compute,
-                      artifact=ConceptTestsArtifact, cached=_cached)
+                      artifact=ConceptTestsArtifact, cached=_cached, version=2)

@@ -21,7 +21,7 @@ import logging
 import numpy as np
 
 from pipeline.app.artifacts import ArtifactFieldError, ConceptsArtifact, EncodeArtifact, LoadArtifact
-from pipeline.app.instantiate import call, factory
+from pipeline.app.instantiate import accepts, call, factory
 from pipeline.app.stages.framework import Stage
 from pipeline.app.stages.load import artifact_to_dataset
 from pipeline.validation import InvalidInputError
@@ -56,7 +56,62 @@ def _labelled_rows(examples, Z):
     rows = np.flatnonzero(np.isfinite(labels.reshape(len(labels), -1)).any(axis=1))
     log.info("concepts %s: the %d of %d rows with a concept label read for the CAVs", examples.set_name, rows.size,
              len(Z))
-    return dataclasses.replace(examples, labels=examples.labels[rows]), Z[rows]
+    return dataclasses.replace(examples, labels=examples.labels[rows],
+                               meta={**examples.meta, "rows_of_data": rows}), Z[rows]
+
+
+def content_provenance(examples, Zex, dataset, Z, strict: bool = False):
+    """``examples`` with the marks of their provenance decided by content
+    (:func:`pipeline.concepts.circularity.content_marks`: which examples are rows of the run, and
+    whether their labels follow its classes) whatever their source; with ``strict``
+    (``concepts.params.exclude_run_classes=true``) a concept that restates the run's classes is
+    left out (``meta["unavailable"]``)."""
+    from pipeline.concepts.circularity import content_marks, match_examples
+    from pipeline.concepts.sets import provenance
+
+    labels = np.asarray(examples.labels, dtype=np.float64)
+    rows_of_data = examples.meta.get("rows_of_data")
+    if examples.inputs is None and examples.input_kind == "data":  # the examples are the run's rows
+        matched = (np.asarray(rows_of_data, dtype=np.int64) if rows_of_data is not None
+                   else np.arange(labels.shape[0], dtype=np.int64))
+        how = "the run's own rows"
+    else:
+        run_inputs = None
+        if examples.input_kind in ("image", "text"):
+            run_inputs = (dataset.images if dataset.images is not None else dataset.X) if examples.input_kind == "image" \
+                else (dataset.X if dataset.kind == "text" else None)
+        from pipeline.app.data.chunked import is_view
+
+        matched, counts = match_examples(examples.inputs if examples.input_kind != "latents" else None, run_inputs,
+                                         Zex, None if is_view(Z) else Z)
+        how = (f"{counts['content']} by content, {counts['latent']} by identical latents, {counts['near']} near "
+               "duplicates" + ("" if counts["searched_near"] else " (not searched: too many rows)"))
+    bounded = set(examples.names) if examples.meta.get("measured") is not None else set()
+    marks = content_marks(labels, examples.names, matched, dataset.y, bounded=bounded)
+    prov = dict(examples.meta.get("provenance") or {})
+    for name, mark in marks.items():
+        old = prov.get(name) or provenance("its examples", "its counter-examples")
+        prov[name] = {**old, "from_run": mark["from_run"], "leakage": mark["leakage"], "matched": mark["n_matched"],
+                      # the source's own note where it says the same (it names the classes), else the content's
+                      "note": (old["note"] if not mark["from_run"] or old.get("from_run") == mark["from_run"]
+                               else mark["note"]),
+                      "content_check": f"{mark['note']} (matched: {how})"}
+    meta = {**examples.meta, "provenance": prov}
+    if strict:
+        gone = [n for n, mk in marks.items() if mk["from_run"] == "classes"]
+        if gone:
+            unavailable = dict(meta.get("unavailable") or {})
+            for n in gone:
+                unavailable[n] = f"{marks[n]['note']}; left out by the strict protocol (exclude_run_classes=true)"
+            keep = [m for m, n in enumerate(examples.names) if n not in gone]
+            if not keep:
+                raise InvalidInputError(
+                    "concepts.params.exclude_run_classes=true: every concept restates the run's classes by content ("
+                    + "; ".join(f"{n}: {marks[n]['note']}" for n in gone) + "). Use concept examples that are not the "
+                    "run's own rows labelled by class, or drop the option (the concepts are then marked †).")
+            meta["unavailable"] = unavailable
+            examples = dataclasses.replace(examples, names=[examples.names[m] for m in keep], labels=labels[:, keep])
+    return dataclasses.replace(examples, meta=meta)
 
 
 def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, latents=None) -> ConceptsArtifact:
@@ -69,7 +124,14 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, latents=None
     from pipeline.concepts.sets import ConceptExamples
 
     ccfg = cfg["concepts"]
-    node = {**ccfg, "params": {k: v for k, v in (ccfg.get("params") or {}).items() if k not in STAGE_ONLY}}
+    params = {k: v for k, v in (ccfg.get("params") or {}).items() if k not in STAGE_ONLY}
+    # the strict protocol applies to every source: a source that has its own (learning class attributes
+    # outside the run) gets the option too; for every source, a concept restating the run's classes by
+    # content is left out below
+    strict = bool(params.pop("exclude_run_classes", False))
+    node = {**ccfg, "params": params}
+    if strict and accepts(node, "exclude_run_classes", "concepts"):
+        node["params"] = {**params, "exclude_run_classes": True}
     dataset = artifact_to_dataset(load)
     offered = {"dataset": dataset, "name": ccfg["name"], "file": ccfg.get("file"),
                "data_dir": cfg["paths"].get("data_dir"), "Z": encode.Z, "encode": encode, "cfg": cfg}
@@ -77,6 +139,7 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, latents=None
     if isinstance(got, ConceptExamples):
         got, Zex = (latents(cfg, dataset, encode, got) if latents is not None
                     else _labelled_rows(got, example_latents(cfg, dataset, encode.Z, got, encode)))
+        got = content_provenance(got, Zex, dataset, encode.Z, strict)
         out = fit_cavs(cfg, got, Zex, encode.Z, dataset.y)
     elif isinstance(got, dict):
         try:
