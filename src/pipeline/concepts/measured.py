@@ -63,8 +63,11 @@ class Split:
         v = np.asarray(values, dtype=np.float64)
         out = np.full(v.shape, np.nan)
         with np.errstate(invalid="ignore"):
-            pos = v > self.hi if self.strict else v >= self.hi
-            neg = v < self.lo if self.strict else v <= self.lo
+            if self.kind == "presence":  # there (above 0) or not (0)
+                pos, neg = v > 0, v <= 0
+            else:
+                pos = v > self.hi if self.strict else v >= self.hi
+                neg = v < self.lo if self.strict else v <= self.lo
         out[neg] = 0.0
         out[pos] = 1.0
         return out

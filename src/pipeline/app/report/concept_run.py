@@ -335,7 +335,7 @@ def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped:
 
 
 def write_concept_run(out_dir: Path, load: LoadArtifact, cluster: ClusterArtifact, concepts: ConceptsArtifact, project: ProjectArtifact,
-                      table2: pd.DataFrame, completeness=None) -> Path:
+                      table2: pd.DataFrame, completeness=None, tests=None) -> Path:
     """Write ``<out_dir>/concepts/run.npz`` + ``run.json`` for the inspection notebook."""
     out = Path(out_dir) / "concepts"
     out.mkdir(parents=True, exist_ok=True)
@@ -364,7 +364,16 @@ def write_concept_run(out_dir: Path, load: LoadArtifact, cluster: ClusterArtifac
             "cav_test": concepts.cav_test, "provenance": concepts.provenance, "concept_notes": concepts.concept_notes,
             "units": project.units_kind, "display_units": units_record(project.units),
             "completeness": None if completeness is None else completeness.completeness,
-            "importance": None if completeness is None else completeness.importance}
+            "importance": None if completeness is None else completeness.importance,
+            "tree_baseline": None if completeness is None else completeness.tree_baseline,
+            "measures": concepts.measures}
+    if tests is not None and tests.enabled:  # each concept's tests on this run (issue 48)
+        tcav = tcav_frame(tests)
+        meta.update(tcav=None if tcav is None else _fmt(tcav).splitlines(),
+                    tcav_scores=None if tests.tcav is None else np.asarray(tests.tcav).tolist(),
+                    tcav_p_values=None if tests.p_values is None else np.asarray(tests.p_values).tolist(),
+                    significant=tests.significant, transfer=tests.transfer,
+                    excluded=tests.excluded, test_line=tests.test_line, head=tests.head)
     if concepts.top_examples is not None:
         meta["top_examples"] = np.asarray(concepts.top_examples).tolist()
     atomic_write(out / "run.json", json.dumps(meta, indent=1, default=float))

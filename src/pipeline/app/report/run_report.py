@@ -202,9 +202,14 @@ def units_note(tree: ExplanationTree, data: dict | None) -> str:
     text = ("Thresholds are the shortest decimals that route every training point as the tree does "
             "(the exact cuts are in the JSON).")
     if kind == "probability":
+        measured = (data or {}).get("measured") is not None
         text += (" P(c) is the concept's calibrated probability P(concept | z) from its CAV's logistic model (Platt "
-                 "scaling on held-out examples); a concept with a cut where P is below 0.01 or above 0.99 reads in "
-                 "percentiles instead.")
+                 "scaling on held-out examples: " + ("for a measured concept, the run's rows its CAV was not fitted "
+                                                     "on, labelled by the measurement; for any other, "
+                                                     if measured else "") +
+                 "the concept's own examples, not the run's data); a concept with a cut where P is below 0.01 or "
+                 "above 0.99, or without a probability model (a measured property split in thirds), reads in "
+                 "percentiles of its coordinate instead.")
     elif kind == "percentile":
         text += " 'c in top p%' ranks the concept coordinate among the data's points."
     elif kind == "original":

@@ -121,7 +121,7 @@ def _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, 
 
             out["table2"] = table2_for_run(cfg, load, cluster, project, df, concepts)
             waits.append(aside(write_concept_run, out_dir, load, cluster, concepts, project, out["table2"],
-                               completeness))
+                               completeness, tests))
             if concepts.cav_summary:
                 write_cav_table(out_dir, cav_table(concepts.cav_summary, tests, project.units, project.units_kind,
                                                    project.concept_names, project.X),
