@@ -35,10 +35,10 @@ OUT = HERE.parent / "results" / "architecture.json"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline.__main__", "pipeline.collect", "pipeline.explain"),
     ("pipeline.app",),
-    ("pipeline.study", "pipeline.streaming"),
+    ("pipeline.study", "pipeline.streaming", "pipeline.concept_quality"),
     ("pipeline.counterfactuals",),
     ("pipeline.encoders",),
-    ("pipeline.metrics",),
+    ("pipeline.metrics", "pipeline.cluster_heads"),
     ("pipeline.clustering",),
     ("pipeline.trees",),
     ("pipeline.concepts",),

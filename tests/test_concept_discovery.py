@@ -4,6 +4,7 @@ names follow the planted label, the pipeline runs ``concepts=discovered`` end to
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -143,9 +144,17 @@ def test_discovered_concepts_run_end_to_end(tmp_path, capsys):
     assert np.isfinite(df.set_index("explainer").loc["concept_cart", "ari"])
     meta = json.loads((tmp_path / "run" / "concepts" / "run.json").read_text())
     assert meta["discovery_method"] == "nmf" and len(meta["discovery"]) == 8 and meta["units"] == "percentile"
-    # named without the labels: digits is a table of 64 pixel columns, so by the columns each concept follows
+    # named without the labels: digits are images (a table of 64 pixels that brings its images), so by the
+    # measured properties each concept tracks (issue 47), not by two pixels
+    from pipeline.concepts.measures.digits import digit_measurements
+    from sklearn.datasets import load_digits
+
+    measured = {m.name for m in digit_measurements(load_digits().images[:50]).measures}
     assert not any("≈" in n for n in meta["concept_names"]) and len(meta["concept_names"]) == 8
-    assert all(n.split()[0].rstrip("+-") in meta_columns(tmp_path) for n in meta["concept_names"])
+    assert all(re.fullmatch(r"c\d+(#\d+)?", n) or all(t.rstrip("+-") in measured for t in n.split("#")[0].split())
+               for n in meta["concept_names"]), meta["concept_names"]
+    assert not any(n.startswith("pixel_") for n in meta["concept_names"])
+    assert all("tracks" in r for r in meta["discovery"]) and "tracks" in out
     assert any(r["association"].startswith("≈ ") for r in meta["discovery"])  # the labels: a separate column
     rules = (tmp_path / "run" / "trees" / "concept_cart.rules.txt").read_text()
     assert "%" in rules  # discovered concepts have no calibrated classifier: percentiles by default
@@ -173,7 +182,9 @@ def test_discovered_bad_input(tmp_path, override, message):
 def test_concept_runs_print_probabilities_by_default(tmp_path, capsys):
     run(_compose(tmp_path, "concepts=mnist_geometric", "cav.params.n_repeats=2", "cav.params.cv=2"))
     out = capsys.readouterr().out
-    assert "P(" in out and "boundary P(c)" in out
+    assert "P(" in out.split("rules:")[1]
+    cavs = (tmp_path / "run" / "concepts" / "cavs.csv").read_text()
+    assert "boundary P(c)" in cavs  # each CAV's own 50% boundary, in the concept table's file
     run(_compose(tmp_path, "concepts=mnist_geometric", "cav.params.n_repeats=2", "cav.params.cv=2",
                  "concepts.units=raw"))
     assert "P(" not in capsys.readouterr().out.split("rules:")[1]

@@ -98,18 +98,19 @@ def test_a_planted_concept_equal_to_a_class_is_marked_everywhere(tmp_path, capsy
     meta = json.loads((tmp_path / "run" / "concepts" / "run.json").read_text())
     assert meta["concept_names"] == ["setosa_like†", "coin‡", "long_petal‡"]
     assert "setosa_like†: learned from this run's setosa rows: restates the class" in out
-    assert "† learned from this run's own classes" in out and "‡ learned from rows of the explained data" in out
+    assert "† its examples are rows of this run whose concept labels follow their classes" in out
+    assert "‡ learned from rows of the explained data" in out
     rules = "".join((tmp_path / "run" / "trees" / f"{r}.rules.txt").read_text() for r in ("concept_mmdt", "concept_cart"))
     used = [n for n in meta["concept_names"] if n.rstrip("†‡") in rules]
     assert used and all(n in rules for n in used)  # every concept a rule names carries its mark
-    assert "† learned from this run's own classes: restates the class labels." in rules  # and says what it means
+    assert "restates the class labels." in rules and "†" in rules  # and says what it means
     cavs = pd.read_csv(tmp_path / "run" / "concepts" / "cavs.csv", comment="#")
     assert cavs.loc[0, "concept"] == "setosa_like†" and "restates the class" in cavs.loc[0, "examples"]
-    assert (tmp_path / "run" / "concepts" / "cavs.csv").read_text().splitlines()[-1].startswith(
-        "# significance: one-sided Welch t-test")
-    assert "Welch t-test" in (tmp_path / "run" / "concepts" / "cavs.md").read_text()
+    tail = (tmp_path / "run" / "concepts" / "cavs.csv").read_text().splitlines()[-1]
+    assert tail.startswith("# accuracy: held-out accuracy") and "TCAV's test" in tail
+    assert "TCAV's test" in (tmp_path / "run" / "concepts" / "cavs.md").read_text()
     page = (tmp_path / "run" / "report.html").read_text()
-    assert "setosa_like†" in page and "restates the class" in page and "Welch t-test" in page
+    assert "setosa_like†" in page and "restates the class" in page and "TCAV" in page
 
 
 def _images(folder, n, seed, shift=0):

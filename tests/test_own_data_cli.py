@@ -73,8 +73,10 @@ def test_the_issue_command_with_labels(tmp_path):
     table = pd.read_csv(out / "results.csv").set_index("explainer")
     assert table.loc["reference", "ari"] > 0.9  # three well-separated blobs, labels as strings
     tree = json.loads((out / "trees" / "concept_mmdt.json").read_text())["tree"]
-    # annotations of the explained rows (noisy, so no union of classes): marked ‡ (docs/concepts.md, provenance)
-    assert set(tree["feature_names"]) == {f"{c}‡" for c in CONCEPTS}
+    # annotations of the explained rows, marked by content (docs/concepts.md, provenance): "round" is blobs 1 and 2
+    # but for 5% flipped labels, which still restates the classes (†); the others are in-sample annotations (‡)
+    assert set(tree["feature_names"]) <= {"striped‡", "round†", "red‡", "striped†", "red†"}
+    assert "round†" in tree["feature_names"] and all(n[-1] in "†‡" for n in tree["feature_names"])
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before  # user files untouched
 
 

@@ -85,13 +85,15 @@ def test_default_run_offline(tmp_path):
     proc = pipeline(tmp_path, "report.figures=false")
     assert proc.returncode == 0, proc.stderr
     table = pd.read_csv(next((tmp_path / "logs").rglob("results.csv")))
-    # The deep default: 5,000 real MNIST digits -> VaDE -> GMM on the latents -> mnist_geometric
-    # CAVs -> concept trees.
+    # The deep default: 5,000 real MNIST digits -> VaDE -> GMM on the latents -> concepts measured on
+    # the pixels (mnist_measured) -> concept trees.
     assert list(table["explainer"]) == ["reference", "concept_mmdt", "concept_cart"]
     assert table["dataset"][0] == "mnist" and table["method"][0] == "gmm"
     assert table.set_index("explainer").loc["reference", "ari"] > 0.4  # VaDE finds the digits
-    assert "independent)" in proc.stdout  # CAVs as given and as independent: 4 (3 independent)
     assert "Table 2" in proc.stdout and "→ cluster" in proc.stdout  # the row and the concept rules
+    assert "†" not in proc.stdout and "‡" not in proc.stdout  # no concept restates the classes
+    assert "measured: loop" in proc.stdout or "measured: " in proc.stdout  # rules checked on the pixels
+    assert "random direction" in proc.stdout  # completeness beside random directions
 
 
 @pytest.mark.slow

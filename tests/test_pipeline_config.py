@@ -77,8 +77,11 @@ def test_default_config_is_the_papers_mnist_concept_run():
     cfg = to_plain(compose_config(["paths.output_dir=/tmp/unused"]))
     assert cfg["dataset"]["name"] == "mnist" and cfg["dataset"]["root"] is None  # the bundled real digits
     assert cfg["encoder"]["name"] == "vade" and cfg["encoder"]["params"]["hidden_dims"] == [500, 500, 2000]
-    assert cfg["clustering"]["name"] == "gmm" and cfg["concepts"]["name"] == "mnist_geometric"  # GMM on latents
+    # GMM on latents; concepts measured on the pixels (issue 47), the paper's class-defined ones one option away
+    assert cfg["clustering"]["name"] == "gmm" and cfg["concepts"]["name"] == "mnist_measured"
     assert list(cfg["explainer"]) == ["concept_mmdt", "concept_cart"]
+    table2 = to_plain(compose_config(["experiment=mmdt_table2", "paths.output_dir=/tmp/unused"]))
+    assert table2["concepts"]["name"] == "mnist_geometric" and table2["dataset"]["name"] == "mnist"
     digits = to_plain(compose_config(["dataset=digits", "paths.output_dir=/tmp/unused"]))  # still a choice
     assert digits["dataset"]["name"] == "digits" and digits["encoder"]["name"] == "vade"
 
@@ -89,7 +92,7 @@ def test_tabular_datasets_default_to_raw_features_and_the_command_line_wins():
     assert cfg["concepts"]["name"] == "none" and list(cfg["explainer"]) == ["mmdt", "cart"]
     cfg = to_plain(compose_config(["encoder=identity", "clustering=kmeans", "paths.output_dir=/tmp/unused"]))
     assert cfg["encoder"]["name"] == "identity" and cfg["clustering"]["name"] == "kmeans"
-    assert cfg["concepts"]["name"] == "mnist_geometric"
+    assert cfg["concepts"]["name"] == "mnist_measured"
     cfg = to_plain(compose_config(["experiment=raw_features", "paths.output_dir=/tmp/unused"]))
     assert cfg["dataset"]["name"] == "digits" and cfg["encoder"]["name"] == "identity"
     assert cfg["concepts"]["name"] == "none" and list(cfg["explainer"]) == ["mmdt", "cart"]

@@ -32,15 +32,17 @@ def digits_report() -> str:
                          data=digits.images[:300], dataset="digits", ari=0.5)
     tab_view = tree_view("cart", "cart", t, X, ref, y, kind="tabular", data=X, data_feature_names=t.feature_names)
     txt_view = tree_view("tao", "tao", t, X, ref, kind="text", data=[f"document <{i}> & more" for i in range(300)])
-    cav = [{"concept": "loop", "score": 0.91, "ci_low": 0.88, "ci_high": 0.94, "random_score": 0.52, "p_value": 0.001,
-            "significant": True, "n_positives": 50, "n_negatives": 50}]
+    from pipeline.app.report.concept_run import concept_frame, concept_legend
+
+    cav = [{"concept": "loop", "score": 0.91, "ci_low": 0.88, "ci_high": 0.94, "n_positives": 50, "n_negatives": 50,
+            "tracks": 0.62, "tracks_fit": 0.64, "transfer": "tracking", "transfer_value": 0.62}]
     cf = pd.DataFrame({"method": ["tgt"], "from": [0], "to": [1], "k": [2], "correctness": [0.9], "coverage": [0.8],
                        "explanation": ["+1.0 loop"]})
     results = pd.DataFrame({"explainer": ["reference", "mmdt"], "ari": [1.0, 0.12345], "n_leaves": [3, 3]})
     return render_report("digits: concept trees", {"dataset": {"name": "digits"}, "explainer": {"mmdt": {}},
                                                    "seed": 0}, results, [img_view, tab_view, txt_view],
-                         cav_summary=cav, scatter_svg=img_view.svg, counterfactuals=cf,
-                         counterfactual_svgs=[img_view.svg])
+                         concept_table=concept_frame(cav), concept_legend=concept_legend(measured=True),
+                         scatter_svg=img_view.svg, counterfactuals=cf, counterfactual_svgs=[img_view.svg])
 
 
 def test_report_is_one_self_contained_page():
@@ -50,7 +52,7 @@ def test_report_is_one_self_contained_page():
     assert "data:image/png;base64," in page  # thumbnails inline
     assert "document &lt;7&gt; &amp; more" in page or "document &lt;" in page  # text snippets, escaped
     assert "difference (SD)" in page  # feature summaries for tables
-    assert "0.910 [0.880, 0.940]" in page and '<span class="yes">yes</span>' in page  # CAV table with CI
+    assert "0.91 [0.88–0.94]" in page and "ρ 0.62 (fit 0.64)" in page  # the concept table: accuracy, transfer
     assert "0.123" in page and "0.12345" not in page  # results to 3 decimals
     svgs = re.findall(r"<svg.*?</svg>", page, re.S)
     assert "+ 2 more" not in page and any("pixel 60" in svg for svg in svgs)  # figures list every term too
@@ -163,6 +165,7 @@ def test_a_cav_report_shows_probabilities_and_boundaries(browser, tmp_path):
                         "report.figures=false"]))
     dom, console = render(browser, (out / "report.html").read_text(encoding="utf-8"), tmp_path)
     assert console == []
-    assert "<title>Concept trees (mnist_geometric): digits</title>" in dom and "boundary P(c)" in dom
+    assert "<title>Concept trees (mnist_geometric): digits</title>" in dom and "Concepts and their tests" in dom
+    assert "boundary P(c)" in (out / "concepts" / "cavs.csv").read_text()  # each CAV's own boundary
     rules = re.findall(r'<ol class="rules">(.*?)</ol>', dom, re.S)
     assert rules and all("P(" in r for r in rules)

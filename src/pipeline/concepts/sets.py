@@ -29,7 +29,8 @@ TYPES = ("class_level", "class_attributes", "awa2_predicates", "broden", "text_p
 # "classes": positives (or negatives) are classes of the run, so a cut on the concept restates them;
 # "rows": examples are rows of the explained data (fitted in-sample), labelled by something else.
 MARKS = {"classes": "†", "rows": "‡"}
-MARK_MEANING = {"classes": "learned from this run's own classes: restates the class labels",
+MARK_MEANING = {"classes": "its examples are rows of this run whose concept labels follow their classes: restates "
+                           "the class labels",
                 "rows": "learned from rows of the explained data (in-sample)"}
 
 

@@ -37,6 +37,11 @@ import numpy as np
 from pipeline.validation import InvalidInputError
 
 
+#: the fewest examples on each side of one of the test's CAVs, and at least half the latent dimensions (fewer:
+#: the concept is not tested: its CAVs would be mostly noise, and the test could not find it)
+MIN_SET = 5
+
+
 def tcav_scores(slopes: np.ndarray, clusters: np.ndarray, n_clusters: int) -> np.ndarray:
     """Share of each cluster's rows whose posterior of their own cluster rises along each direction.
 
@@ -168,10 +173,13 @@ def tcav_test(positives: Sequence[np.ndarray], names: Sequence[str], pool: np.nd
     problems, owner = [], []
     for m, (P, s) in enumerate(zip(positives, sizes)):
         P = np.asarray(P, dtype=np.float64)
-        if s < 2:
-            reasons[names[m]] = (f"{N} CAVs with at least 2 positives and 2 random examples of their own need "
-                                 f"{2 * N} positive examples and a pool of {4 * N} random ones; it has {len(P)} and the "
-                                 f"pool {len(pool)}" if design == "independent" else
+        least = max(MIN_SET, -(-pool.shape[1] // 2)) if design == "independent" else 2
+        if s < least:
+            reasons[names[m]] = (f"too few examples for the test: {N} CAVs, each on its own {least} positives and "
+                                 f"{least} random examples (at least half the {pool.shape[1]} latent dimensions, so that "
+                                 f"a CAV is more than noise), need {least * N} positive examples and a pool of "
+                                 f"{2 * least * N} random ones; it has {len(P)} and the pool {len(pool)}"
+                                 if design == "independent" else
                                  f"it has {len(P)} positive example(s); the test needs at least 2")
             continue
         if s not in nulls:

@@ -116,7 +116,7 @@ def measured_tracks(coords: np.ndarray, dataset, measures, notes: list) -> list[
         base = str(dataset.name).split("/")[0].split("_")[0]
         measures = {"_target_": IMAGE_MEASURES.get(base, SILHOUETTES)}
     from pipeline.app.concept_sets.measured import run_measure
-    from pipeline.concepts.measured import spearman
+    from pipeline.concepts.measured_maths import spearman
 
     got = run_measure("discovered", measures, np.asarray(images), "image", len(images), "images",
                       where="concepts.params.measures")

@@ -12,7 +12,7 @@ concept named by its key). The built-in sets name the library's measurements
     python -m pipeline concepts=measured '+concepts.params.measures.ink._target_=my_pkg.ink'
 
 Every row is measured; a random ``fit_share`` of the rows fit the CAVs and the others check
-them (:mod:`pipeline.concepts.measured`). A measurement that fails — it raises, returns the wrong
+them (:mod:`pipeline.concepts.measured_maths`). A measurement that fails — it raises, returns the wrong
 shape, is NaN or constant on every item, does not apply to the data's kind — costs its own
 concept(s) only: one paragraph each says which and why, and the run goes on with the others.
 """
@@ -23,7 +23,7 @@ import logging
 
 import numpy as np
 
-from pipeline.concepts.measured import fit_rows, items_text, make_split
+from pipeline.concepts.measured_maths import fit_rows, items_text, make_split
 from pipeline.concepts.measures import Measure, Measurements
 from pipeline.concepts.sets import ConceptExamples, provenance
 from pipeline.validation import InvalidInputError

@@ -68,6 +68,26 @@ def _transfer_text(t: dict | None) -> str:
     return {"tracking": f"ρ {v:.2f}", "auc": f"AUC {v:.2f}", "ece": f"ECE {v:.2f}"}[t["check"]] + mark
 
 
+def check_text(checks: list[dict], measured: dict, names) -> str:
+    """One line of a rule's measured checks, in the rule's own terms, e.g. ``measured: loop above 0 on
+    96% · thickness in top 30% on 81%`` (empty when the rule cuts no measured concept)."""
+    parts = []
+    for c in checks:
+        spec = measured["measures"][c["feature"]]
+        name = names[c["feature"]] if names is not None else spec["name"]
+        if c["n"] == 0:
+            parts.append(f"{name}: not measured in this leaf")
+            continue
+        if c["percentiles"] is None:  # a presence concept
+            what = "0" if c["side"] == "low" else "above 0"
+        else:
+            lo, hi = c["percentiles"]
+            what = (f"in top {100 - lo:.3g}%" if c["side"] == "high" else f"in bottom {hi:.3g}%" if c["side"] == "low"
+                    else f"in percentiles {lo:.3g}–{hi:.3g}")
+        parts.append(f"{name} {what} on {100 * c['share']:.0f}%")
+    return ("measured: " + " · ".join(parts)) if parts else ""
+
+
 def concept_frame(cav_summary: list[dict], tests=None, used: list[str] | None = None) -> pd.DataFrame:
     """The concept table: per concept whether the trees use it (and why not), how well it transfers
     to the data (a measured concept's tracking ρ on held-out rows, with the fitted rows' ρ beside
@@ -75,6 +95,10 @@ def concept_frame(cav_summary: list[dict], tests=None, used: list[str] | None = 
     through the clustering (the smallest adjusted p-value over the clusters), the held-out accuracy
     of one cut along its CAV with its 95% interval, and its examples."""
     by_name = {t["concept"]: t for t in ((tests.transfer if tests is not None else None) or [])}
+    for c in cav_summary:  # without the tests stage's verdicts: the values the concepts stage measured
+        if c["concept"] not in by_name and c.get("transfer"):
+            by_name[c["concept"]] = {"check": c["transfer"], "value": c.get("transfer_value", float("nan")),
+                                     "passes": None}
     names = list(tests.names) if tests is not None and tests.names else [c["concept"] for c in cav_summary]
     sig = dict(zip(names, tests.significant)) if tests is not None and tests.significant is not None else {}
     pmin = ({n: float(np.nanmin(p)) if np.isfinite(p).any() else float("nan")
@@ -276,10 +300,10 @@ def _fmt(df: pd.DataFrame) -> str:
 
 
 def table2_display(table2: pd.DataFrame) -> pd.DataFrame:
-    """The Table-2 row for printing: CAVs as given and as independent, e.g. ``4 (3 independent)``."""
+    """The Table-2 row for printing: CAVs as given and as the trees use them, e.g. ``4 (3 in the trees)``."""
     out = table2.copy()
     if "independent CAVs" in out.columns:
-        out["CAVs"] = [str(g) if g == i else f"{g} ({i} independent)"
+        out["CAVs"] = [str(g) if g == i else f"{g} ({i} in the trees)"
                        for g, i in zip(out["CAVs"], out.pop("independent CAVs"))]
     return out
 
@@ -464,14 +488,15 @@ def load_concept_run(run_dir) -> dict:
 
 
 def table2_for_run(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArtifact, df: pd.DataFrame,
-                   concepts: ConceptsArtifact | None = None) -> pd.DataFrame:
+                   concepts: ConceptsArtifact | None = None, tests=None) -> pd.DataFrame:
     """The Table-2 row of a concept run from its artifacts and results table; ``CAVs`` counts
-    the concept set's concepts (used + dropped, e.g. 4 for mnist_geometric as in the paper),
-    ``independent CAVs`` those the trees use."""
+    the concept set's concepts (used + dropped + kept out by their tests, e.g. 4 for mnist_geometric
+    as in the paper), ``independent CAVs`` those the trees use."""
     model = cfg["encoder"]["name"] if cfg["clustering"]["name"] == "encoder" else (
         f"{cfg['encoder']['name']}+{cfg['clustering']['name']}")
     used = len(project.feature_names)
-    given = used + len((concepts.cav_dropped if concepts is not None else None) or {})
+    given = (used + len((concepts.cav_dropped if concepts is not None else None) or {})
+             + len((tests.excluded if tests is not None else None) or {}))
     return table2_row(df, dataset=load.name, n_samples=len(cluster.labels), n_cavs=given, model=model,
                       n_independent=used)
 

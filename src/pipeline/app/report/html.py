@@ -193,7 +193,7 @@ def tree_view(row: str, method: str, tree: ExplanationTree, X, reference=None, y
         view = LeafView(rule.leaf, rule.format(), number)
         rows = picks.get(rule.leaf, np.array([], dtype=int))
         if measured is not None:
-            from pipeline.app.report.run_report import check_text
+            from pipeline.app.report.concept_run import check_text
 
             view.check = check_text((checks or {}).get(int(rule.leaf), []), measured, tree.feature_names)
             cut = [iv.feature for iv in rule.intervals if iv.weights is None and measured["measures"][iv.feature]]
@@ -226,7 +226,7 @@ def measured_table(rows, features: list[int], X, measured: dict, names, units=No
         if spec["split"] == "presence":
             table[f"{name}: measured{unit}"] = [f"{v:.3g}" for v in values]
         else:  # beside its percentile among the run's measurements, what the rule's check compares
-            from pipeline.concepts.measured import percentile_ranks
+            from pipeline.concepts.measured_maths import percentile_ranks
 
             ranks = percentile_ranks(measured["values"][:, f])[np.asarray(rows)]
             table[f"{name}: measured{unit} (percentile)"] = [

@@ -144,7 +144,7 @@ def read_tree(fit: FitArtifact, data: dict | None = None) -> tuple[ExplanationTr
 
 def rule_checks(fit: FitArtifact, data: dict | None) -> dict:
     """Per leaf of ``fit``'s tree, the checks of its rule's conditions on measured concepts against
-    the measurements of the rows in the leaf (:func:`pipeline.concepts.measured.rule_agreement`);
+    the measurements of the rows in the leaf (:func:`pipeline.concepts.measured_maths.rule_agreement`);
     empty without measured concepts. Computed once per tree and kept in ``data``."""
     measured = (data or {}).get("measured")
     if measured is None:
@@ -153,7 +153,7 @@ def rule_checks(fit: FitArtifact, data: dict | None) -> dict:
     hit = memo.get(id(fit.tree))
     if hit is not None and hit[0] is fit.tree:
         return hit[1]
-    from pipeline.concepts.measured import rule_agreement
+    from pipeline.concepts.measured_maths import rule_agreement
 
     tree, reading = read_tree(fit, data)
     if tree.n_features != measured["values"].shape[1]:  # a tree on the latents, not on the concepts
@@ -164,26 +164,6 @@ def rule_checks(fit: FitArtifact, data: dict | None) -> dict:
     checks = rule_agreement(leaves, tree.rules(reading=reading), data["X"], columns)
     memo[id(fit.tree)] = (fit.tree, checks)
     return checks
-
-
-def check_text(checks: list[dict], measured: dict, names) -> str:
-    """One line of a rule's measured checks, in the rule's own terms, e.g. ``measured: loop above 0 on
-    96% · thickness in top 30% on 81%`` (empty when the rule cuts no measured concept)."""
-    parts = []
-    for c in checks:
-        spec = measured["measures"][c["feature"]]
-        name = names[c["feature"]] if names is not None else spec["name"]
-        if c["n"] == 0:
-            parts.append(f"{name}: not measured in this leaf")
-            continue
-        if c["percentiles"] is None:  # a presence concept
-            what = "0" if c["side"] == "low" else "above 0"
-        else:
-            lo, hi = c["percentiles"]
-            what = (f"in top {100 - lo:.3g}%" if c["side"] == "high" else f"in bottom {hi:.3g}%" if c["side"] == "low"
-                    else f"in percentiles {lo:.3g}–{hi:.3g}")
-        parts.append(f"{name} {what} on {100 * c['share']:.0f}%")
-    return ("measured: " + " · ".join(parts)) if parts else ""
 
 
 def tree_figure(row: str, fit: FitArtifact, data: dict | None = None, dataset: str | None = None,
@@ -263,6 +243,8 @@ def rules_text(row: str, fit: FitArtifact, data: dict | None = None) -> str:
 
 
 def _check_suffix(checks: dict, leaf: int, data: dict | None, tree: ExplanationTree, sep: str) -> str:
+    from pipeline.app.report.concept_run import check_text
+
     text = check_text(checks.get(int(leaf), []), data["measured"], tree.feature_names) if checks else ""
     return f"{sep}{text}" if text else ""
 

@@ -23,7 +23,8 @@ def summary_text(title: str, df: pd.DataFrame, fits: dict[str, FitArtifact], max
                  data: dict | None = None) -> str:
     """Results table and each tree's simplified rules; with ``data``
     (:func:`pipeline.app.report.run_report.tree_data`) the rules carry leaf size, purity and majority class."""
-    from pipeline.app.report.run_report import check_text, read_tree, rule_checks, sample_note
+    from pipeline.app.report.concept_run import check_text
+    from pipeline.app.report.run_report import read_tree, rule_checks, sample_note
 
     cols = [c for c in _SHOWN if c in df.columns]
     table = pd.DataFrame({c: [_format(v, c) for v in df[c]] for c in cols})

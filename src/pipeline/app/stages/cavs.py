@@ -227,7 +227,7 @@ def measured_calibration(fitter, Z: np.ndarray, names: list[str], measured: dict
     rows) and ``tracks_fit`` (the same on the fitted rows: the in-sample optimism); the returned
     ``(slope, intercept)`` per kept concept is the Platt model of a presence concept's measured
     labels on those rows (NaN for a tertile concept, which reads in percentiles)."""
-    from pipeline.concepts.measured import Split, spearman
+    from pipeline.concepts.measured_maths import Split, spearman
     from pipeline.concepts.units import calibrate
 
     values = np.asarray(measured["values"], dtype=np.float64)

@@ -29,14 +29,16 @@ from pipeline.validation import InvalidInputError
 log = logging.getLogger(__name__)
 
 
-def reference_head(cluster: ClusterArtifact, Z=None) -> tuple[object | None, str]:
-    """(the reference clustering's rule for a latent point as a head, or None; which rule, or why none)."""
+def reference_head(cluster: ClusterArtifact, Z=None, rows=None) -> tuple[object | None, str]:
+    """(the reference clustering's rule for a latent point as a head, or None; which rule, or why none).
+    ``Z``: latents of the rows ``rows`` (all rows when None), giving a k-means head its spread."""
     from pipeline.cluster_heads import head_of
 
     scaled = bool((cluster.scores or {}).get("scaled")) if isinstance(cluster.scores, dict) else False
+    labels = np.asarray(cluster.labels) if rows is None else np.asarray(cluster.labels)[rows]
     try:
         return head_of(cluster.method, weights=cluster.weights, means=cluster.means, covariances=cluster.covariances,
-                       centers=cluster.centers, scaled=scaled, Z=Z, labels=cluster.labels)
+                       centers=cluster.centers, scaled=scaled, Z=Z, labels=labels)
     except InvalidInputError as exc:
         return None, f"its fitted parameters cannot assign a point ({exc})"
 
@@ -56,7 +58,7 @@ def completeness_stage(rows) -> Stage:
         names = list(project.feature_names)
         labels = np.asarray(cluster.labels)
         rows = sample_rows(labels, 5000, random_state=cfg["seed"])
-        head, rule = reference_head(cluster, np.asarray(encode.Z[rows], dtype=np.float64))
+        head, rule = reference_head(cluster, np.asarray(encode.Z[rows], dtype=np.float64), rows)
         try:
             table = completeness_table(encode.Z, project.cavs, labels, head, random_state=cfg["seed"])
         except InvalidInputError as exc:

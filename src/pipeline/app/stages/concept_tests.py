@@ -78,7 +78,7 @@ def _compute(cfg: dict, encode: EncodeArtifact, concepts: ConceptsArtifact,
     if others.size > 5000:
         others = np.sort(np.random.default_rng(cfg["seed"]).choice(others, 5000, replace=False))
     pool = np.asarray(encode.Z[others], dtype=np.float64) if others.size >= 4 * int(tests["n_random"]) else Zr
-    head, rule = reference_head(cluster, Zr)
+    head, rule = reference_head(cluster, Zr, rows)
     transfer = [_transfer(row, tests) for row in concepts.cav_summary or [{} for _ in names]]
     K = int(labels.max()) + 1 if labels.size and labels.max() >= 0 else 0
     out = dict(names=names, transfer=transfer, head=rule if head is not None else None,

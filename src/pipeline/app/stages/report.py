@@ -119,7 +119,7 @@ def _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, 
         if concepts.enabled:  # Table-2 row, CAV table, files for the notebook (issue 6)
             from pipeline.app.report.concept_run import cav_table, table2_for_run, write_cav_table, write_concept_run
 
-            out["table2"] = table2_for_run(cfg, load, cluster, project, df, concepts)
+            out["table2"] = table2_for_run(cfg, load, cluster, project, df, concepts, tests)
             waits.append(aside(write_concept_run, out_dir, load, cluster, concepts, project, out["table2"],
                                completeness, tests))
             if concepts.cav_summary:

@@ -31,7 +31,7 @@ import numpy as np
 from pipeline.validation import InvalidInputError
 
 SPLITS = ("presence", "tertiles")
-INPUTS = ("image", "text")
+INPUTS = ("image", "text", "tabular")  # tabular: a user's measurement of table rows
 
 
 @dataclass(frozen=True)

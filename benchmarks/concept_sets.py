@@ -15,10 +15,10 @@ and once with the measured one, it records:
 * the first three rules of Concept-CART read as sentences, with their measured checks;
 * the TCAV table (concept × cluster) of the default run and of one Fashion-MNIST run.
 
-    python benchmarks/measured_concepts.py                       # every run (~25 min on 2 cores)
-    python benchmarks/measured_concepts.py --runs mnist emails   # some
+    python benchmarks/concept_sets.py                       # every run (~25 min on 2 cores)
+    python benchmarks/concept_sets.py --runs mnist emails   # some
 
-Writes benchmarks/results/measured_concepts.json and .md (the runs' files under a temporary folder;
+Writes benchmarks/results/concept_sets.json and .md (the runs' files under a temporary folder;
 the stage cache and checkpoints are the repository's, so VaDE is trained once).
 """
 
@@ -130,7 +130,7 @@ def measurement_time(name: str, spec: dict) -> dict | None:
 
 def markdown(results: dict) -> str:
     lines = ["# Class-defined and measured concepts, beside random and principal directions", "",
-             f"`python benchmarks/measured_concepts.py` — {results['machine']}", ""]
+             f"`python benchmarks/concept_sets.py` — {results['machine']}", ""]
     for name, run in results["runs"].items():
         lines += [f"## {name}", ""]
         if run.get("measurement"):
@@ -181,7 +181,7 @@ def main() -> None:
     os.chdir(ROOT)
     results = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                           f"load {os.getloadavg()[0]:.1f} at start", "runs": {}}
-    path = RESULTS / "measured_concepts.json"
+    path = RESULTS / "concept_sets.json"
     if path.exists():
         results["runs"] = json.loads(path.read_text()).get("runs", {})
     with tempfile.TemporaryDirectory() as tmp:
@@ -201,8 +201,8 @@ def main() -> None:
                 print(f"measurement timing failed: {exc}")
             results["runs"][name] = run
             path.write_text(json.dumps(results, indent=1, default=float))
-            (RESULTS / "measured_concepts.md").write_text(markdown(results))
-    print((RESULTS / "measured_concepts.md").read_text())
+            (RESULTS / "concept_sets.md").write_text(markdown(results))
+    print((RESULTS / "concept_sets.md").read_text())
 
 
 if __name__ == "__main__":
