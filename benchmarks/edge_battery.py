@@ -3,6 +3,12 @@ bad labels and hostile tree documents (library only; the CLI and disk-full cases
 
     PYTHONPATH=src .venv/bin/python benchmarks/edge_battery.py [--label after]
     PYTHONPATH=/path/to/old/src .venv/bin/python benchmarks/edge_battery.py --label before
+    PYTHONPATH=src .venv/bin/python benchmarks/edge_battery.py --section issue51 --label issue51-after
+
+The ``issue51`` section (``benchmarks/edge_battery_issue51.py``) tries the surfaces of issue 51 as a
+new user and as someone trying to break them: tampered saved explainers, inputs by name and in
+other units, settings that cannot work, the explain command's options, shard order; each case is
+``clear``, ``handled``, ``silent`` or ``unclear``, and the counts are printed.
 
 The ``issue36`` section (item 9 of issue 36) records TAO's cost on data whose k-means cost lies
 beyond float64, ``fit_gaussian_mixture`` given a fitted KMeans, and Concept-MMDT with CAVs
@@ -206,7 +212,11 @@ def vade_case(X, y):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--label", default="after", help="key of this run in the JSON (e.g. before / after)")
+    ap.add_argument("--section", choices=["all", "issue51"], default="all",
+                    help="issue51: only issue 51's cases (benchmarks/edge_battery_issue51.py)")
     args = ap.parse_args()
+    if args.section == "issue51":
+        return issue51(args.label)
     X, y = load_iris(return_X_y=True)
     start = time.perf_counter()
     makers = estimators()
@@ -238,6 +248,27 @@ def main() -> None:
             print(f"{section:10s} {case:44s} {result}")
     print(f"vade transform of X*1e300: {run['vade_transform_x1e300']}")
     print(f"wrote {RESULTS} [{args.label}]")
+
+
+def issue51(label: str) -> None:
+    """Issue 51's cases, merged into the JSON under ``label`` (key ``issue51``); prints every case and the counts."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from edge_battery_issue51 import run_cases
+
+    start = time.perf_counter()
+    cases = run_cases()
+    cases.update(seconds=round(time.perf_counter() - start, 1), load_average=os.getloadavg()[0])
+    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    data.setdefault(label, {})["issue51"] = cases
+    RESULTS.write_text(json.dumps(data, indent=1))
+    for section, found in cases.items():
+        if isinstance(found, dict) and section != "counts":
+            for case, (result, message) in found.items():
+                print(f"{section:9s} {result:8s} {case:72s} {message}")
+    print("counts:", cases["counts"], f"({cases['seconds']} s, load {cases['load_average']:.1f})")
+    print(f"wrote {RESULTS} [{label}]")
 
 
 if __name__ == "__main__":

@@ -24,14 +24,15 @@ def cfg(tmp_path: Path, out: str, *extra: str):
 
 
 def files_of(folder: Path, computed: bool = False) -> dict[str, bytes]:
-    """The run's files; ``computed``: without the explainer bundle's creation time (two runs that
-    each wrote their files differ there only)."""
+    """The run's files; ``computed``: without the explainer bundle's creation time and the digest
+    of its content (two runs that each wrote their files differ there only)."""
     from pipeline.app.run_outputs import run_files
 
     out = {rel: (folder / rel).read_bytes() for rel in run_files(folder)}
     if computed:
         doc = json.loads(out.pop("explainer/explainer.json"))
         doc.pop("created")
+        doc.pop("content_sha256")  # a digest of the content, creation time included
         out["explainer/explainer.json"] = json.dumps(doc).encode()
         out.pop("explainer/SHA256SUMS")
     return out

@@ -4,7 +4,8 @@
 value of the wrong type) into :class:`InvalidInputError`; :func:`check_values` checks what the
 schema's types cannot say: no ``+key`` that nothing reads, a valid ``seed``, ``+force=`` names
 real stages, ``threads`` >= 1, sizes large
-enough for the stages (``dataset.n_samples`` >= 2 per cluster, ...), directories creatable.
+enough for the stages (``dataset.n_samples`` >= 2 per cluster, ...), directories creatable,
+chunk sizes, memory budgets and compute settings (:mod:`pipeline.app.settings_checks`).
 :func:`check_cluster_sizes` repeats the size check once the data are loaded and the number of
 clusters is known.
 """
@@ -261,6 +262,9 @@ def check_values(cfg: dict, stages) -> frozenset:
     check_code_path(cfg.get("cpu_code_path", "portable"))
     check_sizes(cfg)
     check_directories(cfg.get("paths") or {})
+    from pipeline.app.settings_checks import check_settings
+
+    check_settings(cfg)  # chunk sizes, memory budgets, every compute setting (a Dask address answers)
     return force
 
 

@@ -159,6 +159,11 @@ def make_compute(spec: dict | None):
     if name == "local":
         return LocalCompute()
     if name == "dask":
+        from pipeline.app.settings_checks import check_compute_settings, worker_count
+
+        check_compute_settings({"name": name, **{k: v for k, v in spec.items() if k != "address"}})
+        if not spec.get("address"):  # a LocalCluster: no more workers than the machine holds
+            spec["n_workers"] = worker_count(spec, quiet=True)  # the run's plan logged a cap
         return DaskCompute(**{k: v for k, v in spec.items() if v is not None})
     raise InvalidInputError(f"compute={name}: unknown; choose compute=local or compute=dask.")
 

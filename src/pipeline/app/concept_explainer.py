@@ -9,10 +9,13 @@
 
 scikit-learn conventions: fitted by the run (attributes end in ``_``), ``transform`` /
 ``predict`` take an array-like of inputs and return arrays, nothing is refitted. Inputs are
-what the run's encoder takes: images (n, H, W[, C]), texts (a list of str), rows (an array or
-a DataFrame with the run's columns), or, with ``latents=True``, the encoder's outputs. The
-encoder is loaded on first use, from the checkpoint or pretrained weights the bundle names,
-after their sha256 is checked.
+what the run's encoder takes: images (n, H, W[, C]), texts (a list of str), rows (an array,
+taken in the run's column order, or a DataFrame whose columns are found by name; a mismatch is
+an error naming the missing and extra columns, ``positional=True`` takes them in order), or,
+with ``latents=True``, the encoder's outputs. Inputs unlike the training data (another scale,
+other units) are warned about with the share of rows and the worst features
+(:mod:`pipeline.app.input_drift`). The encoder is loaded on first use, from the checkpoint or
+pretrained weights the bundle names, after their sha256 is checked.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class ConceptExplainer:
         self.has_concepts_ = doc["features"]["space"] == "concepts"
         self.units_ = self._units()
         self._encoder = None
+        self._precisions = None  # the reference mixture's Cholesky precisions, computed once
 
     # ------------------------------------------------------------------ files
     @classmethod
@@ -129,8 +133,9 @@ class ConceptExplainer:
         return encoder
 
     # ------------------------------------------------------------------ inputs
-    def _check_inputs(self, inputs):
-        """The inputs as the encoder takes them, or one paragraph on what is wrong."""
+    def _check_inputs(self, inputs, positional: bool = False, drift: bool = False):
+        """The inputs as the encoder takes them, or one paragraph on what is wrong. ``drift``:
+        warn when they do not look like the training data (once per call of the public method)."""
         spec = self.bundle_.doc["input"]
         kind = spec["kind"]
         try:
@@ -154,10 +159,7 @@ class ConceptExplainer:
                 raise InvalidInputError(self._kind_message("texts (a list of str)", inputs))
             return list(inputs)
         if pd is not None and isinstance(inputs, pd.DataFrame):
-            names = spec.get("feature_names")
-            if kind in ("table", "tabular") and names and set(names) <= set(map(str, inputs.columns)):
-                inputs = inputs[[c for c in inputs.columns if str(c) in set(names)]][names]
-            inputs = inputs.to_numpy()
+            inputs = self._by_name(inputs, positional)
         if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(t, str) for t in inputs):
             raise InvalidInputError(self._kind_message(self._what(spec), inputs))
         arr = np.asarray(inputs)
@@ -182,12 +184,53 @@ class ConceptExplainer:
             if arr.size and np.nanmax(arr) <= 1.0:
                 log.warning("the run's images are 0..255 but these inputs are all <= 1: if they were scaled to 0..1, "
                             "multiply by 255 first")
+        if drift:  # in the units the run's data were given in (before a standardised table's z-scores)
+            from pipeline.app.input_drift import check_drift
+
+            a = self.bundle_.arrays
+            check_drift(arr, a.get("input_bounds"), a.get("input_rms"), spec.get("feature_names"), "inputs")
         record = spec.get("standardized")
         if record:  # the run z-scored the table's columns (dataset.standardize): the same map, the run's mean and sd
             from pipeline.app.data.loading import apply_standardization
 
             arr = apply_standardization(arr, record)
         return arr
+
+    def _by_name(self, df, positional: bool):
+        """A DataFrame's columns in the run's order, found by name (the run's ``input.feature_names``);
+        ``positional=True``, or a run or a DataFrame without column names, takes them in order."""
+        import pandas as pd
+
+        names = self.bundle_.doc["input"].get("feature_names")
+        cols = [str(c) for c in df.columns]
+        unnamed = isinstance(df.columns, pd.RangeIndex) and cols == [str(i) for i in range(len(cols))]
+        if positional or unnamed or not names:
+            return df.to_numpy()
+        if len(set(cols)) != len(cols):
+            twice = sorted({c for c in cols if cols.count(c) > 1})
+            raise InvalidInputError(f"the DataFrame has the columns {twice} more than once; the run's columns are "
+                                    "found by name, so each must appear once.")
+        if cols == list(names):
+            return df.to_numpy()
+        missing, extra = [n for n in names if n not in cols], [c for c in cols if c not in names]
+        if not missing and not extra:
+            return df.set_axis(cols, axis=1)[list(names)].to_numpy()
+        import difflib
+
+        hints = []
+        for m in missing:
+            close = difflib.get_close_matches(m, extra, n=1, cutoff=0.5)
+            if close:
+                hints.append(f"{close[0]!r} for {m!r}?")
+        raise InvalidInputError(
+            "the columns of the inputs are not the run's (columns are found by name): "
+            + (f"missing {missing}" if missing else "none missing")
+            + (f"; not in the run {extra}" if extra else "")
+            + (f" (renamed? {' '.join(hints)})" if hints else "")
+            + f". The run's columns are {list(names)}. Rename or select them (a DataFrame: df.rename(columns=...), "
+            "df[names]; python -m pipeline.explain: dataset.feature_names=[...] selects a table's columns), or take "
+            "them in order with positional=True (positional=true on the command line) if they are the run's columns "
+            "under other names.")
 
     @staticmethod
     def _what(spec) -> str:
@@ -201,13 +244,13 @@ class ConceptExplainer:
                 "of the kind the run was fitted on (or the encoder's latents with latents=True).")
 
     # ------------------------------------------------------------------ the maths
-    def embed(self, inputs) -> np.ndarray:
+    def embed(self, inputs, positional: bool = False) -> np.ndarray:
         """The encoder's latents (n, m) of raw ``inputs``."""
         from pipeline.app.stages.encode import embed
 
-        return embed(self.encoder_(), self._check_inputs(inputs))["Z"]
+        return embed(self.encoder_(), self._check_inputs(inputs, positional, drift=True))["Z"]
 
-    def _latents(self, inputs, latents: bool) -> np.ndarray:
+    def _latents(self, inputs, latents: bool, positional: bool = False) -> np.ndarray:
         width = int(self.bundle_.doc["encoder"]["width"])
         if latents:  # as the encode stage hands them on (pipeline.app.stages.encode.embed): float32
             Z = np.asarray(inputs)
@@ -215,12 +258,18 @@ class ConceptExplainer:
                 raise InvalidInputError(f"latents=True: expected numbers, shape (n, {width}); got {Z.dtype} values.")
             Z = Z.astype(np.float32)
         else:
-            Z = self.embed(inputs)
+            Z = self.embed(inputs, positional)
         if latents and (Z.ndim != 2 or Z.shape[1] != width):
             raise InvalidInputError(f"latents=True: expected the encoder's latents, shape (n, {width}); got "
                                     f"{Z.shape}.")
         if latents and not np.all(np.isfinite(Z)):
             raise InvalidInputError("latents=True: the latents hold NaN or inf values.")
+        if latents:
+            from pipeline.app.input_drift import check_drift
+
+            a = self.bundle_.arrays
+            check_drift(Z, a.get("latent_bounds"), a.get("latent_rms"), self.bundle_.doc["encoder"]["latent_names"],
+                        "latents")
         return Z
 
     def _coordinates(self, Z: np.ndarray) -> np.ndarray:
@@ -231,27 +280,27 @@ class ConceptExplainer:
 
         return np.asarray(project(Z, C), dtype=np.float64)  # as the project stage (float32 latents stay so)
 
-    def transform(self, inputs, latents: bool = False) -> np.ndarray:
+    def transform(self, inputs, latents: bool = False, positional: bool = False) -> np.ndarray:
         """The coordinates the trees cut on (n, d): concept coordinates Z Cᵀ (raw, as the trees
         use them), or the latents for a run without concepts."""
-        return self._coordinates(self._latents(inputs, latents))
+        return self._coordinates(self._latents(inputs, latents, positional))
 
-    def _reference(self, Z: np.ndarray, inputs=None) -> np.ndarray:
+    def _reference(self, Z: np.ndarray, inputs=None, positional: bool = False) -> np.ndarray:
         ref, a = self.bundle_.doc["reference"], self.bundle_.arrays
         assign = ref["assign"]
         if assign == "encoder_head" and inputs is not None:
-            return np.asarray(self.encoder_().predict_clusters(self._check_inputs(inputs)), dtype=np.int64)
+            return np.asarray(self.encoder_().predict_clusters(self._check_inputs(inputs, positional)), dtype=np.int64)
         if assign in ("mixture", "encoder_head") and "ref_means" in a:
             from pipeline.streaming import assign_mixture
 
             cov = a["ref_covariances"]
-            if "ref_precisions_cholesky" not in a:  # once per explainer (as GaussianMixture keeps it)
+            if self._precisions is None:  # once per explainer (as GaussianMixture keeps it); never saved
                 from scipy.linalg import solve_triangular
 
-                a["ref_precisions_cholesky"] = np.stack([
+                self._precisions = np.stack([
                     solve_triangular(np.linalg.cholesky(c), np.eye(len(c)), lower=True).T for c in cov])
             return assign_mixture(np.asarray(Z, dtype=np.float64), a["ref_weights"], a["ref_means"], cov,
-                                  a["ref_precisions_cholesky"], "full").astype(np.int64)
+                                  self._precisions, "full").astype(np.int64)
         if "ref_centers" in a:
             from pipeline.streaming import assign_nearest
 
@@ -259,12 +308,12 @@ class ConceptExplainer:
             return a["ref_center_labels"][idx] if "ref_center_labels" in a else idx
         return np.full(len(Z), -1, dtype=np.int64)
 
-    def predict(self, inputs, tree: str | None = None, latents: bool = False) -> np.ndarray:
+    def predict(self, inputs, tree: str | None = None, latents: bool = False, positional: bool = False) -> np.ndarray:
         """Cluster of every input: the reference clustering's (``tree=None``) or that of the tree
         named as in ``results.csv`` (``explainer`` column)."""
-        Z = self._latents(inputs, latents)
+        Z = self._latents(inputs, latents, positional)
         if tree is None:
-            return self._reference(Z, None if latents else inputs)
+            return self._reference(Z, None if latents else inputs, positional)
         return self._tree(tree).predict(self._coordinates(Z))
 
     def _tree(self, name: str):
@@ -357,7 +406,7 @@ class ConceptExplainer:
                 out[rows[~ok]] = False
         return out
 
-    def explain(self, inputs, latents: bool = False, ids=None):
+    def explain(self, inputs, latents: bool = False, ids=None, positional: bool = False):
         """One row per input (a pandas DataFrame): ``row``, ``reference``, the concept values in the
         run's units, ``out_of_range`` (+ the concepts outside the training range), and per tree
         ``<tree>.cluster``, ``.leaf``, ``.rule`` (as the run printed it), ``.rule_holds`` (the sample
@@ -365,19 +414,20 @@ class ConceptExplainer:
         ``.margin`` (distance to
         the nearest cut on the path, in training standard deviations), ``.to_cluster`` /
         ``.to_leaf`` / ``.change`` / ``.change_size`` (the smallest change of the coordinates, in
-        training standard deviations, that moves the input to a leaf of another cluster)."""
+        training standard deviations, that moves the input to a leaf of another cluster).
+        ``positional=True``: a DataFrame's columns are taken in order, not found by name."""
         import pandas as pd
 
         from pipeline.trees.leaf_moves import nearest_other_leaf, path_margins
 
-        Z = self._latents(inputs, latents)
+        Z = self._latents(inputs, latents, positional)
         X = self._coordinates(Z)
         a = self.bundle_.arrays
         n = len(X)
         cols: dict = {"row": np.arange(n) if ids is None else np.asarray(ids)}
         if len(cols["row"]) != n:
             raise InvalidInputError(f"ids has {len(cols['row'])} entries for {n} inputs.")
-        cols["reference"] = self._reference(Z, None if latents else inputs)
+        cols["reference"] = self._reference(Z, None if latents else inputs, positional)
         if self.has_concepts_:
             cols.update(self.display_values(X))
         outside = (X < a["feature_min"]) | (X > a["feature_max"])

@@ -25,11 +25,11 @@ import numpy as np
 import pandas as pd
 
 from pipeline.app.concept_explainer import ConceptExplainer
+from pipeline.app.explain_options import OWN_KEYS, check_output, check_overrides, check_seed
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
-OWN_KEYS = ("output", "show", "latents")
 SAMPLES_PER_RULE = 12
 
 
@@ -88,11 +88,7 @@ def generalisation(ex: ConceptExplainer, df: pd.DataFrame, y=None) -> pd.DataFra
 
 def _output_dir(run_dir: Path, dataset: str, given: str | None) -> Path:
     if given:
-        out = Path(given).expanduser()
-        if out.exists() and any(out.iterdir()):
-            raise InvalidInputError(f"output={out} exists and is not empty; explanations never overwrite earlier ones. "
-                                    "Choose a new folder.")
-        return out
+        return check_output(given)
     base = (run_dir if (run_dir / "results.csv").exists() else run_dir.parent) / "explanations"
     stamp = _dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     out, k = base / f"{dataset}-{stamp}", 1
@@ -166,43 +162,82 @@ def report_html(ex: ConceptExplainer, df: pd.DataFrame, table: pd.DataFrame, kin
 
 
 def explain_run(run_dir, overrides: list[str], output: str | None = None, show: int = 10,
-                latents: bool = False) -> tuple[Path, pd.DataFrame]:
-    """The command's work (see the module docstring); returns (output folder, explanations)."""
-    from pipeline.app.report.writer import atomic_write
+                latents: bool = False, positional: bool = False) -> tuple[Path, pd.DataFrame]:
+    """The command's work (see the module docstring); returns (output folder, explanations).
+    ``positional``: a table's columns are taken in order, not found by the run's column names."""
+    from pipeline.app.settings_checks import check_dataset_settings
 
+    check_overrides(overrides)  # the command reads the data's options only (app/explain_options.py)
     run_dir = Path(run_dir).expanduser()
     models = [o.split("=", 1)[1] for o in overrides if o.startswith("paths.models_dir=")]
     ex = ConceptExplainer.load(run_dir, models_dir=models[-1] if models else None)
     probe = _compose(overrides, Path("/nonexistent"))
+    check_seed(overrides, probe)
+    check_dataset_settings(probe["dataset"])
     out = _output_dir(run_dir, probe["dataset"]["name"], output)
     cfg = {**probe, "paths": {**probe["paths"], "output_dir": str(out)}}
     load = load_data(cfg)
-    # a table the load stage standardised: the explainer takes its own units and z-scores them with the
-    # run's means and spreads, not the new rows' own
-    inputs = load.raw if load.kind != "text" and getattr(load, "raw", None) is not None else load.inputs
-    if latents:
-        inputs = np.asarray(load.X, dtype=np.float64)
-    df = ex.explain(inputs, latents=latents)
+    df = ex.explain(_inputs(load, latents), latents=latents, positional=positional)
     table = generalisation(ex, df, load.y)
-    out.mkdir(parents=True, exist_ok=True)
-    import io
-
-    buf = io.BytesIO()
-    df.to_parquet(buf, index=False)
-    atomic_write(out / "explanations.parquet", buf.getvalue())
-    atomic_write(out / "generalisation.csv", table.to_csv(index=False))
     kind = "text" if load.kind == "text" else ("image" if (load.images is not None or load.kind == "image") else load.kind)
     data = load.texts if kind == "text" else (load.images if load.images is not None else load.X)
     title = f"{ex.bundle_.doc['run']['dataset']} run applied to {load.name} ({len(df)} samples)"
-    atomic_write(out / "report.html", report_html(ex, df, table, kind, data, title))
-    atomic_write(out / "explain.json", json.dumps({"run": str(run_dir.resolve()), "overrides": overrides,
-                                                   "dataset": load.name, "rows": len(df)}, indent=1))
+    _write(out, {"explanations.parquet": _parquet(df), "generalisation.csv": table.to_csv(index=False),
+                 "report.html": report_html(ex, df, table, kind, data, title),
+                 "explain.json": json.dumps({"run": str(run_dir.resolve()), "overrides": overrides,
+                                             "dataset": load.name, "rows": len(df)}, indent=1)})
     print(console_table(ex, df, show))
     print("")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep=""))
     print(f"explanations written to {out / 'explanations.parquet'}")
     print(f"report: {out / 'report.html'}")
     return out, df
+
+
+def _inputs(load, latents: bool):
+    """What the explainer reads of the loaded data: a table as a DataFrame of its columns (found by
+    name), in its own units (a table the load stage standardised is z-scored with the run's means
+    and spreads, not the new rows' own); the latents with ``latents``."""
+    if latents:
+        return np.asarray(load.X, dtype=np.float64)
+    if load.kind == "text":
+        return load.inputs
+    inputs = load.raw if getattr(load, "raw", None) is not None else load.inputs
+    names = load.feature_names
+    if load.kind in ("table", "tabular") and names is not None and len(names) == np.shape(inputs)[1]:
+        return pd.DataFrame(np.asarray(inputs), columns=[str(n) for n in names])
+    return inputs
+
+
+def _parquet(df: pd.DataFrame) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    return buf.getvalue()
+
+
+def _write(out: Path, files: dict) -> None:
+    """The output folder with ``files`` (name -> text or bytes), complete or absent: written into a
+    temporary sibling folder renamed into place (an empty ``out`` the user made is replaced)."""
+    import os
+    import shutil
+    import uuid
+
+    from pipeline.app.report.writer import atomic_write
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        tmp.mkdir()
+        for name, content in files.items():
+            atomic_write(tmp / name, content)
+        if out.is_dir():
+            out.rmdir()  # empty (check_output): replaced by the complete folder
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 __all__ = ["OWN_KEYS", "console_table", "explain_run", "generalisation", "load_data", "report_html"]

@@ -8,17 +8,20 @@ Files (no pickle anywhere; every one listed with its sha256 in ``SHA256SUMS``, t
   encoder takes (kind, shape, dtype, column names), the encoder (its config node, a reference
   to its checkpoint or pretrained weights with their sha256 — not a copy unless asked), the
   reference clustering's method and how it assigns a new point, the coordinates the trees cut
-  on (concept names, display units), every tree's file, its rules as the run printed them and
-  its training figures;
+  on (concept names, display units), every tree's file, name, feature names, digest, its rules
+  as the run printed them and its training figures, every array's shape, dtype and sha256, and
+  the digest of its own content (``content_sha256``);
 * ``arrays.npz`` (read with ``allow_pickle=False``): the CAV matrix, the reference clustering's
-  parameters (centres, mixture), the training range and spread of every tree coordinate and,
-  for percentile units, the training coordinates they rank against;
+  parameters (centres, mixture), the training range and spread of every tree coordinate, the
+  training quantiles new inputs and latents are compared with (:mod:`pipeline.app.input_drift`)
+  and, for percentile units, the training coordinates they rank against;
 * ``trees/<row>.json``: each tree in the shared tree format (``ExplanationTree.to_dict``);
 * ``weights/`` (only with ``copy_weights=True``): the encoder checkpoint and its sidecar.
 
 :func:`write_run_bundle` writes it at the end of every finished run (into a temporary folder
-renamed into place, so a bundle is complete or absent); :func:`read_bundle` verifies every
-checksum before anything is used.
+renamed into place, so a bundle is complete or absent); :func:`read_bundle` verifies its files,
+``explainer.json``, arrays and trees against each other before anything is used
+(:mod:`pipeline.app.bundle_checks`).
 """
 
 from __future__ import annotations
@@ -37,14 +40,13 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.app.bundle_checks import DERIVED, FORMAT, SUMS, array_record, content_digest, tree_digest, verify_bundle
 from pipeline.app.cache import file_digest, fsync_path
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
-FORMAT = "pipeline-explainer"
-VERSION = 1
-SUMS = "SHA256SUMS"
+VERSION = 2  # 2: explainer.json records its content digest, each tree's and array's (bundle_checks)
 PACKAGES = ("numpy", "scipy", "scikit-learn", "pandas", "torch", "timm", "sentence-transformers")
 
 
@@ -265,6 +267,11 @@ def bundle_from_run(cfg: dict, done: dict) -> Bundle:
     X, (low, high, std) = _coordinates(project.X, data.get("X") if data else None)
     scale = np.where(np.isfinite(std) & (std > 0), std, 1.0)
     arrays.update(feature_min=low, feature_max=high, feature_scale=scale)
+    from pipeline.app.input_drift import training_stats
+
+    if load.kind != "text":  # what new inputs are compared with (in the units they are given in)
+        arrays.update(training_stats(load.raw if load.raw is not None else load.X, "input"))
+    arrays.update(training_stats(encode.Z, "latent"))
     if project.cavs is not None:
         arrays["cavs"] = np.asarray(project.cavs, dtype=np.float64)
     if project.units is not None:  # percentile units, and the percentile fallback of probability units
@@ -347,16 +354,23 @@ def write_bundle(bundle: Bundle, path: Path, copy_weights: bool = False, checkpo
                                 "folder or delete that one.")
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     doc = json.loads(json.dumps(bundle.doc, default=_plain))
+    arrays = {k: v for k, v in bundle.arrays.items() if k not in DERIVED}
     try:
         tmp.mkdir(parents=True)
         for row, tree in bundle.trees.items():
             atomic_write(tmp / "trees" / f"{row}.json", json.dumps(tree.to_dict(), indent=1))
+            # what the reader checks the file against (bundle_checks.check_tree)
+            doc["trees"][row].update(file=f"trees/{row}.json", name=row, sha256=tree_digest(tree),
+                                     feature_names=None if tree.feature_names is None else list(tree.feature_names))
         buf = io.BytesIO()
         # not compressed: sorted float64 percentile tables shrink by a sixth, for 0.9 s at 1M rows
-        np.savez(buf, **bundle.arrays)
+        np.savez(buf, **arrays)
         atomic_write(tmp / "arrays.npz", buf.getvalue())
         if copy_weights:
             doc["encoder"] = _copy_weights(doc["encoder"], checkpoint, tmp)
+        doc.update(version=VERSION, arrays=array_record(arrays))
+        doc.pop("content_sha256", None)
+        doc["content_sha256"] = content_digest(doc)
         atomic_write(tmp / "explainer.json", json.dumps(doc, indent=1))
         files = sorted(p for p in tmp.rglob("*") if p.is_file())
         sums = "".join(f"{file_digest(p)}  {p.relative_to(tmp).as_posix()}\n" for p in files)
@@ -439,32 +453,11 @@ def bundle_folder(path) -> Path:
 
 
 def verify_checksums(folder: Path) -> None:
-    """Every file ``SHA256SUMS`` lists exists and has its sha256; nothing is missing from the list."""
-    sums = folder / SUMS
-    if not sums.is_file():
-        raise InvalidInputError(f"{folder} has no {SUMS}: it is not a complete saved explainer (written by an "
-                                "interrupted save?). Save it again from the run.")
-    listed = {}
-    for line in sums.read_text().splitlines():
-        digest, _, name = line.partition("  ")
-        if name:
-            listed[name] = digest
-    for name in ("explainer.json", "arrays.npz"):
-        if name not in listed:
-            raise InvalidInputError(f"{sums} does not list {name}; the bundle is incomplete or was edited. Save it "
-                                    "again from the run.")
-    for name, digest in listed.items():
-        p = folder / name
-        if not p.is_file():
-            raise InvalidInputError(f"the saved explainer {folder} lacks {name}, which {SUMS} lists; it was copied "
-                                    "incompletely. Copy the whole folder again.")
-        found = file_digest(p)
-        if found != digest:
-            raise InvalidInputError(
-                f"the saved explainer {folder} was modified or damaged after it was saved: {name} has sha256 "
-                f"{found[:12]}... but {SUMS} records {digest[:12]}.... Explanations from it could be silently wrong, "
-                "so it is refused. Restore the original file, or save the explainer again from its run "
-                "(ConceptExplainer.load(<run dir>).save(<folder>)).")
+    """Every file ``SHA256SUMS`` lists is inside the bundle, exists and has its sha256, and every
+    file of the folder is listed (:func:`pipeline.app.bundle_checks.verify_files`)."""
+    from pipeline.app.bundle_checks import verify_files
+
+    verify_files(Path(folder))
 
 
 def version_differences(saved: dict) -> list[str]:
@@ -475,27 +468,16 @@ def version_differences(saved: dict) -> list[str]:
 
 
 def read_bundle(path) -> Bundle:
-    """Read and verify the bundle at ``path`` (a run directory or a bundle folder)."""
-    from pipeline.trees.tree import ExplanationTree
-
+    """Read and verify the bundle at ``path`` (a run directory or a bundle folder): its files,
+    ``explainer.json``, arrays and trees are checked against each other before any is used
+    (:mod:`pipeline.app.bundle_checks`)."""
     folder = bundle_folder(path)
-    verify_checksums(folder)
-    doc = json.loads((folder / "explainer.json").read_text())
-    if doc.get("format") != FORMAT or not isinstance(doc.get("version"), int):
-        raise InvalidInputError(f"{folder / 'explainer.json'} is not a saved explainer (format {doc.get('format')!r}).")
-    if doc["version"] > VERSION:
-        raise InvalidInputError(f"the explainer in {folder} has format version {doc['version']}, newer than this "
-                                f"version of the package reads ({VERSION}); upgrade the package.")
+    doc, arrays, trees = verify_bundle(folder.resolve(), VERSION)
     diffs = version_differences(doc.get("packages") or {})
     if diffs:
         log.warning("the explainer in %s was saved with other package versions (%s): it loads, but the encoder's "
                     "latents may differ in the last bits, which can move points lying on a cut", folder,
                     "; ".join(diffs))
-    with np.load(folder / "arrays.npz", allow_pickle=False) as data:
-        arrays = {k: data[k] for k in data.files}
-    trees = {}
-    for row, info in doc["trees"].items():
-        trees[row] = ExplanationTree.from_dict(json.loads((folder / info["file"]).read_text()))
     return Bundle(doc=doc, arrays=arrays, trees=trees, path=folder)
 
 

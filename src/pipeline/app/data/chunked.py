@@ -6,7 +6,10 @@
   (no memory map: the pages read do not stay resident in the process, so its RSS stays at a
   chunk's size however large the file); scattered rows (a sample) are gathered through a
   memory map opened for that gather alone;
-- a folder of ``.npy`` or ``.parquet`` shards (read in sorted name order, one after another);
+- a folder of ``.npy`` or ``.parquet`` shards, read one after another in natural name order
+  (``a2`` before ``a10``: numbers in names compare as numbers) or in the order a
+  ``manifest.txt`` in the folder lists them (one file name a line; it must name every shard
+  once); the order used is logged;
 - a zarr array (a ``.zarr`` folder, or a folder holding ``.zarray``/``zarr.json``).
 
 Every reader is a small picklable object (paths and shapes only) so Dask workers open the
@@ -16,7 +19,9 @@ naming the file: a shard of another width or dtype, a file shorter than its head
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,8 +29,12 @@ import numpy as np
 
 from pipeline.validation import InvalidInputError
 
+log = logging.getLogger(__name__)
+
 GATHER_ROWS = 4096  # scattered rows gathered per memory map (at most a few MB of its pages resident)
 KINDS = ("a .npy file, a folder of .npy or .parquet shards, or a zarr array (a .zarr folder)")
+MANIFEST = "manifest.txt"  # in a shard folder: the shards' order, one file name a line
+SHARD_SUFFIXES = (".npy", ".parquet", ".pq")
 
 
 @dataclass(frozen=True)
@@ -335,6 +344,42 @@ def _is_zarr(p: Path) -> bool:
     return p.suffix == ".zarr" or (p / ".zarray").exists() or (p / "zarr.json").exists()
 
 
+def natural_key(name: str) -> tuple:
+    """Sort key of a file name whose numbers compare as numbers: ``a2`` before ``a10``."""
+    return tuple((1, int(t), t) if t.isdigit() else (0, 0, t) for t in re.split(r"(\d+)", name) if t)
+
+
+def shard_order(folder: Path, key: str) -> list[Path]:
+    """The shards of ``folder`` in the order they are read (the module docstring), logged."""
+    files = [f for f in folder.iterdir() if f.suffix.lower() in SHARD_SUFFIXES and not f.name.startswith(".")]
+    if not files:
+        raise InvalidInputError(f"{key}={folder}: the folder holds no .npy or .parquet shards; it takes {KINDS}.")
+    manifest = folder / MANIFEST
+    if manifest.is_file():
+        names = [ln.strip() for ln in manifest.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+        known = {f.name: f for f in files}
+        unknown = [n for n in names if n not in known]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        left = sorted(set(known) - set(names), key=natural_key)
+        if unknown or twice or left:
+            raise InvalidInputError(
+                f"{key}={folder}: {MANIFEST} must list every shard of the folder once, in the order to read them; "
+                + "; ".join(part for part in (f"it names {unknown}, which are not shards here" if unknown else "",
+                                              f"it lists {twice} more than once" if twice else "",
+                                              f"it leaves out {left}" if left else "") if part)
+                + f". Fix {MANIFEST} (one file name a line), or remove it to read the shards in natural name order.")
+        files, how = [known[n] for n in names], f"the order {MANIFEST} lists"
+    else:
+        files = sorted(files, key=lambda f: natural_key(f.name))
+        plain = sorted(files, key=lambda f: f.name)
+        how = "natural name order" + (" (numbers as numbers: plain name order would differ)" if plain != files else "")
+    shown = [f.name for f in files]
+    if len(shown) > 8:
+        shown = [*shown[:4], f"... {len(shown) - 6} more ...", *shown[-2:]]
+    log.info("%s=%s: %d shards read in %s: %s", key, folder, len(files), how, ", ".join(shown))
+    return files
+
+
 def open_chunked(path, key: str = "dataset.path", vector: bool = False) -> ChunkedArray:
     """The array at ``path`` as a :class:`ChunkedArray` (nothing but headers is read).
 
@@ -353,9 +398,7 @@ def open_chunked(path, key: str = "dataset.path", vector: bool = False) -> Chunk
     if p.is_dir() and _is_zarr(p):
         parts = (_zarr_part(p, key),)
     elif p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.suffix.lower() in (".npy", ".parquet", ".pq"))
-        if not files:
-            raise InvalidInputError(f"{key}={p}: the folder holds no .npy or .parquet shards; it takes {KINDS}.")
+        files = shard_order(p, key)
         kinds = {f.suffix.lower() for f in files} - {".pq"} | ({".parquet"} if any(f.suffix == ".pq" for f in files) else set())
         if len(kinds) > 1:
             raise InvalidInputError(f"{key}={p}: the folder mixes .npy and .parquet shards; keep one kind.")

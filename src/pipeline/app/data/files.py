@@ -115,7 +115,10 @@ def is_array_source(path) -> bool:
             names = [f for f in p.iterdir() if not f.name.startswith(".")]
         except OSError:
             return False
-        return bool(names) and all(f.is_file() and f.suffix.lower() in (".npy", ".parquet", ".pq") for f in names)
+        from pipeline.app.data.chunked import MANIFEST, SHARD_SUFFIXES
+
+        shards = [f for f in names if f.name != MANIFEST]  # a manifest gives the shards' order
+        return bool(shards) and all(f.is_file() and f.suffix.lower() in SHARD_SUFFIXES for f in shards)
     if p.suffix.lower() != ".npy" or not p.is_file():
         return False
     try:

@@ -371,6 +371,8 @@ def fingerprint(path) -> str | None:
     if not p.exists():
         return None
     h = hashlib.sha256(str(p.resolve()).encode())
+    if p.is_dir():  # a folder's shards are read in natural name order since issue 51 (a9 before a10): new keys
+        h.update(b"shard-order:natural;")
     files = sorted(q for q in p.rglob("*") if q.is_file()) if p.is_dir() else [p]
     for q in files:
         st = q.stat()
