@@ -28,7 +28,10 @@ pixels of that frame, and the thresholds below are stated for 28 pixels and scal
   diagonal steps counted √2 (Morpho-MNIST's);
 - ``stroke_ends`` / ``junctions``: skeleton pixels with one neighbour / places where three or more
   branches meet (crossing number ≥ 3, adjacent ones counted once);
-- ``eccentricity``: of the ellipse with the ink's second moments (0 round, towards 1 a line).
+- ``top_heavy``: share of the grey mass above the middle of the digit's height (9 and 7 high, 6 low);
+- ``eccentricity``: of the ellipse with the grey image's second moments (0 round, towards 1 a line).
+
+Everything runs on a whole batch of images at once (:mod:`._pixels`), 2,048 at a time.
 """
 
 from __future__ import annotations
@@ -63,14 +66,14 @@ DIGIT_MEASURES = (
     _m("width", "width across the slant, between the 1% and 99% points of the ink's mass (Morpho-MNIST)", "px",
        "tertiles"),
     _m("height", "height between the 1% and 99% points of the ink's mass (Morpho-MNIST)", "px", "tertiles"),
-    _m("ink", "area of the ink: pixels at or above half the image's range", "px", "tertiles"),
+    _m("ink", "area of the ink: pixels at or above half the image's range", "pixels", "tertiles"),
     _m("length", "length of the stroke: the skeleton, diagonal steps counted sqrt(2) (Morpho-MNIST)", "px",
        "tertiles"),
     _m("stroke_ends", "free ends of the strokes: skeleton pixels with a single neighbour", "ends", "presence"),
     _m("junctions", "places where three or more strokes meet on the skeleton", "junctions", "presence"),
     _m("top_heavy", "share of the ink in the upper half of the digit's height (9 and 7 high, 6 low)", "share of ink",
        "tertiles"),
-    _m("eccentricity", "elongation of the ink: eccentricity of the ellipse with its second moments (0 round, 1 a "
+    _m("eccentricity", "elongation: eccentricity of the ellipse with the grey image's second moments (0 round, 1 a "
        "line)", "ratio", "tertiles"),
 )
 NAMES = tuple(m.name for m in DIGIT_MEASURES)
@@ -338,7 +341,7 @@ def curved_share(skeleton: np.ndarray, angle: np.ndarray, turn: float) -> np.nda
 
 
 def _inverse_cdf(knots: np.ndarray, cdf: np.ndarray, q: float) -> np.ndarray:
-    """Per row: where the piecewise-linear ``cdf`` (n, m), increasing through ``knots`` (m,) or (n, m), reaches ``q``."""
+    """Per row: where the piecewise-linear ``cdf`` (n, m), rising through ``knots`` (m,) or (n, m), reaches ``q``."""
     rows = np.arange(len(cdf))
     k = np.clip((cdf < q).sum(axis=1), 1, cdf.shape[1] - 1)
     c0, c1 = cdf[rows, k - 1], cdf[rows, k]

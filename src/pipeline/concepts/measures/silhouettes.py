@@ -4,8 +4,8 @@ Every image is brought to a ``size × size`` frame (default 28) with values 0..1
 minimum to its own maximum (:func:`._pixels.grey_frame`). The silhouette is the pixels at or
 above ``threshold`` (2% of the range: dark cloth is still cloth), without specks (8-connected
 pieces under ``min_piece`` of it, 5%). Holes are read from intensity alone, so a black print
-enclosed by brighter cloth (a striped shirt's black stripes) also counts as a hole. Rows are placed by their height within the silhouette's
-bounding box, 0 at its top and 1 at its bottom.
+enclosed by brighter cloth (a striped shirt's black stripes) also counts as a hole. Rows are
+placed by their height within the silhouette's bounding box, 0 at its top and 1 at its bottom.
 
 - ``holes``: enclosed background (4-connected, not touching the border) of at least ``min_hole``
   of the frame (8 pixels at 28): a bag's handle, the gaps between a sandal's straps;
