@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.concepts.completeness_probe import _probe_accuracy, sample_rows, yeh_completeness
+from pipeline.concepts.completeness_probe import _probe_accuracy, fold_count, sample_rows, yeh_completeness
 from pipeline.validation import InvalidInputError
 
 #: the three kinds of direction sets every figure is computed for
@@ -91,10 +91,7 @@ def completeness_table(Z, C, reference, head=None, *, n_random: int = 20, n_fold
     Zs = np.asarray(Z[rows] if hasattr(Z, "shape") else np.asarray(Z)[rows], dtype=np.float64)
     y = labels[rows]
     classes, counts = np.unique(y, return_counts=True)
-    k = min(int(n_folds), int(counts.min())) if counts.size else 0
-    if classes.size < 2 or k < 2:
-        raise InvalidInputError(f"completeness needs at least 2 clusters with {max(int(n_folds), 2)} points each; the "
-                                f"clusters have {counts.tolist()} points.")
+    k = fold_count(counts, n_folds)
     M, d = C.shape
     rng = np.random.default_rng(random_state)
     folds = list(StratifiedKFold(k, shuffle=True, random_state=random_state).split(Zs, y))

@@ -84,10 +84,7 @@ def concept_completeness(Z, concept_X, labels, cv: int = 3, max_rows: int = MAX_
     keep = np.flatnonzero(y >= 0)
     y = y[keep]
     classes, counts = np.unique(y, return_counts=True)
-    k = min(int(cv), int(counts.min())) if counts.size else 0
-    if classes.size < 2 or k < 2:
-        raise InvalidInputError(f"completeness needs at least 2 clusters with {max(int(cv), 2)} points each; the "
-                                f"clusters have {counts.tolist()} points.")
+    k = fold_count(counts, cv)
     if y.size > 50 * max_rows:  # a stratified split of 10M rows takes ~1 GB of index arrays: first a pre-sample
         keep, y = _presample(keep, y, classes, counts, 50 * max_rows, 2 * k, random_state)
     if y.size > max_rows:
@@ -105,6 +102,17 @@ def concept_completeness(Z, concept_X, labels, cv: int = 3, max_rows: int = MAX_
     return Completeness(completeness=float(ratio),
                         accuracy_concepts=float(acc_c), accuracy_latents=float(acc_z), chance=chance,
                         n_rows=int(y.size), n_concepts=int(Xc.shape[1]), n_latents=int(Z.shape[1]))
+
+
+def fold_count(counts, n_folds: int) -> int:
+    """The stratified folds the clusters' sizes ``counts`` allow (at most ``n_folds``); an
+    :class:`InvalidInputError` with fewer than 2 clusters or 2 folds."""
+    counts = np.asarray(counts)
+    k = min(int(n_folds), int(counts.min())) if counts.size else 0
+    if counts.size < 2 or k < 2:
+        raise InvalidInputError(f"completeness needs at least 2 clusters with {max(int(n_folds), 2)} points each; the "
+                                f"clusters have {counts.tolist()} points.")
+    return k
 
 
 def sample_rows(labels, max_rows: int = MAX_ROWS, min_per_class: int = 2, random_state=0) -> np.ndarray:
