@@ -37,7 +37,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
-FASHION = ["dataset=fashion_mnist", "dataset.n_samples=3000", "encoder=efficientnet_lite0", "clustering=gmm"]
+FASHION = ["dataset=fashion_mnist", "dataset.n_samples=3000", "encoder=efficientnet_lite0", "clustering=gmm",
+           "explainer=[concept_mmdt,concept_cart]"]
 RUNS = {
     "mnist": {"base": [], "sets": {"class-defined (mnist_geometric)": ["concepts=mnist_geometric"],
                                    "measured (mnist_measured)": ["concepts=mnist_measured"]},
@@ -50,7 +51,8 @@ RUNS = {
                      "sets": {"class attributes (fashion_attributes)": ["concepts=fashion_attributes"],
                               "measured (fashion_measured)": ["concepts=fashion_measured"]},
                      "measure": "pipeline.concepts.measures.silhouettes.silhouette_measurements"},
-    "emails": {"base": ["dataset=spam_assassin", "dataset.n_samples=600", "encoder=sbert", "clustering=gmm"],
+    "emails": {"base": ["dataset=spam_assassin", "dataset.n_samples=600", "encoder=sbert", "clustering=gmm",
+                        "explainer=[concept_mmdt,concept_cart]"],
                "sets": {"topic phrases (email_topics)": ["concepts=email_topics"],
                         "measured (text_measured)": ["concepts=text_measured"]},
                "measure": "pipeline.app.measured_text.text_measurements"},

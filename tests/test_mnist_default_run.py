@@ -33,7 +33,7 @@ def test_default_run_on_a_small_mnist_subset(tmp_path, capsys):
     assert table2["model"] == "vade+gmm" and table2["CAVs"] == 8
     assert "†" not in out and "‡" not in out
     measured = pd.read_parquet(tmp_path / "run" / "concepts" / "measurements.parquet")
-    assert {"loop", "slant", "thickness", "ink"} <= set(measured.columns) and len(measured) == 400
+    assert {"loop", "slant", "height", "top_heavy"} <= set(measured.columns) and len(measured) == 400
 
 
 def test_table2_protocol_on_a_small_mnist_subset(tmp_path, capsys):

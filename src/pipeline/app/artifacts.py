@@ -205,6 +205,7 @@ class ConceptTestsArtifact(Artifact):
     test_line: str | None = None  # the test in one sentence
     alpha: float | None = None  # its family-wise level
     untested: dict | None = None  # concept -> why its significance was not tested
+    weak: dict | None = None  # concept -> not significant on a weak test (too few examples per dimension): kept
     transfer: list | None = None  # per concept: {check, value, threshold, passes, note}
     excluded: dict | None = None  # concept -> why it is kept out of the trees
     kept_failing: list | None = None  # concepts that failed but were kept (concepts.tests.keep_failed=true)

@@ -37,8 +37,8 @@ import numpy as np
 from pipeline.validation import InvalidInputError
 
 
-#: the fewest examples on each side of one of the test's CAVs, and at least half the latent dimensions (fewer:
-#: the concept is not tested: its CAVs would be mostly noise, and the test could not find it)
+#: the fewest examples on each side of one of the test's CAVs (fewer: the concept is not tested); with fewer than
+#: half as many as the latents have dimensions the test is weak (TCAVResult.weak)
 MIN_SET = 5
 
 
@@ -94,6 +94,9 @@ class TCAVResult:
     tested : ndarray of bool, shape (M,)
     reasons : dict of str to str
         Why a concept was not tested.
+    weak : dict of str to str
+        Concepts tested with too few examples per CAV for the latents' dimension: a "not
+        significant" says little about them (the caller may keep them).
     """
 
     names: list
@@ -108,6 +111,7 @@ class TCAVResult:
     set_sizes: list
     n_tests: int
     reasons: dict = field(default_factory=dict)
+    weak: dict = field(default_factory=dict)
 
     def line(self, pool: str = "rows of the explained data") -> str:
         """The test in one sentence, for under the concept table."""
@@ -166,6 +170,7 @@ def tcav_test(positives: Sequence[np.ndarray], names: Sequence[str], pool: np.nd
     rng = np.random.default_rng(random_state)
     M, N = len(names), int(n_random)
     reasons: dict[str, str] = {}
+    weak: dict[str, str] = {}
     # independent: a concept's N CAVs take N disjoint parts of its positives; tcav: at most max_set of them each
     sizes = [min(int(max_set), len(p) // N, len(pool) // (2 * N)) if design == "independent"
              else min(int(max_set), len(p)) for p in positives]
@@ -173,15 +178,18 @@ def tcav_test(positives: Sequence[np.ndarray], names: Sequence[str], pool: np.nd
     problems, owner = [], []
     for m, (P, s) in enumerate(zip(positives, sizes)):
         P = np.asarray(P, dtype=np.float64)
-        least = max(MIN_SET, -(-pool.shape[1] // 2)) if design == "independent" else 2
+        least = MIN_SET if design == "independent" else 2
         if s < least:
             reasons[names[m]] = (f"too few examples for the test: {N} CAVs, each on its own {least} positives and "
-                                 f"{least} random examples (at least half the {pool.shape[1]} latent dimensions, so that "
-                                 f"a CAV is more than noise), need {least * N} positive examples and a pool of "
+                                 f"{least} random examples, need {least * N} positive examples and a pool of "
                                  f"{2 * least * N} random ones; it has {len(P)} and the pool {len(pool)}"
                                  if design == "independent" else
                                  f"it has {len(P)} positive example(s); the test needs at least 2")
             continue
+        powered = -(-pool.shape[1] // 2)
+        if design == "independent" and s < powered:
+            weak[names[m]] = (f"each of its test CAVs has {s} examples per side in {pool.shape[1]} latent dimensions "
+                              f"(fewer than half as many), so a CAV is mostly noise and the test could miss the concept")
         if s not in nulls:
             if design == "independent":  # N pairs of disjoint random sets
                 order = rng.permutation(len(pool))[:2 * N * s].reshape(2 * N, s)
@@ -223,7 +231,7 @@ def tcav_test(positives: Sequence[np.ndarray], names: Sequence[str], pool: np.nd
     tested = np.isfinite(raw).any(axis=1)
     significant = tested & (np.nan_to_num(adjusted, nan=1.0) < alpha).any(axis=1)
     return TCAVResult(list(names), adjusted, raw, concept_scores, null_scores, significant, tested, float(alpha),
-                      N, sizes, tested_pairs, reasons)
+                      N, sizes, tested_pairs, reasons, weak)
 
 
 def _problem(positives: np.ndarray, negatives: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

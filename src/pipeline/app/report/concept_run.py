@@ -114,8 +114,10 @@ def concept_frame(cav_summary: list[dict], tests=None, used: list[str] | None = 
         transfer = _transfer_text(by_name.get(n))
         if c.get("tracks_fit") == c.get("tracks_fit") and "tracks_fit" in c:
             transfer += f" (fit {c['tracks_fit']:.2f})"
+        weak = (tests.weak or {}) if tests is not None else {}
+        tcav = significance_word(sig.get(n)) if sig else "not tested"
         row = {"concept": n, "in trees": in_trees, "transfers": transfer,
-               "TCAV": significance_word(sig.get(n)) if sig else "not tested", "p": _p_text(pmin.get(n, float("nan"))),
+               "TCAV": f"{tcav} (weak)" if n in weak else tcav, "p": _p_text(pmin.get(n, float("nan"))),
                "accuracy [95% CI]": (f"{c['score']:.2f} [{c['ci_low']:.2f}–{c['ci_high']:.2f}]"
                                      if c.get("score") == c.get("score") else "—"),
                "examples (+/−)": f"{c.get('n_positives', 0)}/{c.get('n_negatives', 0)}"}
@@ -328,6 +330,8 @@ def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped:
             lines.append("Failed their tests but kept in the trees: " + ", ".join(tests.kept_failing))
         if tests is not None and tests.untested:
             lines.append("Significance not tested: " + "; ".join(f"{k}: {v}" for k, v in tests.untested.items()))
+        if tests is not None and tests.weak:
+            lines.append("Weak tests: " + "; ".join(f"{k}: {v}" for k, v in tests.weak.items()))
     tcav = tcav_frame(tests)
     if tcav is not None:
         head = tests.head or "its head"

@@ -92,11 +92,16 @@ def _compute(cfg: dict, encode: EncodeArtifact, concepts: ConceptsArtifact,
         out.update(tcav=tcav_scores(main, labels[rows], K), p_values=result.p_values,
                    significant=[bool(s) if t else None for s, t in zip(result.significant, result.tested)],
                    test_line=result.line(), untested=result.reasons or None, alpha=result.alpha)
+        out["weak"] = {}
+        weak = dict(result.weak or {})
         for name, sig, tested in zip(names, result.significant, result.tested):
-            if tested and not sig:
+            if tested and not sig and name not in weak:
                 failing.setdefault(name, f"not significant: its TCAV scores do not differ from those of CAVs between "
                                          f"random example sets in any cluster (alpha {float(tests['alpha']):g}, "
                                          "Bonferroni)")
+            elif tested and not sig:  # a weak test: said, and the concept stays
+                out["weak"][name] = f"not significant, but {weak[name]}; kept in the trees"
+        out["weak"] = out["weak"] or None
     else:
         out["untested"] = {n: f"the reference clustering has no head: {rule}" for n in names} if head is None else None
     if failing and len(failing) == len(names) and not tests["keep_failed"]:
@@ -166,4 +171,4 @@ def _cached(cfg: dict) -> bool:
 
 
 CONCEPT_TESTS = Stage("concept_tests", ("encode", "concepts", "cluster"), _config, _compute,
-                      artifact=ConceptTestsArtifact, cached=_cached, version=2)
+                      artifact=ConceptTestsArtifact, cached=_cached, version=3)
