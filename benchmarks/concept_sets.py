@@ -65,7 +65,7 @@ def sentence(rule: dict, check: str) -> str:
     conds = " and ".join(c["text"] for c in rule["conditions"]) or "always"
     text = rule["text"]
     who = text.split("→", 1)[1].strip() if "→" in text else ""
-    return f"If {conds}, the image/text falls in {who}." + (f" ({check})" if check else "")
+    return f"If {conds}, the item falls in {who}." + (f" ({check})" if check else "")
 
 
 def one_run(name: str, label: str, overrides: list[str], work: Path) -> dict:
@@ -164,9 +164,17 @@ def markdown(results: dict) -> str:
                 continue
             lines += ["", f"**{label}** — per concept (transfer: ρ on held-out rows for measured concepts; TCAV p: the "
                           "smallest adjusted p over clusters):", ""]
-            lines += [f"- {c['concept']}: in trees {c.get('in_trees')}, {c.get('transfer_check')} "
-                      f"{c.get('transfer_value', float('nan')):.2f}, TCAV {c.get('tcav_significant')} "
-                      f"(p {c.get('tcav_p_min', float('nan')):.2g})" for c in r.get("concepts", [])]
+            def transfer(c):
+                v = c.get("transfer_value", float("nan"))
+                return "no transfer check" if c.get("transfer_check") in (None, "none") or v != v else \
+                    f"{c['transfer_check']} {v:.2f}"
+
+            def tcav(c):
+                p = c.get("tcav_p_min", float("nan"))
+                return f"TCAV {c.get('tcav_significant')}" + (f" (p {p:.2g})" if p == p else "")
+
+            lines += [f"- {c['concept']}: in trees {'yes' if c.get('in_trees') else 'no'}, {transfer(c)}, {tcav(c)}"
+                      for c in r.get("concepts", [])]
             if r.get("rules"):
                 lines += ["", "Concept-CART's first three rules, as sentences:", ""] + [f"1. {s}" for s in r["rules"]]
             if r.get("tcav"):
