@@ -318,9 +318,11 @@ def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[T
                   counterfactual_svgs: list[str] = (), notes: list[str] = (), max_counterfactuals: int = 20,
                   cav_boundary: dict[str, list[float]] | None = None, discovered: list[ConceptView] = (),
                   discovery_method: str | None = None, cav_test: str | None = None,
-                  concept_notes: list[str] = (), completeness: list[str] = ()) -> str:
+                  concept_notes: list[str] = (), completeness: list[str] = (),
+                  stability: tuple[str | None, bool] = (None, False)) -> str:
     """The whole page as one HTML string (UTF-8, no external resources); ``completeness``: the
-    lines of :func:`pipeline.app.stages.completeness.completeness_text`."""
+    lines of :func:`pipeline.app.stages.completeness.completeness_text`; ``stability``: the sentence
+    of :func:`pipeline.app.report.summary.stability_text` and whether it is a warning."""
     body = [f"<h1>{_e(title)}</h1>"]
     if subtitle:
         body.append(f'<p class="sub">{_e(subtitle)}</p>')
@@ -333,7 +335,11 @@ def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[T
                     f"{table_html(results)}</details>")
     body += ['<p class="sub">ari/ami: agreement of each explanation with the ground truth; ref_ari/ref_ami: with '
              "the reference clustering; misassignment: share of points the tree puts outside their reference cluster; "
-             "q: explainability-to-noise ratio (mean-based trees).</p>", "<h2>Trees</h2>"]
+             "q: explainability-to-noise ratio (mean-based trees).</p>"]
+    if stability[0]:
+        warn = ' class="warn"' if stability[1] else ""
+        body.append(f'<p id="stability"{warn}>' + ("warning: " if stability[1] else "") + f"{_e(stability[0])}</p>")
+    body.append("<h2>Trees</h2>")
     body += [_tree_html(v) for v in trees] or ["<p>no tree was fitted.</p>"]
     if cav_summary:
         body += ["<h2>Concept activation vectors</h2>",
