@@ -20,6 +20,10 @@ $(STAMP): pyproject.toml
 	# an editable install leaves the project's own modules uncompiled; where PYTHONDONTWRITEBYTECODE
 	# is set (as on this project's machines) every run then compiled them again (~0.5 s a run)
 	$(PY) -m compileall -q src >/dev/null
+	# numba compiles each tree / concept kernel at its first call and caches it (cache=True): done here
+	# once, so no user run pays it (the first 1M x 512 run after install took 113 s instead of 55 s at
+	# load 7 on a 2-core machine before this step; after it 45.5 s and 45.9 s; scripts/warm_kernels.py)
+	$(PY) scripts/warm_kernels.py
 	-sh scripts/install_browser.sh
 	-sh scripts/install_real_data.sh
 	touch $(STAMP)
