@@ -18,11 +18,13 @@ $(STAMP): pyproject.toml
 		--index-url "$(TORCH_INDEX)"; fi
 	$(PY) -m pip install -e ".[all]"
 	# an editable install leaves the project's own modules uncompiled; where PYTHONDONTWRITEBYTECODE
-	# is set (as on this project's machines) every run then compiled them again (~0.5 s a run)
+	# is set (as on this project's machines) every run then compiled them again (importing a run's
+	# modules: 0.88-1.14 s without, 0.69-1.00 s with, 5 tries each, 2-core AMD EPYC at load 5.4)
 	$(PY) -m compileall -q src >/dev/null
 	# numba compiles each tree / concept kernel at its first call and caches it (cache=True): done here
 	# once, so no user run pays it (the first 1M x 512 run after install took 113 s instead of 55 s at
-	# load 7 on a 2-core machine before this step; after it 45.5 s and 45.9 s; scripts/warm_kernels.py)
+	# load 7 on the 2-core AMD EPYC before this step; after it 45.5 s and 45.9 s at load 3.7-6.2;
+	# the step itself 95 s at load 6: scripts/warm_kernels.py)
 	$(PY) scripts/warm_kernels.py
 	-sh scripts/install_browser.sh
 	-sh scripts/install_real_data.sh
