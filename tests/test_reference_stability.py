@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from sklearn.mixture import GaussianMixture
 
-from pipeline.app.report.summary import stability_text
+from pipeline.app.report.stability import stability_text
 from pipeline.clustering import FOUND_AGAIN, choose_restart, cluster_recovery, fit_gmm, gmm_restarts, restart_stability
 
 

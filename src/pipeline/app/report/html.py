@@ -322,7 +322,7 @@ def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[T
                   stability: tuple[str | None, bool] = (None, False)) -> str:
     """The whole page as one HTML string (UTF-8, no external resources); ``completeness``: the
     lines of :func:`pipeline.app.stages.completeness.completeness_text`; ``stability``: the sentence
-    of :func:`pipeline.app.report.summary.stability_text` and whether it is a warning."""
+    of :func:`pipeline.app.report.stability.stability_text` and whether it is a warning."""
     body = [f"<h1>{_e(title)}</h1>"]
     if subtitle:
         body.append(f'<p class="sub">{_e(subtitle)}</p>')

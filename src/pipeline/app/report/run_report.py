@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, CounterfactualsArtifact, FitArtifact, LoadArtifact, ProjectArtifact
-from pipeline.app.report.summary import stability_text
+from pipeline.app.report.stability import stability_text
 from pipeline.trees.tree import ExplanationTree
 
 if TYPE_CHECKING:  # matplotlib and pandas are imported only when a figure or report is made
