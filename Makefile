@@ -45,8 +45,8 @@ real-data:
 run: $(STAMP)
 	$(PY) -m pipeline $(ARGS)
 
-# The fast suite on every core (pytest-xdist; a test file stays on one worker): 3:45 on this
-# 2-core machine, 7:32 in one process (TEST_WORKERS=0).
+# The fast suite on every core (pytest-xdist; a test file stays on one worker): 11:43 for a fresh
+# clone in a folder of its own (2 workers, 2-core AMD EPYC shared with other jobs, load 5.7-5.9).
 TEST_WORKERS ?= auto
 test: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
