@@ -45,8 +45,9 @@ real-data:
 run: $(STAMP)
 	$(PY) -m pipeline $(ARGS)
 
-# The fast suite on every core (pytest-xdist; a test file stays on one worker): 11:43 for a fresh
-# clone in a folder of its own (2 workers, 2-core AMD EPYC shared with other jobs, load 5.7-5.9).
+# The fast suite on every core (pytest-xdist; a test file stays on one worker): 9:53 for a fresh
+# clone in a folder of its own (2 workers, 2-core AMD EPYC shared with other jobs, load 4.2-5.0;
+# 11:43 at load 5.7-5.9 in an earlier run).
 TEST_WORKERS ?= auto
 test: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
