@@ -18,8 +18,14 @@ $(STAMP): pyproject.toml
 		--index-url "$(TORCH_INDEX)"; fi
 	$(PY) -m pip install -e ".[all]"
 	# an editable install leaves the project's own modules uncompiled; where PYTHONDONTWRITEBYTECODE
-	# is set (as on this project's machines) every run then compiled them again (~0.5 s a run)
+	# is set (as on this project's machines) every run then compiled them again (importing a run's
+	# modules: 0.88-1.14 s without, 0.69-1.00 s with, 5 tries each, 2-core AMD EPYC at load 5.4)
 	$(PY) -m compileall -q src >/dev/null
+	# numba compiles each tree / concept kernel at its first call and caches it (cache=True): done here
+	# once, so no user run pays it (the first 1M x 512 run after install took 113 s instead of 55 s at
+	# load 7 on the 2-core AMD EPYC before this step; after it 45.5 s and 45.9 s at load 3.7-6.2;
+	# the step itself 95 s at load 6: scripts/warm_kernels.py)
+	$(PY) scripts/warm_kernels.py
 	-sh scripts/install_browser.sh
 	-sh scripts/install_real_data.sh
 	touch $(STAMP)
@@ -39,8 +45,9 @@ real-data:
 run: $(STAMP)
 	$(PY) -m pipeline $(ARGS)
 
-# The fast suite on every core (pytest-xdist; a test file stays on one worker): 3:45 on this
-# 2-core machine, 7:32 in one process (TEST_WORKERS=0).
+# The fast suite on every core (pytest-xdist; a test file stays on one worker): 9:53 for a fresh
+# clone in a folder of its own (2 workers, 2-core AMD EPYC shared with other jobs, load 4.2-5.0;
+# 11:43 at load 5.7-5.9 in an earlier run).
 TEST_WORKERS ?= auto
 test: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)

@@ -14,7 +14,7 @@ from pipeline.trees import CART
 from pipeline.trees import _cart_best_first as presorted
 from pipeline.trees.cart import _center_scale
 
-BENCHMARKS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "clustering-benchmarks"
+from shared_data import BENCHMARKS, needs_benchmarks
 FIELDS = ("left_child", "right_child", "feature", "threshold", "impurity", "n_node_samples",
           "weighted_n_node_samples")
 
@@ -92,11 +92,9 @@ def test_same_tree_as_sklearn_on_real_data(load):
     assert_same_tree(X, y, max_leaf_nodes=20, random_state=np.random.RandomState(7))  # drawn as scikit-learn does
 
 
+@needs_benchmarks("sipu/d31")
 def test_same_tree_as_sklearn_on_d31():
-    path = BENCHMARKS / "sipu" / "d31.data.gz"
-    if not path.exists():
-        pytest.skip("shared clustering benchmarks not found")
-    X = np.loadtxt(path)
+    X = np.loadtxt(BENCHMARKS / "sipu" / "d31.data.gz")
     y = np.loadtxt(BENCHMARKS / "sipu" / "d31.labels0.gz", dtype=int)
     for leaves in (31, 60):
         assert_same_tree(X, y, max_leaf_nodes=leaves, random_state=1)

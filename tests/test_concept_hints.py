@@ -10,7 +10,7 @@ from pipeline.app.concept_sets.definitions import (applicable_concept_sets, buil
                                                    load_concept_spec)
 from pipeline.app.runner import run
 from pipeline.validation import InvalidInputError
-from tests.test_own_data_cli import _blob_images, cfg
+from test_own_data_cli import _blob_images, cfg
 
 
 @pytest.mark.parametrize("name, kind, expected", [

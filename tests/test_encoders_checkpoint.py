@@ -126,7 +126,7 @@ def test_pipeline_loads_a_named_checkpoint_and_rejects_another_k(saved, tmp_path
             f"paths.output_dir={tmp_path / out}", f"paths.cache_dir={tmp_path / 'cache'}",
             f"paths.models_dir={tmp_path / 'models'}", "dataset=digits", "encoder=vade", "encoder.device=cpu",
             "encoder.params.hidden_dims=[16,16]", "encoder.params.latent_dim=4", f"encoder.params.n_clusters={k}",
-            f"encoder.checkpoint={path}", "clustering=encoder", f"clustering.n_clusters={k}", "dataset.n_samples=150",
+            f"encoder.checkpoint={path}", "clustering=encoder", "dataset.n_samples=150",
             "concepts=none", "explainer=[cart]", "report.figures=false", "report.summary=false"])
 
     with pytest.raises(InvalidInputError, match="n_clusters=3 in the checkpoint but 5 configured"):
@@ -184,7 +184,7 @@ def test_truncated_checkpoint_in_models_dir_is_retrained_with_force_train(tmp_pa
             f"paths.models_dir={tmp_path / 'models'}", "dataset=digits", "dataset.n_samples=150", "encoder=vade",
             "encoder.device=cpu", "encoder.params.hidden_dims=[16]", "encoder.params.latent_dim=3",
             "encoder.params.n_clusters=3", "encoder.params.pretrain_epochs=1", "encoder.params.epochs=2",
-            "clustering=encoder", "clustering.n_clusters=3", "concepts=none", "explainer=[cart]",
+            "clustering=encoder", "concepts=none", "explainer=[cart]",
             "report.figures=false", "report.summary=false", "report.html=false", "threads=1", *extra])
 
     run(config("first"))

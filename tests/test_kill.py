@@ -58,7 +58,7 @@ runpy.run_module("pipeline", run_name="__main__", alter_sys=True)
 
 CONFIG = ["dataset=digits", "dataset.n_samples=400", "encoder=vade", "encoder.device=cpu", "encoder.params.hidden_dims=[32]",
           "encoder.params.latent_dim=4", "encoder.params.n_clusters=10", "encoder.params.pretrain_epochs=2",
-          "encoder.params.epochs=5", "clustering=encoder", "clustering.n_clusters=10", "concepts=none",
+          "encoder.params.epochs=5", "clustering=encoder", "concepts=none",
           "explainer=[mmdt,cart]", "report.figures=false", "report.summary=false", "report.html=false", "threads=1"]
 
 # where each run of the chain dies

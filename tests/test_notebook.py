@@ -19,19 +19,32 @@ def test_first_code_cell_holds_the_parameters():
     assert "parameters" in first.metadata.get("tags", []) and "RUN_DIR = None" in first.source
 
 
-def test_inspect_concept_tree_notebook_executes(tmp_path, monkeypatch):
+def test_inspect_concept_tree_notebook_executes(tmp_path):
+    """The notebook's own documented command (what `make install` provides: nbclient's `jupyter
+    execute`), the run named by $CONCEPT_RUN_DIR; a copy of the notebook, so its output lands in tmp_path."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
     run_dir = tmp_path / "run"
     run(compose_config([f"paths.output_dir={run_dir}", f"paths.cache_dir={tmp_path / 'cache'}",
                         f"paths.models_dir={tmp_path / 'models'}", "encoder=identity", "clustering=gmm",
                         "concepts=mnist_geometric", "explainer=[concept_mmdt,concept_cart]",
                         "dataset.n_samples=300", "cav.params.n_repeats=2", "cav.params.cv=2", "report.figures=false"]))
-    monkeypatch.delenv("CONCEPT_RUN_DIR", raising=False)
-    monkeypatch.setenv("PIPELINE_LOG_DIR", str(tmp_path / "elsewhere"))  # nothing to find there: RUN_DIR opens it
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    first = next(c for c in nb.cells if c.cell_type == "code")
-    first.source = first.source.replace("RUN_DIR = None", f"RUN_DIR = {str(run_dir)!r}")  # as papermill -p does
-    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    source = nbformat.read(NOTEBOOK, as_version=4).cells[0].source
+    assert "jupyter execute notebooks/inspect_concept_tree.ipynb" in source and "papermill" not in source
+    executable = Path(sys.executable).with_name("jupyter-execute")
+    assert executable.exists(), "nbclient's jupyter-execute is not installed beside this Python"
+    copy = tmp_path / "notebooks" / NOTEBOOK.name
+    copy.parent.mkdir()
+    shutil.copy(NOTEBOOK, copy)
+    env = {**os.environ, "CONCEPT_RUN_DIR": str(run_dir), "PIPELINE_LOG_DIR": str(tmp_path / "elsewhere"),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    proc = subprocess.run([str(executable), str(copy), "--output=inspected", "--timeout=600"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    nb = nbformat.read(copy.with_name("inspected.ipynb"), as_version=4)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]

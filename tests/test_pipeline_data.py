@@ -12,7 +12,7 @@ from pipeline.app.data.loading import load_dataset
 from pipeline.app.data.synthetic import make_synthetic_gmm
 from pipeline.validation import InvalidInputError
 
-BENCHMARKS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "clustering-benchmarks"
+from shared_data import BENCHMARKS, needs_benchmarks
 
 
 
@@ -42,6 +42,7 @@ def test_clustbench_format_noise_and_one_based_labels(tmp_path):
     assert ds.X.shape == (5, 2) and ds.y.tolist() == [0, 0, 1, 1, -1] and ds.meta["n_noise"] == 1
 
 
+@needs_benchmarks("sipu/r15")
 def test_shared_benchmark_file():
     ds = load_dataset({"_target_": target("clustbench"), "name": "sipu/r15"}, {"benchmark_dir": str(BENCHMARKS)})
     assert ds.X.shape == (600, 2) and sorted(set(ds.y.tolist())) == list(range(15))

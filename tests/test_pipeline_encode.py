@@ -8,13 +8,14 @@ import numpy as np
 import pandas as pd
 
 from pipeline.app.config import compose_config
+from pipeline.app.data.dataset import reads
 from pipeline.app.runner import run
 from pipeline.concepts.sets import ConceptExamples
 from pipeline.encoders.base import Encoder
 
 TINY_VADE = ["dataset=digits", "encoder=vade", "encoder.device=cpu", "encoder.params.hidden_dims=[16]", "encoder.params.latent_dim=2",
              "encoder.params.n_clusters=3", "encoder.params.pretrain_epochs=1", "encoder.params.epochs=1",
-             "clustering=encoder", "clustering.n_clusters=3", "dataset.classes=[0,1,7]", "dataset.n_samples=150",
+             "clustering=encoder", "dataset.classes=[0,1,7]", "dataset.n_samples=150",
              "concepts=none", "explainer=[mmdt,cart]", "report.figures=false", "report.summary=false"]
 
 
@@ -58,10 +59,23 @@ def test_trainable_encoder_is_checkpointed_and_reused(tmp_path):
     assert meta["checkpoint_sha256"] == sidecar["sha256"]
 
 
+@reads("split")
+def digits_by_split(spec: dict, paths: dict, random_state: int = 0):
+    """scikit-learn's digits with a split of their own (even rows ``train``, odd rows ``test``):
+    their loader has none, so ``dataset.split`` is refused there (issue 50)."""
+    from pipeline.app.data.sklearn_sets import load_digits
+
+    ds = load_digits(spec, paths, random_state)
+    return ds.subset(np.arange(0 if spec.get("split", "train") == "train" else 1, len(ds), 2))
+
+
+SPLIT = "dataset._target_=test_pipeline_encode.digits_by_split"
+
+
 def test_encoder_is_fitted_on_fit_split(tmp_path):
     config = compose_config([f"paths.output_dir={tmp_path / 'out'}", f"paths.cache_dir={tmp_path / 'cache'}",
                              f"paths.models_dir={tmp_path / 'models'}", *TINY_VADE, "dataset.n_samples=60",
-                             "dataset.split=test", "encoder.fit_split=train"])
+                             SPLIT, "dataset.split=test", "encoder.fit_split=train"])
     run(config)
     loads = [json.loads(p.read_text()) for p in (tmp_path / "cache" / "load").glob("*/meta.json")]
     assert len(loads) == 2  # the embedded split and the training split, each cached
@@ -122,7 +136,7 @@ def test_concepts_embed_examples_with_the_checkpoint_of_fit_split(tmp_path):
     stage used to look it up under the embedded split's key, which was never written)."""
     config = compose_config([f"paths.output_dir={tmp_path / 'out'}", f"paths.cache_dir={tmp_path / 'cache'}",
                              f"paths.models_dir={tmp_path / 'models'}", *TINY_VADE, "dataset.n_samples=120",
-                             "dataset.split=test", "encoder.fit_split=train",
+                             SPLIT, "dataset.split=test", "encoder.fit_split=train",
                              "concepts._target_=test_pipeline_encode.separate_examples",
                              "concepts.name=separate", "cav.params.cv=0", "cav.params.n_repeats=1",
                              "cav.params.min_positives=2", "explainer=[mmdt,cart]"])

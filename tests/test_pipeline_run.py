@@ -15,7 +15,7 @@ from pipeline.trees.tree import ExplanationTree
 from pipeline.encoders.base import Encoder
 from pipeline.validation import InvalidInputError
 
-BENCHMARKS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "clustering-benchmarks"
+from shared_data import BENCHMARKS, needs_benchmarks
 
 
 def make_cfg(tmp_path: Path, *overrides: str, out: str = "out"):
@@ -53,6 +53,7 @@ def test_digits_subset_end_to_end(tmp_path, capsys):
     assert df.shape[0] == 3
 
 
+@needs_benchmarks("sipu/r15")
 def test_benchmark_file_with_dbscan_noise_and_second_run_hits_cache(tmp_path):
     # the stage cache itself: a rerun reads every stage back (not the run's files, test_run_outputs.py)
     overrides = ("dataset=clustbench", "dataset.name=sipu/r15", "clustering=dbscan", "explainer=[mmdt,cart]",
@@ -102,6 +103,7 @@ def test_resume_after_crash_between_stages(tmp_path, monkeypatch):
     assert (tmp_path / "b" / "results.csv").exists()
 
 
+@needs_benchmarks("sipu/r15")  # the other runs of experiment=mmdt_table1 are left out below
 def test_experiment_table_has_published_values_beside_ours(tmp_path):
     cfg = make_cfg(tmp_path, "experiment=mmdt_table1", "report.figures=false",
                    "~study.runs.synthetic_gmm", "~study.runs.d31", "~study.runs.aggregation",

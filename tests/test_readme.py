@@ -76,3 +76,43 @@ def test_make_install_with_a_torch_index_installs_torch_from_it_first(tmp_path):
     pyproject = (ROOT / "pyproject.toml").read_text()
     for spec in re.findall(r'"(torch(?:vision)?[<>=][^"]*)"', "\n".join(lines[torch_line - 1:torch_line + 1])):
         assert f'"{spec}"' in pyproject, spec  # the same bounds as the project's dependencies
+
+
+def test_make_install_compiles_the_numba_kernels_before_stamping(tmp_path):
+    """`make install` runs scripts/warm_kernels.py (issue 50, item 7) after the project is installed."""
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    lines = subprocess.run(["make", "--no-print-directory", "-n", "install", f"VENV={tmp_path / 'venv'}"], cwd=ROOT,
+                           env=env, capture_output=True, text=True, check=True).stdout.splitlines()
+    warm = next(i for i, line in enumerate(lines) if "scripts/warm_kernels.py" in line)
+    assert next(i for i, line in enumerate(lines) if 'pip install -e ".[all]"' in line) < warm < len(lines) - 1
+
+
+@pytest.mark.slow
+def test_after_the_warm_up_a_run_compiles_no_kernel(tmp_path):
+    """scripts/warm_kernels.py into a fresh NUMBA_CACHE_DIR, then the 1M command's code path on other
+    data (out of core): numba's cache gains no kernel."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PYTHONPATH": str(ROOT / "src")}
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "warm_kernels.py")], env=env, check=True, timeout=1800,
+                   capture_output=True)
+    kernels = sorted((tmp_path / "numba").rglob("*.nbc"))
+    assert len(kernels) >= 30
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import warm_kernels
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    (tmp_path / "data").mkdir()
+    args = warm_kernels.make_data(tmp_path / "data")
+    proc = subprocess.run([sys.executable, "-m", "pipeline", *args, "dataset.memory_budget=8MB", "clustering.n_clusters=7",
+                           f"hydra.run.dir={tmp_path / 'run'}", f"paths.cache_dir={tmp_path / 'cache'}"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted((tmp_path / "numba").rglob("*.nbc")) == kernels

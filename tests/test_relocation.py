@@ -12,7 +12,7 @@ from pipeline.app.runner import run
 
 TINY_VADE = ["dataset=digits", "encoder=vade", "encoder.device=cpu", "encoder.params.hidden_dims=[16]",
              "encoder.params.latent_dim=2", "encoder.params.n_clusters=3", "encoder.params.pretrain_epochs=1",
-             "encoder.params.epochs=2", "clustering=encoder", "clustering.n_clusters=3", "dataset.classes=[0,1,7]",
+             "encoder.params.epochs=2", "clustering=encoder", "dataset.classes=[0,1,7]",
              "dataset.n_samples=150", "concepts=none", "explainer=[mmdt,cart]", "report.figures=false",
              "report.summary=false"]
 
@@ -31,6 +31,9 @@ def events(out_dir):
 def test_moving_models_and_cache_recomputes_nothing(tmp_path):
     first = run(config(tmp_path / "a", "out"))
     assert ("encode", False) in events(tmp_path / "a" / "out")
+    # each stage once, even the run that trains the encoder on the loaded data (issue 50: it logged
+    # "computed: load", then "cache hit: load" when the training read the same data again)
+    assert [stage for stage, _ in events(tmp_path / "a" / "out")].count("load") == 1
     checkpoints = sorted(p.name for p in (tmp_path / "a" / "models").rglob("*.pt"))
     assert not any(".partial" in c or c.endswith(".tmp") for c in checkpoints)
     assert checkpoints and not any("/" in json.dumps(c) and str(tmp_path) in c for c in checkpoints)

@@ -18,7 +18,7 @@ from pipeline.validation import InvalidInputError
 
 TINY_VADE = ["dataset=digits", "encoder=vade", "encoder.device=cpu", "encoder.params.hidden_dims=[16]",
              "encoder.params.latent_dim=2", "encoder.params.n_clusters=3", "encoder.params.pretrain_epochs=1",
-             "encoder.params.epochs=1", "clustering=encoder", "clustering.n_clusters=3", "dataset.classes=[0,1,7]",
+             "encoder.params.epochs=1", "clustering=encoder", "dataset.classes=[0,1,7]",
              "dataset.n_samples=150", "concepts=none", "explainer=[mmdt,cart]", "report.summary=false"]
 
 

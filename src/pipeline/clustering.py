@@ -16,6 +16,7 @@ import numpy as np
 from sklearn import config_context
 from sklearn.cluster import DBSCAN, KMeans, MiniBatchKMeans, SpectralClustering
 from sklearn.metrics import adjusted_rand_score
+from sklearn.metrics.cluster import contingency_matrix
 from sklearn.mixture import GaussianMixture
 from sklearn.neighbors import NearestNeighbors, kneighbors_graph
 from sklearn.preprocessing import StandardScaler
@@ -46,9 +47,12 @@ class Clustering:
     uses_labels : bool
         True when ground-truth labels influenced the result (best_of).
     scores : dict
-        best_of: ARI of every candidate. ``"stability"`` (GMM, k-means): the restarts (their
-        number, log-likelihoods or inertias, which one was kept and why) and ``mean_ari``, the
-        mean ARI between every pair of restarts' labelings (:attr:`stability`).
+        best_of: ARI of every candidate. ``"stability"`` (GMM): the restarts (their number,
+        log-likelihoods, which one was kept and why), ``mean_ari`` (the mean ARI between every pair
+        of restarts' labelings), ``chosen_agreement`` (the kept labeling's ARI with each restart),
+        ``kept_ari`` (its mean over the other restarts: :attr:`stability`) and, per kept cluster
+        (``clusters``), its best Jaccard index with a cluster of each other restart
+        (``cluster_jaccard``, :func:`cluster_recovery`).
     """
 
     labels: np.ndarray
@@ -63,8 +67,9 @@ class Clustering:
 
     @property
     def stability(self) -> float | None:
-        """Mean ARI between the restarts' labelings (:func:`restart_stability`), when the method had restarts."""
-        return (self.scores.get("stability") or {}).get("mean_ari")
+        """Mean ARI between the kept labeling and each other restart's (1: every restart found the
+        partition the trees explain), when the method had restarts."""
+        return (self.scores.get("stability") or {}).get("kept_ari")
 
     @property
     def n_clusters(self) -> int:
@@ -75,11 +80,44 @@ class Clustering:
         return int((self.labels < 0).sum())
 
 
-#: a reference clustering whose restarts agree less than this (mean ARI between every pair of
-#: restarts' labelings) is reported as unstable: at .9 two restarts' partitions differ in a few
-#: percent of the points at most; on Fashion-MNIST Shirt/Sneaker/Ankle boot the GMM's two optima
-#: (ARI .84 and .47 against the classes) agree at ARI ~.45, and restarts that mix them score .6-.8
+#: restarts agreeing less than this (mean ARI between every pair of restarts' labelings) counted as
+#: unstable in benchmarks/reference_stability.py (runs now say which kept clusters the restarts
+#: found, :data:`FOUND_AGAIN`): at .9 two restarts' partitions differ in a few percent of the points
+#: at most; on Fashion-MNIST Shirt/Sneaker/Ankle boot the GMM's two optima (ARI .84 and .47 against
+#: the classes) agree at ARI ~.45, and restarts that mix them score .6-.8
 STABILITY_THRESHOLD = 0.9
+
+
+#: a kept cluster is *found again* by another restart when one of that restart's clusters has a
+#: Jaccard index (shared points / points in either) of at least this with it: the threshold of
+#: Hennig (2007, "Cluster-wise assessment of cluster stability", Comput. Stat. Data Anal. 52) for a
+#: stable cluster; at .5 and below he calls a cluster dissolved
+FOUND_AGAIN = 0.75
+
+
+def cluster_recovery(kept, others) -> np.ndarray:
+    """Each kept cluster's best Jaccard index with any cluster of each other labeling.
+
+    Parameters
+    ----------
+    kept : array-like of shape (n_samples,)
+        The labeling the trees explain.
+    others : sequence of array-like of shape (n_samples,)
+        The other restarts' labelings.
+
+    Returns
+    -------
+    ndarray of shape (n_kept_clusters, len(others))
+        Rows in the order of ``np.unique(kept)``; 1.0: a cluster of that restart holds exactly the
+        same points.
+    """
+    kept = np.asarray(kept)
+    out = np.empty((np.unique(kept).size, len(others)))
+    for r, other in enumerate(others):
+        table = contingency_matrix(kept, np.asarray(other)).astype(float)  # kept clusters x that restart's
+        union = table.sum(axis=1, keepdims=True) + table.sum(axis=0, keepdims=True) - table
+        out[:, r] = (table / union).max(axis=1)
+    return out
 
 
 def restart_stability(labelings) -> float | None:
@@ -144,10 +182,15 @@ def _gmm(X, k, params, seed):
     chosen, degenerate = choose_restart(fits, len(X), skip_degenerate)
     labelings = [g.predict(X).astype(np.int64) for g in fits]
     gmm = fits[chosen]
+    agreement = [float(adjusted_rand_score(labelings[chosen], lab)) for lab in labelings]
+    others = [lab for i, lab in enumerate(labelings) if i != chosen]
     stability = {"mean_ari": restart_stability(labelings), "restarts": len(fits), "chosen": chosen,
                  "chosen_by": "likelihood among restarts without a degenerate component" if skip_degenerate
                  else "likelihood", "log_likelihood": [float(g.lower_bound_) for g in fits], "degenerate": degenerate,
-                 "chosen_agreement": [float(adjusted_rand_score(labelings[chosen], lab)) for lab in labelings]}
+                 "chosen_agreement": agreement,
+                 "kept_ari": float(np.mean([a for i, a in enumerate(agreement) if i != chosen])) if others else None,
+                 "clusters": np.unique(labelings[chosen]).tolist(),
+                 "cluster_jaccard": cluster_recovery(labelings[chosen], others).round(4).tolist() if others else []}
     return Clustering(labelings[chosen], "gmm", centers=gmm.means_, weights=gmm.weights_,
                       means=gmm.means_, covariances=gmm_covariances(gmm), scores={"stability": stability})
 
@@ -216,6 +259,33 @@ def _dbscan(X, k, params, seed):
 
 _BASE = {"gmm": _gmm, "kmeans": _kmeans, "spectral": _spectral, "dbscan": _dbscan}
 
+#: each method's estimators (their constructor arguments are its params) and the params it adds
+_ESTIMATORS = {"gmm": ((GaussianMixture,), {"skip_degenerate"}),
+               "kmeans": ((KMeans, MiniBatchKMeans), {"minibatch", "standardize", "fit_rows"}),
+               "spectral": ((SpectralClustering,), {"standardize", "graph"}),
+               "dbscan": ((DBSCAN,), {"eps_quantile"})}
+
+
+def method_params(method: str) -> set[str] | None:
+    """The ``params`` a base method takes: its scikit-learn estimator's arguments (less the number
+    of clusters and the seed, which :func:`cluster` passes) and its own extras; None for ``best_of``
+    (one dict of params per candidate method) and unknown names."""
+    if method not in _ESTIMATORS:
+        return None
+    classes, extra = _ESTIMATORS[method]
+    names = {name for cls in classes for name in cls().get_params()}
+    return (names - {"n_clusters", "n_components", "random_state"}) | extra
+
+
+def check_method_params(method: str, params: dict, where: str = "clustering.params") -> None:
+    """Raise on a key of ``params`` that ``method`` does not take, naming the ones it does."""
+    valid = method_params(method)
+    unknown = sorted(set(params or {}) - valid) if valid is not None else []
+    if unknown:
+        raise InvalidInputError(f"{where}.{unknown[0]}: clustering={method} takes no parameter {unknown[0]!r}"
+                                + (f" (nor {unknown[1:]})" if len(unknown) > 1 else "")
+                                + f"; its parameters: {', '.join(sorted(valid))}.")
+
 
 def cluster(X, method: str, n_clusters: int, params: dict | None = None, random_state: int = 0,
             y_true=None, candidates=()) -> Clustering:
@@ -247,6 +317,7 @@ def cluster(X, method: str, n_clusters: int, params: dict | None = None, random_
         return _best_of(X, n_clusters, params, random_state, y_true, candidates)
     if method not in _BASE:
         raise InvalidInputError(f"unknown clustering {method!r}; choose one of {list(METHODS)}.")
+    check_method_params(method, params)
     if method != "dbscan" and not 2 <= n_clusters <= len(X):
         raise InvalidInputError(f"clustering.n_clusters must be in [2, {len(X)}], got {n_clusters}.")
     try:
@@ -495,6 +566,11 @@ def best_of(X, n_clusters: int, random_state: int = 0, y_true=None, candidates=(
     """The candidate method (by name) with the highest ARI against ``y_true``; ``params`` maps a
     method name to its parameters."""
     return cluster(X, "best_of", n_clusters, params, random_state, y_true=y_true, candidates=candidates)
+
+
+for _fit, _method in ((fit_gmm, "gmm"), (fit_kmeans, "kmeans"), (fit_spectral, "spectral"), (fit_dbscan, "dbscan"),
+                      (best_of, "best_of")):
+    _fit.method = _method  # which params it takes (method_params), read by the pipeline's start-up checks
 
 
 def check_enough_clusters(c: Clustering) -> None:

@@ -77,6 +77,9 @@ def check_targets(cfg: dict) -> None:
             locate(target_of(node, group), group)
         if group.startswith("explainer.") or group in ("encoder", "cav"):  # params = constructor arguments
             check_params(node, group, cheap=cheap)
+    from pipeline.app.option_keys import check_keys_read
+
+    check_keys_read(cfg)  # a dataset / encoder / clustering key or param the chosen option does not read
 
 
 def check_request(cfg: dict) -> None:

@@ -174,8 +174,9 @@ class ConceptExplainer:
             raise InvalidInputError(
                 f"the inputs have shape {tuple(arr.shape)} (n, ...) but this run's {self.bundle_.doc['encoder']['name']} "
                 f"encoder takes {self._what(spec)} of shape (n, {', '.join(map(str, shape))}). "
-                + ("Resize the images to that size first (e.g. PIL's Image.resize) and keep the channels. "
-                   if kind == "image" else "Give the same columns, in the same order, as the run's data. ")
+                + ("Resize the images to that size first (e.g. PIL's Image.resize) and keep the channels; "
+                   f"python -m pipeline.explain does it with dataset.image_size={shape[0]} (dataset=files image "
+                   "folders, dataset=digits). " if kind == "image" and shape else "Give the same columns, in the same order, as the run's data. ")
                 + "Arrays that are already the encoder's latents go in with latents=True.")
         if spec.get("dtype") == "uint8" and arr.dtype != np.uint8:
             if arr.size and (np.nanmin(arr) < 0 or np.nanmax(arr) > 255):
@@ -341,21 +342,29 @@ class ConceptExplainer:
             out[col] = X[:, j] if u is None else np.asarray(u(X[:, j]), dtype=np.float64)
         return out
 
-    def _shown(self, X: np.ndarray) -> np.ndarray:
-        """``X`` in the run's display units, column by column."""
-        if self.units_ is None:
+    def _shown(self, X: np.ndarray, units=None) -> np.ndarray:
+        """``X`` in the run's display units (or ``units``, one per column), column by column."""
+        units = self.units_ if units is None else units
+        if units is None:
             return X
         return np.column_stack([X[:, j] if u is None else np.asarray(u(X[:, j]), dtype=np.float64)
-                                for j, u in enumerate(self.units_)]) if X.size else X
+                                for j, u in enumerate(units)]) if X.size else X
 
-    def _change_texts(self, X: np.ndarray, delta: np.ndarray) -> list[str]:
-        """Per row: ``"P(loop) 0.21 → 0.62, ..."``, largest change (in training σ) first; ``""`` for no move."""
+    def _change_texts(self, X: np.ndarray, delta: np.ndarray, row: str | None = None) -> list[str]:
+        """Per row: ``"P(loop) 0.21 → 0.62, ..."``, largest change (in training σ) first; ``""`` for no move.
+        Each concept in the units tree ``row``'s rules read it in: a concept whose cuts fall in a
+        probability's tail reads in percentiles there (``vertical_line in bottom 59.8%``), and so
+        does its change (``vertical_line percentile 41.2 → 60.1``)."""
         ok = np.all(np.isfinite(delta), axis=1)
         moved = np.where(ok[:, None], X + np.where(ok[:, None], delta, 0.0), X)
-        before, after = self._shown(X), self._shown(moved)
+        tests = (self.bundle_.doc["trees"].get(row) or {}).get("printed_tests") or {} if row else {}
+        fallen = {int(t["feature"]) for t in tests.values() if t.get("kind") == "units" and t.get("fallback")}
+        units = None if self.units_ is None else [getattr(u, "fallback", None) or u if j in fallen else u
+                                                  for j, u in enumerate(self.units_)]
+        before, after = self._shown(X, units), self._shown(moved, units)
         labels = []
         for j, name in enumerate(self.feature_names_):
-            kind = getattr(None if self.units_ is None else self.units_[j], "kind", "raw")
+            kind = getattr(None if units is None else units[j], "kind", "raw")
             labels.append({"probability": f"P({name})", "percentile": f"{name} percentile"}.get(kind, name))
         size = np.abs(np.where(ok[:, None], delta, 0.0)) / self.bundle_.arrays["feature_scale"]
         order = np.argsort(-size, axis=1, kind="stable")
@@ -446,7 +455,7 @@ class ConceptExplainer:
             moves = nearest_other_leaf(tree, X, scale)
             cols[f"{row}.to_cluster"] = moves.label
             cols[f"{row}.to_leaf"] = moves.leaf
-            cols[f"{row}.change"] = self._change_texts(X, moves.delta)
+            cols[f"{row}.change"] = self._change_texts(X, moves.delta, row)
             cols[f"{row}.change_size"] = moves.distance
         return pd.DataFrame(cols)
 

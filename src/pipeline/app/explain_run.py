@@ -47,7 +47,11 @@ def _compose(overrides: list[str], out: Path) -> dict:
         raise
     except Exception as exc:  # Hydra's composition errors: a misspelt option or key
         raise InvalidInputError(f"the options {overrides} do not compose: {exc}") from None
-    return to_plain(cfg)
+    plain = to_plain(cfg)
+    from pipeline.app.option_keys import check_keys_read
+
+    check_keys_read(plain, groups=("dataset",))  # e.g. dataset.image_size for a loader that does not read it
+    return plain
 
 
 def load_data(cfg: dict):

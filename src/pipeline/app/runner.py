@@ -134,7 +134,8 @@ def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) ->
         from pipeline.app.report.run_report import tree_data
 
         data = report.data if report.data is not None else tree_data(load, ref, done["project"].artifact)
-        parts.append(summary_text(title, report.df, report.fits, cfg["report"]["max_rules"], data))
+        parts.append(summary_text(title, report.df, report.fits, cfg["report"]["max_rules"], data,
+                                  stability=(ref.scores or {}).get("stability") if isinstance(ref.scores, dict) else None))
         if (cfg["concepts"].get("name") or "none") == "none" and (load.kind != "tabular"
                                                                    or cfg["encoder"]["name"] != "identity"):
             from pipeline.app.concept_sets.definitions import concept_hint

@@ -16,6 +16,7 @@ annotators' strengths, 0-100), one row per class.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -139,6 +140,57 @@ def attribute_examples(spec: dict, dataset, cfg: dict | None = None, root: Path 
                                 "fit_on=other (the default) with it.")
     others = other_class_images(cfg, dataset, len(classes), per_class, seed) if spec.get("fit_on", "other") == "other" \
         else None
-    return class_attribute_examples(spec["name"], names, table, classes, dataset, others=others, per_class=per_class,
-                                    random_state=seed, continuous=continuous, definitions=definitions,
-                                    strict=spec["type"] == "class_attributes", exclude_run_classes=exclude)
+    examples = class_attribute_examples(spec["name"], names, table, classes, dataset, others=others,
+                                        per_class=per_class, random_state=seed, continuous=continuous,
+                                        definitions=definitions, strict=spec["type"] == "class_attributes",
+                                        exclude_run_classes=exclude)
+    # the project's own tables (fashion_attributes): a coincidence is a fact of the run, said as such;
+    # a published table's (AwA2) goes to the CAV fitter, which names both attributes
+    return without_coinciding(examples) if spec["type"] == "class_attributes" else examples
+
+
+def coinciding(labels: np.ndarray, names, binary: bool = True) -> dict[str, str]:
+    """Attributes whose labels on these examples equal an earlier kept attribute's (the same
+    examples, the same 0/1/NaN labels), or are its complement (binary): name -> the kept one."""
+    labels = np.asarray(labels, dtype=float)
+    known = np.isfinite(labels)
+    kept, same = [], {}
+    for m, n in enumerate(names):
+        for j in kept:
+            if np.array_equal(known[:, m], known[:, j]) and (
+                    np.array_equal(labels[known[:, m], m], labels[known[:, j], j])
+                    or (binary and np.array_equal(labels[known[:, m], m], 1 - labels[known[:, j], j]))):
+                same[str(n)] = str(names[j])
+                break
+        else:
+            kept.append(m)
+    return same
+
+
+def without_coinciding(examples):
+    """``examples`` without the attributes that coincide with an earlier one on these examples
+    (:func:`coinciding`), each listed in ``meta["unavailable"]`` with the reason.
+
+    Attributes distinct in the table can coincide on a run's examples: with Fashion-MNIST's
+    Shirt / Sneaker / Ankle boot in the run, the images outside it have ``open_toe``,
+    ``heel_or_shaft`` and ``footwear`` on exactly the same class (Sandal). Their CAVs would be
+    one direction fitted three times; the first is fitted, the others are left out, and the
+    reason is stated as a fact about this run (the table itself holds no duplicates)."""
+    same = coinciding(examples.labels, examples.names, binary=not examples.continuous)
+    if not same:
+        return examples
+    prov = examples.meta.get("provenance") or {}
+    reasons = {}
+    for n, j in same.items():
+        m, k = examples.names.index(n), examples.names.index(j)
+        how = "the same labels as" if np.array_equal(examples.labels[:, m], examples.labels[:, k], equal_nan=True) \
+            else "the complement of the labels of"
+        where = (prov.get(j) or {}).get("note", "")
+        reasons[n] = (f"on this run's examples it has {how} {j!r}" + (f" ({where})" if where else "")
+                      + f", so here the two are one concept and only {j!r} is fitted; other class subsets tell them apart")
+    log.info("%s: %s: the same examples and labels as %s in this run, so one CAV is fitted for them",
+             examples.set_name, ", ".join(same), ", ".join(sorted(set(same.values()))))
+    keep = [m for m, n in enumerate(examples.names) if n not in same]
+    meta = {**examples.meta, "unavailable": {**(examples.meta.get("unavailable") or {}), **reasons}}
+    return dataclasses.replace(examples, names=[examples.names[m] for m in keep], labels=examples.labels[:, keep],
+                               meta=meta)

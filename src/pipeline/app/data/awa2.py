@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.app.data.dataset import Dataset
+from pipeline.app.data.dataset import Dataset, reads
 from pipeline.app.data.loading import data_root, missing_data_error
 from pipeline.app.data.vision import resize_rgb
 
@@ -31,6 +31,7 @@ def read_class_names(base: Path) -> list[str]:
     return [line.split()[-1] for line in (base / "classes.txt").read_text().splitlines() if line.strip()]
 
 
+@reads("root")
 def load_awa2(spec: dict, paths: dict, random_state: int = 0, image_size: int = 64) -> Dataset:
     """AwA2 images (uint8 (n, S, S, 3), S = params.image_size); y = original class index."""
     from PIL import Image

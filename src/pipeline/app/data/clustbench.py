@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.app.data.dataset import Dataset
+from pipeline.app.data.dataset import Dataset, reads
 from pipeline.app.data.loading import missing_data_error
 from pipeline.validation import InvalidInputError
 
@@ -40,6 +40,7 @@ def read_clustbench(root: Path, name: str, labels: int = 0) -> tuple[np.ndarray,
     return X, y - 1  # 1-based -> 0-based; noise 0 -> -1
 
 
+@reads("root")
 def load_clustbench(spec: dict, paths: dict, random_state: int = 0, labels: int = 0) -> Dataset:
     """``<battery>/<name>`` (``dataset.name``) of the benchmark collection; ``labels``: which
     ``labels<k>`` file is the ground truth."""

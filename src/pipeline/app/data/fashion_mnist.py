@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.app.data.dataset import Dataset
+from pipeline.app.data.dataset import Dataset, reads
 from pipeline.app.data.mnist import _read_idx
 from pipeline.validation import InvalidInputError
 
@@ -63,6 +63,7 @@ def read_split(root: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
     return X, y.astype(np.int64)
 
 
+@reads("split", "root")
 def load_fashion_mnist(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
     """Fashion-MNIST as uint8 images (n, 28, 28, 1) with the ten class names."""
     split = str(spec.get("split", "train"))

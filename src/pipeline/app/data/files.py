@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.app.data import readers as r
-from pipeline.app.data.dataset import Dataset
+from pipeline.app.data.dataset import Dataset, reads
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -286,6 +286,7 @@ def _folder(p: Path, labels, name, meta, key, image_size, noise_label, label_col
                    feature_names=None)
 
 
+@reads()
 def load_from_config(spec: dict, paths: dict, random_state: int = 0, fingerprints=None, **params) -> Dataset:
     """``dataset=files``: :func:`load_files` with the ``dataset.params`` (which refer to the
     user-facing keys ``dataset.path``, ``dataset.labels``, ...; ``fingerprints`` only keys the

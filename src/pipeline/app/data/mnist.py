@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.app.data.dataset import Dataset
+from pipeline.app.data.dataset import Dataset, reads
 from pipeline.app.data.loading import data_root, missing_data_error
 from pipeline.validation import InvalidInputError
 
@@ -30,6 +30,7 @@ _FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
 LAYOUT = "<root>/MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (torchvision's layout)"
 
 
+@reads("split", "root", "download")
 def load_mnist(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
     """MNIST as uint8 images (n, 28, 28, 1): the bundled 5,000 digits, or torchvision's files under a root."""
     split = str(spec.get("split", "train"))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.app.data.dataset import Dataset
+from pipeline.app.data.dataset import Dataset, reads
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,7 @@ def subject_and_body(raw: str, max_chars: int = 2000) -> str:
     return (f"{subject}. {body}" if subject else body)[:int(max_chars)]
 
 
+@reads("root")
 def load_spam_assassin(spec: dict, paths: dict, random_state: int = 0, labels: str = "spam", text: str = "subject_body",
                        max_chars: int = 2000) -> Dataset:
     """The e-mails as texts (list of str); y = ham (0) / spam (1), or the five groups."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import special_ortho_group
 
-from pipeline.app.data.dataset import Dataset
+from pipeline.app.data.dataset import Dataset, reads
 from pipeline.validation import InvalidInputError
 
 
@@ -57,6 +57,7 @@ def make_synthetic_gmm(n_components=5, n_features=2, radius=50.0, min_distance=2
     return X, y, means, covs
 
 
+@reads()
 def load_synthetic_gmm(spec: dict, paths: dict, random_state: int = 0, **params) -> Dataset:
     """A sample of :func:`make_synthetic_gmm` (``params`` are its keyword arguments)."""
     X, y, means, covs = make_synthetic_gmm(random_state=random_state, **params)

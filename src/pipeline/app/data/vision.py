@@ -6,7 +6,7 @@ import logging
 
 import numpy as np
 
-from pipeline.app.data.dataset import Dataset
+from pipeline.app.data.dataset import Dataset, reads
 from pipeline.app.data.integrity import verify_cifar10
 from pipeline.app.data.loading import data_root, missing_data_error
 
@@ -21,6 +21,7 @@ def _open(factory, what: str, root, layout: str, download: bool, **kwargs):
         raise missing_data_error(what, root, layout, exc) from None
 
 
+@reads("split", "download", "root")
 def load_mnist(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
     from torchvision.datasets import MNIST
 
@@ -33,6 +34,7 @@ def load_mnist(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
                    class_names=[str(c) for c in range(10)], meta={"split": spec.get("split", "train")})
 
 
+@reads("split", "download", "root")
 def load_cifar10(spec: dict, paths: dict, random_state: int = 0) -> Dataset:
     from torchvision.datasets import CIFAR10
 
@@ -52,6 +54,7 @@ def resize_rgb(image, size: int) -> np.ndarray:
     return np.asarray(image.convert("RGB").resize((size, size), Image.BILINEAR), dtype=np.uint8)
 
 
+@reads("download", "root")
 def load_caltech101(spec: dict, paths: dict, random_state: int = 0, image_size: int = 64) -> Dataset:
     from torchvision.datasets import Caltech101
     from pipeline.progress import tqdm

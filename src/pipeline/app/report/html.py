@@ -349,12 +349,14 @@ def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[T
                   counterfactual_svgs: list[str] = (), notes: list[str] = (), max_counterfactuals: int = 20,
                   concept_legend: list[str] = (), tcav_table: pd.DataFrame | None = None, tcav_caption: str = "",
                   discovered: list[ConceptView] = (), discovery_method: str | None = None,
-                  concept_notes: list[str] = (), completeness: list[str] = ()) -> str:
+                  concept_notes: list[str] = (), completeness: list[str] = (),
+                  stability: tuple[str | None, bool] = (None, False)) -> str:
     """The whole page as one HTML string (UTF-8, no external resources); ``concept_table``,
     ``concept_legend`` and ``tcav_table``: :func:`pipeline.app.report.concept_run.concept_frame`,
     :func:`~pipeline.app.report.concept_run.concept_legend` and
     :func:`~pipeline.app.report.concept_run.tcav_frame`; ``completeness``: the lines of
-    :func:`pipeline.app.stages.completeness.completeness_text`."""
+    :func:`pipeline.app.stages.completeness.completeness_text`; ``stability``: the sentence of
+    :func:`pipeline.app.report.stability.stability_text` and whether it is a warning."""
     body = [f"<h1>{_e(title)}</h1>"]
     if subtitle:
         body.append(f'<p class="sub">{_e(subtitle)}</p>')
@@ -367,7 +369,11 @@ def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[T
                     f"{table_html(results)}</details>")
     body += ['<p class="sub">ari/ami: agreement of each explanation with the ground truth; ref_ari/ref_ami: with '
              "the reference clustering; misassignment: share of points the tree puts outside their reference cluster; "
-             "q: explainability-to-noise ratio (mean-based trees).</p>", "<h2>Trees</h2>"]
+             "q: explainability-to-noise ratio (mean-based trees).</p>"]
+    if stability[0]:
+        warn = ' class="warn"' if stability[1] else ""
+        body.append(f'<p id="stability"{warn}>' + ("warning: " if stability[1] else "") + f"{_e(stability[0])}</p>")
+    body.append("<h2>Trees</h2>")
     body += [_tree_html(v) for v in trees] or ["<p>no tree was fitted.</p>"]
     if concept_table is not None:
         body += ['<h2 id="concepts">Concepts and their tests</h2>', table_html(concept_table)]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, CounterfactualsArtifact, FitArtifact, LoadArtifact, ProjectArtifact
+from pipeline.app.report.stability import stability_text
 from pipeline.trees.tree import ExplanationTree
 
 if TYPE_CHECKING:  # matplotlib and pandas are imported only when a figure or report is made
@@ -355,7 +356,10 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
                          discovered=discovered,
                          discovery_method=concepts.discovery_method if concepts is not None else None,
                          concept_notes=concept_notes(concepts, tests),
-                         completeness=_completeness_lines(completeness))
+                         completeness=_completeness_lines(completeness),
+                         stability=stability_text((cluster.scores or {}).get("stability")
+                                                  if isinstance(cluster.scores, dict) else None,
+                                                  method=str(cluster.method).upper()))
 
 
 def concept_notes(concepts: ConceptsArtifact | None, tests=None) -> list[str]:

@@ -242,6 +242,7 @@ def _coordinates_wanted(cfg: dict, ctx) -> tuple[np.ndarray | None, str | None]:
 
 
 # version 2 (issue 36): GMM restarts fitted one by one, a restart with a degenerate component not
-# chosen, and the restarts' stability kept in the artifact's scores
-CLUSTER = Stage("cluster", ("load", "encode"), _config, _compute, version=2, artifact=ClusterArtifact, context=True,
+# chosen, and the restarts' stability kept in the artifact's scores; version 3 (issue 50): the kept
+# restart's agreement with the others and each kept cluster's best Jaccard index in each of them
+CLUSTER = Stage("cluster", ("load", "encode"), _config, _compute, version=3, artifact=ClusterArtifact, context=True,
                 side_inputs=("concepts",))

@@ -26,7 +26,7 @@ import numpy as np
 from pipeline.app.artifacts import EncodeArtifact, LoadArtifact, TrainArtifact
 from pipeline.app.cache import checked_sha256, localize, make_key, portable
 from pipeline.app.instantiate import call, factory
-from pipeline.app.stages.framework import RunContext, Stage, execute
+from pipeline.app.stages.framework import RunContext, Stage, StageOutput, execute
 from pipeline.app.stages.load import LOAD, artifact_to_dataset
 from pipeline.validation import InvalidInputError
 
@@ -148,7 +148,10 @@ def _train(cfg: dict, load: LoadArtifact, ctx: RunContext) -> TrainArtifact:
             encoder.fit(None)
             out["model_used"] = encoder.model_used_.split(" (")[0]
         return TrainArtifact(**out)
-    train = execute(LOAD, train_cfg, ctx, {})  # the same stage, cached under the training split's key
+    if train_cfg is cfg:  # trained on the run's own data: the load stage's artifact, not a second read
+        train = StageOutput(LOAD.key(cfg, {}), load)
+    else:
+        train = execute(LOAD, train_cfg, ctx, {})  # the same stage, cached under the training split's key
     path = checkpoint_path(cfg, train.key)
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):

@@ -4,8 +4,8 @@ Inputs: ``load`` (ground truth), ``cluster`` (the reference) and every ``fit.<ro
 that failed under ``keep_going`` (studies) becomes an error row.
 
 Columns: ``explainer, method, ari, ami`` (vs ground truth, over points whose true label is
-known), ``stability`` (the reference row: mean ARI between the reference clustering's restarts,
-:func:`pipeline.clustering.restart_stability`; empty for methods without restarts), ``ref_ari, ref_ami`` (agreement with the reference, over non-noise reference points),
+known), ``stability`` (the reference row: mean ARI between the kept restart of the reference clustering
+and its other restarts, :attr:`pipeline.clustering.Clustering.stability`; empty for methods without restarts), ``ref_ari, ref_ami`` (agreement with the reference, over non-noise reference points),
 ``misassignment`` (share of non-noise points the tree assigns to another cluster than the
 reference), ``q`` and ``q_bound`` (MMDT explainability-to-noise ratio and the Theorem 1 bound — Theorem 2
 for the randomized tree — on the mis-assignment probability, for mean-based trees), ``n_leaves, depth, fit_seconds``,
@@ -69,7 +69,7 @@ def evaluate(y_true, reference: ClusterArtifact, fits: dict[str, FitArtifact]) -
         return (math.nan, math.nan) if y_true is None else _agreement(np.asarray(y_true), pred, known)
 
     ari, ami = vs_truth(ref)
-    stability = ((reference.scores or {}).get("stability") or {}).get("mean_ari") if isinstance(reference.scores, dict) else None
+    stability = ((reference.scores or {}).get("stability") or {}).get("kept_ari") if isinstance(reference.scores, dict) else None
     rows = [{"explainer": "reference", "method": reference.method, "ari": ari,
              "stability": math.nan if stability is None else float(stability), "ami": ami, "ref_ari": 1.0,
              "ref_ami": 1.0, "misassignment": 0.0, "q": math.nan, "q_bound": math.nan, "n_leaves": n_clusters,

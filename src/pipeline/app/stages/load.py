@@ -12,6 +12,9 @@ from pipeline.app.stages.framework import Stage
 
 # The dataset fields that determine the data (download does not; root does, as the source).
 _KEY_FIELDS = ("_target_", "name", "split", "classes", "n_samples", "standardize", "params")
+# Fields a loader may read from its spec (pipeline.app.data.dataset.reads) that change the data:
+# in the key only when set and not already in params, so every other config keeps its key
+_KEY_WHEN_SET = ("image_size",)  # dataset=digits dataset.image_size=28 (issue 50)
 
 
 def dataset_to_artifact(ds: Dataset) -> LoadArtifact:
@@ -29,6 +32,8 @@ def artifact_to_dataset(a: LoadArtifact) -> Dataset:
 
 def _config(cfg: dict) -> dict:
     key = {k: cfg["dataset"].get(k) for k in _KEY_FIELDS}
+    key.update({k: cfg["dataset"][k] for k in _KEY_WHEN_SET
+                if cfg["dataset"].get(k) is not None and k not in (cfg["dataset"].get("params") or {})})
     key["seed"] = cfg["seed"]  # subsamples and generated data depend on it
     # Where the data come from (a different local copy is different data).
     key["source"] = cfg["dataset"].get("root") or {k: cfg["paths"].get(k) for k in ("data_dir", "benchmark_dir")}
