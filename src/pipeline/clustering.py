@@ -398,7 +398,8 @@ def nearest_centers(X, centers, with_rows=None, n_jobs=None) -> tuple[np.ndarray
     ``γ (‖x‖ + ‖μ‖)²`` of the exact value (``γ = (d + 3) u``, the rounding bound of a d-term
     dot product and the additions, u = 2⁻⁵³). A row whose two best scores differ by more than
     four times that gets the same centre from both; the rest (near-ties, none in most data) are
-    handed to scikit-learn. Rows are independent: any chunking gives the same labels. ``X`` is
+    decided in exact arithmetic (:func:`exact_nearest`; scikit-learn's own answer there depends on
+    how many rows it is given). Rows are independent: any chunking gives the same labels. ``X`` is
     not checked (NaN rows get unspecified labels).
     """
     from sklearn.metrics import pairwise_distances_argmin
@@ -414,9 +415,29 @@ def nearest_centers(X, centers, with_rows=None, n_jobs=None) -> tuple[np.ndarray
     mu_sq = np.einsum("ij,ij->i", mu64, mu64)
     bound = 4 * (X.shape[1] + 3) * np.finfo(np.float64).eps / 2  # 4 γ
     labels, unsure = _nearest_from_products(P, m, mu_sq, sq, bound)
-    if unsure.size:
-        labels[unsure] = pairwise_distances_argmin(X[unsure], mu)
+    if unsure.size:  # near-ties: the exact answer (scikit-learn's own rounds differently with the rows' count)
+        labels[unsure] = exact_nearest(X[unsure], mu) if unsure.size <= EXACT_ROWS else \
+            pairwise_distances_argmin(X[unsure], mu)
     return labels, (np.ascontiguousarray(P[:, :m]) if with_rows is not None else None)
+
+
+#: near-tie rows of :func:`nearest_centers` decided in exact arithmetic (more: by scikit-learn)
+EXACT_ROWS = 2000
+
+
+def exact_nearest(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
+    """The index (int64) of each row's nearest centre, its squared distance summed in exact rational
+    arithmetic (the first of exactly equal ones, as ``np.argmin``); for the few near-ties a float
+    computation cannot decide."""
+    from fractions import Fraction
+
+    C = [[Fraction(float(v)) for v in row] for row in np.asarray(centers, dtype=np.float64)]
+    out = np.empty(len(X), np.int64)
+    for i, x in enumerate(np.asarray(X, dtype=np.float64)):
+        xs = [Fraction(float(v)) for v in x]
+        dists = [sum((a - b) * (a - b) for a, b in zip(xs, c)) for c in C]
+        out[i] = min(range(len(dists)), key=dists.__getitem__)
+    return out
 
 
 def _nearest_from_products(P, m: int, mu_sq, sq, bound: float) -> tuple[np.ndarray, np.ndarray]:
