@@ -192,7 +192,8 @@ def test_inputs_in_every_form_agree():
                dict(rows=rows, labels=labels, coef_init=base.coef * 1.5, intercept_init=base.intercept - 1)):
         out = fit_logistic_batch(Z, standardize="auto", **kw)
         np.testing.assert_allclose(out.coef, base.coef, rtol=0, atol=1e-8 * np.abs(base.coef).max())
-        np.testing.assert_allclose(out.intercept, base.intercept, rtol=0, atol=1e-8 * max(1, np.abs(base.intercept).max()))
+        np.testing.assert_allclose(out.intercept, base.intercept, rtol=0,
+                                   atol=1e-8 * max(1, np.abs(base.intercept).max()))
 
 
 def test_any_thread_count_gives_the_same_bits():
@@ -276,3 +277,19 @@ def test_kernel_equals_numpy_twin(seed, n, s):
     np.testing.assert_allclose(r1, r2, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(L1, L2, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(D1, D2, rtol=1e-12, atol=1e-15)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 9), p=st.integers(1, 12), m=st.integers(0, 10),
+       first=st.booleans())
+def test_lbfgs_directions_equal_numpy_twin(seed, n, p, m, first):
+    rng = np.random.default_rng(seed)
+    S, Y = rng.standard_normal((10, n, p)), rng.standard_normal((10, n, p))
+    rho = np.where(rng.uniform(size=(10, n)) < 0.2, 0.0, rng.uniform(0.1, 2, (10, n)))
+    gamma = rng.uniform(0.1, 3, n)
+    rows = rng.permutation(n)[:max(1, n - 2)]
+    g = rng.standard_normal((rows.size, p))
+    order = [(7 - k) % 10 for k in range(m)]
+    np.testing.assert_allclose(kernel.lbfgs_directions(S, Y, rho, gamma, g, rows, order, first),
+                               kernel.lbfgs_directions_numpy(S, Y, rho, gamma, g, rows, np.array(order, dtype=np.int64),
+                                                             first), rtol=1e-10, atol=1e-10)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.concepts._logistic_kernel import logistic_terms
+from pipeline.concepts._logistic_kernel import lbfgs_directions, logistic_terms
 from pipeline.validation import InvalidInputError
 
 #: ``solver="auto"`` takes Newton's method up to this many columns, L-BFGS above (benchmarks/
@@ -31,6 +31,10 @@ _MAX_HALVINGS = 40
 _STEP_RATIO = 100.0  # converged: gradient <= tol and the last step <= _STEP_RATIO * tol of the weights
 _EXACT = 1e-14  # a relative gradient this small is converged whatever the step
 _EPS = np.finfo(np.float64).eps
+#: "auto" checks L-BFGS's answer with Newton where the penalty holds less than 1/this of a
+#: column's starting curvature (condition numbers up to about this much are safe for L-BFGS)
+_WEAK_PENALTY = 1e4
+_POLISH_ITER = 20  # Newton iterations allowed beyond max_iter to finish what L-BFGS left
 
 
 # --------------------------------------------------------------------------- tiles
@@ -340,7 +344,7 @@ def _small_step(step, th, rtol):
     return small_v & (np.abs(step[:, -1]) <= rtol * np.maximum(np.abs(th[:, -1]), v))
 
 
-def _finish(batch, act, g, tol, gnorm):
+def _finish(batch, act, g, gnorm):
     """Relative gradients of ``act`` (stored in ``gnorm``) and whether each is at rounding level."""
     rel = np.abs(g).max(axis=1) / batch.scale[act]
     gnorm[act] = rel
@@ -354,7 +358,7 @@ def _newton(batch, theta, act, tol, max_iter, n_iter, conv, gnorm):
     th = theta[act]
     F, g, H = batch.evaluate(act, th, hessian=True)
     while act.size:
-        rel, exact = _finish(batch, act, g, tol, gnorm)
+        rel, exact = _finish(batch, act, g, gnorm)
         conv[act[exact]] = True
         keep = ~exact & (n_iter[act] < max_iter)
         act, th, F, g, H, rel = act[keep], th[keep], F[keep], g[keep], H[keep], rel[keep]
@@ -363,7 +367,7 @@ def _newton(batch, theta, act, tol, max_iter, n_iter, conv, gnorm):
         p = H.shape[1]
         H = H + (1e-13 * np.abs(H[:, np.arange(p), np.arange(p)]).max(axis=1))[:, None, None] * np.eye(p)
         direction = -np.linalg.solve(H, g[:, :, None])[:, :, 0]
-        small = _small_step(direction, th, _STEP_RATIO * tol)
+        small = _small_step(direction, th, _STEP_RATIO * tol[act])
         ok, th_new, F_new, g_new, H_new = _line_search(batch, act, th, F, g, direction, hessian=True)
         n_iter[act] += 1
         theta[act[ok]] = th_new[ok]
@@ -372,69 +376,57 @@ def _newton(batch, theta, act, tol, max_iter, n_iter, conv, gnorm):
         done = small
         conv[act[done]] = True
         if done.any():
-            _finish(batch, act[done & ok], g_new[done & ok], tol, gnorm)
+            _finish(batch, act[done & ok], g_new[done & ok], gnorm)
         keep = ok & ~done
         act, th, F, g, H = act[keep], th_new[keep], F_new[keep], g_new[keep], H_new[keep]
 
 
 def _lbfgs(batch, theta, act, tol, max_iter, n_iter, conv, gnorm):
     """L-BFGS steps for the problems ``act`` from ``theta`` (updated in place, as are the outputs).
-    A problem has converged when its gradient is at most ``tol`` and its last step at most
-    ``_STEP_RATIO · tol`` of its weights. The history is kept for the active problems only (rows
-    aligned with ``act``, compacted when problems finish), newest pair in slot ``it % _MEMORY``;
-    a pair without positive curvature gets ``rho = 0`` and so does nothing."""
-    p = batch.d + 1
+    A problem has converged when its gradient is at most ``tol`` and its next quasi-Newton step
+    at most ``_STEP_RATIO · tol`` of its weights. The history of problem ``act[i]`` at the start is row
+    ``i`` of (memory, n, p) arrays (``hist`` maps the active problems to their rows), newest pair
+    in slot ``it % _MEMORY``; a pair without positive curvature gets ``rho = 0`` and so does nothing."""
+    p, n0 = batch.d + 1, act.size
     th = theta[act]
     F, g = batch.evaluate(act, th)
-    S = np.zeros((_MEMORY, act.size, p))
-    Y = np.zeros((_MEMORY, act.size, p))
-    rho = np.zeros((_MEMORY, act.size))
-    gamma = np.ones(act.size)
-    small = np.zeros(act.size, dtype=bool)
+    S, Y, rho = np.zeros((_MEMORY, n0, p)), np.zeros((_MEMORY, n0, p)), np.zeros((_MEMORY, n0))
+    gamma = np.ones(n0)
+    hist = np.arange(n0)
     for it in range(max_iter + 1):
-        rel, exact = _finish(batch, act, g, tol, gnorm)
-        done = exact | (small & (rel <= tol))
+        rel, exact = _finish(batch, act, g, gnorm)
+        order = [(it - 1 - k) % _MEMORY for k in range(min(it, _MEMORY))]
+        direction = -lbfgs_directions(S, Y, rho, gamma, g, hist, order, first=it == 0)
+        # the quasi-Newton step estimates the distance to the optimum: done when both it and the
+        # gradient are small (at the first iteration there is no curvature yet to tell)
+        done = exact | ((rel <= tol[act]) & (it > 0) & _small_step(direction, th, _STEP_RATIO * tol[act]))
         conv[act[done]] = True
         keep = ~done & (n_iter[act] < max_iter)
         if not keep.all():
-            act, th, F, g, gamma = act[keep], th[keep], F[keep], g[keep], gamma[keep]
-            S, Y, rho = S[:, keep], Y[:, keep], rho[:, keep]
+            act, hist, th, F, g, direction = act[keep], hist[keep], th[keep], F[keep], g[keep], direction[keep]
         if act.size == 0:
             break
-        r = g.copy()
-        order = [(it - 1 - k) % _MEMORY for k in range(min(it, _MEMORY))]
-        alphas = []
-        for k in order:
-            al = rho[k] * np.einsum("ij,ij->i", S[k], r)
-            r -= al[:, None] * Y[k]
-            alphas.append(al)
-        if it == 0:  # no curvature yet: a first step of length 1 at most in the scaled coordinates
-            r /= np.maximum(1.0, np.linalg.norm(r, axis=1))[:, None]
-        else:
-            r *= gamma[:, None]
-        for k, al in zip(reversed(order), reversed(alphas)):
-            be = rho[k] * np.einsum("ij,ij->i", Y[k], r)
-            r += (al - be)[:, None] * S[k]
-        ok, th_new, F_new, g_new, _ = _line_search(batch, act, th, F, g, -r, hessian=False)
+        ok, th_new, F_new, g_new, _ = _line_search(batch, act, th, F, g, direction, hessian=False)
         n_iter[act] += 1
         slot = it % _MEMORY
-        S[slot], Y[slot] = th_new - th, g_new - g
-        small = _small_step(S[slot], th_new, _STEP_RATIO * tol)
-        sy = np.einsum("ij,ij->i", S[slot], Y[slot])
-        good = ok & (sy > 1e-12 * np.linalg.norm(S[slot], axis=1) * np.linalg.norm(Y[slot], axis=1))
+        s, y = th_new - th, g_new - g
+        S[slot, hist], Y[slot, hist] = s, y
+        sy = np.einsum("ij,ij->i", s, y)
+        good = ok & (sy > 1e-12 * np.linalg.norm(s, axis=1) * np.linalg.norm(y, axis=1))
         with np.errstate(divide="ignore", invalid="ignore"):
-            rho[slot] = np.where(good, 1.0 / sy, 0.0)
-            gamma = np.where(good, sy / np.einsum("ij,ij->i", Y[slot], Y[slot]), gamma)
+            rho[slot, hist] = np.where(good, 1.0 / sy, 0.0)
+            gamma[hist] = np.where(good, sy / np.einsum("ij,ij->i", y, y), gamma[hist])
         theta[act[ok]] = th_new[ok]
         if not ok.all():  # no step possible along the direction: stop (not converged; "auto" hands it to Newton)
-            act, gamma, S, Y, rho, small = act[ok], gamma[ok], S[:, ok], Y[:, ok], rho[:, ok], small[ok]
+            act, hist = act[ok], hist[ok]
         th, F, g = th_new[ok], F_new[ok], g_new[ok]
 
 
 def solve(batch, theta, act, solver, tol, max_iter, n_iter, conv, gnorm) -> set:
-    """Run ``solver`` on the problems ``act``; "auto": Newton on narrow rows, else L-BFGS for at most
-    ``LBFGS_BEFORE_NEWTON`` iterations and Newton for the problems it has not solved by then
-    (ill-conditioned ones, where L-BFGS crawls). Returns the solvers that ran."""
+    """Run ``solver`` on the problems ``act`` (``tol``: one per problem of the batch); "auto": Newton
+    on narrow rows, else L-BFGS for at most ``LBFGS_BEFORE_NEWTON`` iterations and Newton for the
+    problems it has not solved by then (ill-conditioned ones, where L-BFGS crawls). Returns the
+    solvers that ran."""
     if act.size == 0:
         return set()
     if solver == "newton" or (solver == "auto" and batch.d <= NEWTON_MAX_FEATURES):
@@ -442,10 +434,17 @@ def solve(batch, theta, act, solver, tol, max_iter, n_iter, conv, gnorm) -> set:
         return {"newton"}
     _lbfgs(batch, theta, act, tol, max_iter if solver == "lbfgs" else min(max_iter, LBFGS_BEFORE_NEWTON),
            n_iter, conv, gnorm)
-    rest = act[~conv[act]]
-    if solver == "lbfgs" or rest.size == 0:
+    if solver == "lbfgs":
         return {"lbfgs"}
-    _newton_chunks(batch, theta, rest, tol, max_iter, n_iter, conv, gnorm)
+    # L-BFGS's criteria can pass with an error well above tol when a direction has almost no
+    # curvature: a weak penalty (rho² = the penalty's share of the starting curvature) on columns the
+    # data barely bend. Newton finishes those, and the problems L-BFGS has not solved.
+    weak = batch.rho2[act].min(axis=1) * _WEAK_PENALTY < 1.0
+    rest = act[~conv[act] | weak]
+    if rest.size == 0:
+        return {"lbfgs"}
+    conv[rest] = False
+    _newton_chunks(batch, theta, rest, tol, max_iter + _POLISH_ITER, n_iter, conv, gnorm)
     return {"lbfgs", "newton"}
 
 

@@ -1,4 +1,5 @@
-"""The element-wise part of a batch of logistic losses, fused: one pass over a tile's logits.
+"""Compiled loops of the batched logistic solver: the element-wise part of a tile's losses, fused
+into one pass over its logits, and L-BFGS's two-loop recursion for many problems at once.
 
 For a tile's logits ``L`` (rows × problems), counts ``c`` and targets ``t``,
 :func:`logistic_terms` returns per problem the loss ``Σ_i c_i (log(1 + e^L) - t L)`` and the
@@ -13,6 +14,10 @@ them. ``log(1 + e^L)`` is ``log1p(e^-|L|) + max(L, 0)``, ``σ(L)`` is ``1 / (1 +
 ``t·log(1 + e^-L) + (1 - t)·log(1 + e^L)`` (the same function), a sum of non-negative terms
 without cancellation, so its rounding error is a few ulps of the loss itself: the line search
 compares losses that differ by less than 1e-12 near an optimum.
+
+:func:`lbfgs_directions` is the two-loop recursion (Nocedal & Wright, Algorithm 7.4) for each
+active problem over its stored pairs, read in place from the whole history (no copy of the
+active rows); the numpy twin :func:`lbfgs_directions_numpy` does the same with whole-array operations.
 """
 
 from __future__ import annotations
@@ -78,3 +83,72 @@ def logistic_terms(L, counts, T, D=None):
     if D is None:
         return _terms(L, counts, T, L, False)
     return _terms(L, counts, T, D, True)
+
+
+def lbfgs_directions_numpy(S, Y, rho, gamma, g, rows, order, first):
+    """The numpy twin of :func:`lbfgs_directions` (same contract)."""
+    r = g.copy()
+    alphas = []
+    for k in order:
+        al = rho[k, rows] * np.einsum("ij,ij->i", S[k, rows], r)
+        r -= al[:, None] * Y[k, rows]
+        alphas.append(al)
+    if first:
+        r /= np.maximum(1.0, np.linalg.norm(r, axis=1))[:, None]
+    else:
+        r *= gamma[rows, None]
+    for k, al in zip(order[::-1], alphas[::-1]):
+        be = rho[k, rows] * np.einsum("ij,ij->i", Y[k, rows], r)
+        r += (al - be)[:, None] * S[k, rows]
+    return r
+
+
+if AVAILABLE:
+    @numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+    def _directions(S, Y, rho, gamma, g, rows, order, first):  # pragma: no cover - compiled
+        A, p = g.shape
+        m = order.size
+        r = np.empty((A, p))
+        al = np.empty(m)
+        for i in range(A):
+            b = rows[i]
+            for j in range(p):
+                r[i, j] = g[i, j]
+            for t in range(m):
+                k = order[t]
+                dot = 0.0
+                for j in range(p):
+                    dot += S[k, b, j] * r[i, j]
+                al[t] = rho[k, b] * dot
+                for j in range(p):
+                    r[i, j] -= al[t] * Y[k, b, j]
+            if first:
+                nrm = 0.0
+                for j in range(p):
+                    nrm += r[i, j] * r[i, j]
+                f = 1.0 / max(1.0, np.sqrt(nrm))
+            else:
+                f = gamma[b]
+            for j in range(p):
+                r[i, j] *= f
+            for t in range(m - 1, -1, -1):
+                k = order[t]
+                dot = 0.0
+                for j in range(p):
+                    dot += Y[k, b, j] * r[i, j]
+                c = al[t] - rho[k, b] * dot
+                for j in range(p):
+                    r[i, j] += c * S[k, b, j]
+        return r
+
+
+def lbfgs_directions(S, Y, rho, gamma, g, rows, order, first: bool):
+    """L-BFGS's ``H g`` for the active problems: ``S``, ``Y`` (memory, n, p) the stored steps and
+    gradient changes of all problems, ``rho`` (memory, n) their ``1 / sᵀy`` (0: a pair to skip),
+    ``gamma`` (n,) the initial scalings, ``g`` (A, p) the gradients of the problems in rows ``rows``
+    (A,) of the history, ``order`` the slots newest first; ``first``: no pairs yet (a step of
+    length at most 1 along ``g``)."""
+    order = np.asarray(order, dtype=np.int64)
+    if not AVAILABLE:
+        return lbfgs_directions_numpy(S, Y, rho, gamma, g, rows, order, first)
+    return _directions(S, Y, rho, gamma, np.ascontiguousarray(g), rows, order, first)
