@@ -35,7 +35,7 @@ OUT = HERE.parent / "results" / "architecture.json"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline.__main__", "pipeline.collect", "pipeline.explain"),
     ("pipeline.app",),
-    ("pipeline.study", "pipeline.streaming", "pipeline.concept_quality"),
+    ("pipeline.study", "pipeline.concept_quality"),
     ("pipeline.counterfactuals",),
     ("pipeline.encoders",),
     ("pipeline.metrics", "pipeline.cluster_heads"),

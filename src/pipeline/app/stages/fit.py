@@ -80,14 +80,17 @@ def tree_sample(cfg: dict, X, labels, latents=None) -> np.ndarray | None:
     coordinates of every row (float64) would take more than a quarter of the budget: then a
     stratified sample (by reference cluster) of ``TREE_SAMPLE`` rows (fewer if those do not fit)."""
     from pipeline.app.data.budget import memory_budget, out_of_core, sample_rows
-    from pipeline.streaming import stratified_sample
 
     n, d = len(X), int(np.prod(X.shape[1:]))
     fits = max(memory_budget(cfg) // 4 // (8 * max(d, 1)), 1)
     big = out_of_core(cfg, latents if latents is not None else X)
     default = n if not big or n <= fits else min(fits, TREE_SAMPLE)
     rows = sample_rows((cfg.get("fit") or {}).get("sample_rows"), n, default, "fit.sample_rows")
-    return None if rows is None else stratified_sample(np.asarray(labels), rows, cfg["seed"])
+    if rows is None:
+        return None
+    from pipeline.clustering import stratified_sample  # scikit-learn's clusterings: only for a sample
+
+    return stratified_sample(np.asarray(labels), rows, cfg["seed"])
 
 
 @dataclass(frozen=True)
