@@ -321,14 +321,14 @@ class ConceptExplainer:
         return self.trees_[name]
 
     def _units(self):
-        from pipeline.app.report.concept_run import units_from_record
+        from pipeline.concepts.units import units_from_dicts
 
         record = self.bundle_.doc["features"].get("display_units")
         if record is None:
             return None
         values = self.bundle_.arrays.get("percentile_values")
         X = values if values is not None else np.zeros((2, len(record)))
-        return units_from_record(record, X)
+        return units_from_dicts(record, X)
 
     def display_values(self, X: np.ndarray) -> dict:
         """Concept columns in the run's units: ``P(name)``, ``name (percentile)`` or ``name``."""

@@ -264,7 +264,7 @@ def bundle_from_run(cfg: dict, done: dict) -> Bundle:
     """The explainer of a finished run from its stage outputs (``done``, as ``run_pipeline`` returns)."""
     import pandas as pd
 
-    from pipeline.app.report.concept_run import units_record
+    from pipeline.concepts.units import units_to_dicts
     from pipeline.trees.tree import ExplanationTree
 
     load, encode = done["load"].artifact, done["encode"].artifact
@@ -345,7 +345,7 @@ def bundle_from_run(cfg: dict, done: dict) -> Bundle:
         "encoder": _encoder_doc(cfg, train, encode),
         "reference": {**ref_doc, "training": ref_train},
         "features": {"names": list(project.feature_names), "space": "concepts" if concepts else "latents",
-                     "units": project.units_kind or "raw", "display_units": units_record(project.units)},
+                     "units": project.units_kind or "raw", "display_units": units_to_dicts(project.units)},
         "trees": tree_docs,
     }
     return Bundle(doc=doc, arrays=arrays, trees=trees)

@@ -86,6 +86,15 @@ class PercentileUnits(_Units):
     def interval(self, name: str, low: str, high: str) -> str:
         return f"{name} in percentiles {low}–{high}"
 
+    def to_dict(self) -> dict:
+        """``{"kind": "percentile"}``: the reference values are the run's coordinates, saved apart."""
+        return {"kind": self.kind}
+
+    @classmethod
+    def from_dict(cls, record: dict, column) -> "PercentileUnits":
+        """The units :meth:`to_dict` described, over the coordinates ``column`` (n,)."""
+        return percentile_units(column)
+
 
 @dataclass(frozen=True)
 class ProbabilityUnits(_Units):
@@ -132,6 +141,15 @@ class ProbabilityUnits(_Units):
     def interval(self, name: str, low: str, high: str) -> str:
         return f"{low} < P({name}) <= {high}"
 
+    def to_dict(self) -> dict:
+        """``{"kind": "probability", "slope", "intercept"}`` (the fallback: percentiles of the coordinates)."""
+        return {"kind": self.kind, "slope": self.slope, "intercept": self.intercept}
+
+    @classmethod
+    def from_dict(cls, record: dict, column) -> "ProbabilityUnits":
+        """The units :meth:`to_dict` described, their percentile fallback over the coordinates ``column``."""
+        return cls(float(record["slope"]), float(record["intercept"]), percentile_units(column))
+
 
 @dataclass(frozen=True)
 class OriginalUnits(_Units):
@@ -158,6 +176,34 @@ class OriginalUnits(_Units):
 
     def interval(self, name: str, low: str, high: str) -> str:
         return f"{low} < {name} <= {high}"
+
+    def to_dict(self) -> dict:
+        """``{"kind": "original", "mean", "sd"}`` (the training points' own values are not kept)."""
+        return {"kind": self.kind, "mean": self.mean, "sd": self.sd}
+
+    @classmethod
+    def from_dict(cls, record: dict, column=None) -> "OriginalUnits":
+        """The units :meth:`to_dict` described: new values map through ``mean + sd · z`` (no training
+        point to match)."""
+        return cls(np.array([np.nan]), np.array([np.nan]), float(record["mean"]), float(record["sd"]))
+
+
+def units_to_dicts(units: list | None) -> list | None:
+    """One record per column of display maps (``to_dict``; ``{"kind": "raw"}`` for a column that reads
+    as it is), as JSON; None for raw units."""
+    if units is None:
+        return None
+    return [{"kind": "raw"} if u is None else u.to_dict() for u in units]
+
+
+def units_from_dicts(records: list | None, X) -> list | None:
+    """The display maps :func:`units_to_dicts` described, rebuilt over the coordinates ``X`` (n, M)
+    (the reference values of percentiles); a kind no class has reads as percentiles."""
+    if records is None:
+        return None
+    classes = {cls.kind: cls for cls in (PercentileUnits, ProbabilityUnits, OriginalUnits)}
+    return [None if r["kind"] == "raw" else classes.get(r["kind"], PercentileUnits).from_dict(r, X[:, m])
+            for m, r in enumerate(records)]
 
 
 def original_units(Z, X, record: dict) -> list:
