@@ -249,12 +249,14 @@ def _encoder_doc(cfg: dict, train, encode) -> dict:
         out["checkpoint"] = str(Path(localize(encode.checkpoint, cfg["paths"])).resolve())
         out["checkpoint_portable"] = encode.checkpoint
         out["checkpoint_sha256"] = encode.checkpoint_sha256
-    variant = (enc.get("params") or {}).get("variant")
-    if str(enc.get("_target_", "")).endswith("build_efficientnet_lite") and variant:
-        from pipeline.app.efficientnet import SHA256, weights_package
+    weights = None
+    if not encode.checkpoint:  # pretrained weights: the encoder's factory names them (``pretrained_weights``)
+        from pipeline.app.instantiate import locate
 
-        out["weights"] = {"id": f"efficientnet-{variant} ImageNet ({weights_package(variant)})",
-                          "sha256": SHA256.get(variant)}
+        named = getattr(locate(enc["_target_"], "encoder"), "pretrained_weights", None)
+        weights = named(enc.get("params") or {}) if named is not None else None
+    if weights is not None:
+        out["weights"] = weights
     elif out["model_used"]:
         out["weights"] = {"id": out["model_used"], "sha256": None}
     return out

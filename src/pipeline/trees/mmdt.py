@@ -337,6 +337,8 @@ class MMDT(_MeansTree):
     [0, 1, 2]
     """
 
+    title = "MMDT"  # its display name (figure titles, rules files)
+    fit_protocol = "mixture"  # what its fit takes: the protocol the pipeline feeds it by
     _split_rule = staticmethod(_mmdt_split)
 
 
@@ -347,6 +349,9 @@ class RandomizedMMDT(_MeansTree):
     and a threshold drawn uniformly over the means' range on that axis (so both children
     receive at least one mean). Same parameters, API and attributes as :class:`MMDT`.
     """
+
+    title = "Randomized MMDT"  # its display name (figure titles, rules files)
+    fit_protocol = "mixture"  # what its fit takes: the protocol the pipeline feeds it by
 
     _split_rule = staticmethod(_randomized_split)
     error_bound = staticmethod(theorem2_upper_bound)  # its expected error (Theorem 2)
@@ -386,6 +391,9 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
     cavs_ : ndarray of shape (M, d)
     classes_ : ndarray of shape (K,)
     """
+
+    title = "Concept-MMDT"  # its display name (figure titles, rules files)
+    fit_protocol = "concept_mixture"  # what its fit takes: the protocol the pipeline feeds it by
 
     _parameter_constraints = {
         "cavs": ["array-like", None], "concept_names": ["array-like", None],

@@ -456,8 +456,10 @@ def table2_for_run(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, proj
     """The Table-2 row of a concept run from its artifacts and results table; ``CAVs`` counts
     the concept set's concepts (used + dropped + kept out by their tests, e.g. 4 for mnist_geometric
     as in the paper), ``independent CAVs`` those the trees use."""
-    model = cfg["encoder"]["name"] if cfg["clustering"]["name"] == "encoder" else (
-        f"{cfg['encoder']['name']}+{cfg['clustering']['name']}")
+    from pipeline.app.instantiate import locate
+
+    own_head = getattr(locate(cfg["clustering"]["_target_"], "clustering"), "labels_every_row", False)
+    model = cfg["encoder"]["name"] if own_head else f"{cfg['encoder']['name']}+{cfg['clustering']['name']}"
     used = len(project.feature_names)
     given = (used + len((concepts.cav_dropped if concepts is not None else None) or {})
              + len((tests.excluded if tests is not None else None) or {}))

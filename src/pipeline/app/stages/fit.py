@@ -10,7 +10,7 @@ import numpy as np
 
 from pipeline.app.artifacts import ClusterArtifact, FitArtifact, ProjectArtifact
 from pipeline.app.capabilities import check_provided
-from pipeline.app.explainers import FitInputs, fit_explainer
+from pipeline.app.explainers import FitInputs, fit_explainer, protocol
 from pipeline.app.stages.framework import Stage
 from pipeline.validation import InvalidInputError
 
@@ -61,7 +61,8 @@ def fit_stage(row: str) -> Stage:
         sample = {k: v for k, v in (("fit.sample_rows", (cfg.get("fit") or {}).get("sample_rows")),
                                     ("memory_budget", cfg["dataset"].get("memory_budget", "auto")))
                   if v not in (None, "auto")}  # only when set: in-memory runs keep their keys
-        return {"explainer": cfg["explainer"][row], "seed": cfg["seed"], **sample}
+        explainer = {k: v for k, v in cfg["explainer"][row].items() if k != "title"}  # display only
+        return {"explainer": explainer, "seed": cfg["seed"], **sample}
 
     def compute(cfg: dict, project: ProjectArtifact, cluster: ClusterArtifact, ctx=None) -> FitArtifact:
         return fit_row(cfg, row, project, cluster, ctx)
@@ -122,7 +123,7 @@ def _fit_sampled(cfg: dict, row: str, spec: dict, inputs: FitInputs, rows, ctx):
     n = len(inputs.labels)
     idx = np.arange(n) if rows is None else rows
     latent = inputs.latent
-    on_latent = spec.get("fit") == "concept_mixture"
+    on_latent = protocol(spec).on_latents
     if latent is not None and (rows is not None or on_latent):
         latent_rows = idx if rows is not None else tree_sample(cfg, latent, inputs.labels, latent)
         latent = latent[latent_rows if latent_rows is not None else idx]
