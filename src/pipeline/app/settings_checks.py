@@ -55,10 +55,10 @@ def check_compute_settings(spec: dict | None) -> None:
     """Every ``compute`` setting: bounds and types, and that ``compute.address`` answers."""
     from pipeline.app.data.budget import parse_bytes
 
-    from pipeline.app.compute import backend_class
+    from pipeline.app.instantiate import locate
 
     spec = dict(spec or {})
-    backend = backend_class(spec)  # compute._target_ imports (a misspelt class is named)
+    backend = locate(spec["_target_"], "compute") if spec.get("_target_") else None  # a misspelt class is named
     cores = available_cores()
     _whole(spec.get("n_workers"), "compute.n_workers", 1, "a Dask LocalCluster needs at least one worker process",
            f"Give compute.n_workers=1 or more (this machine has {cores} cores), or compute=local.")
