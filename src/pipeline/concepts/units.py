@@ -42,6 +42,12 @@ class _Units:
     printable = None
     fallback = None
     error = 0.0  # a bound on |computed − exact| of the map's values (0: computed exactly)
+    saved = ()  # the numbers :meth:`to_dict` keeps (the rest is rebuilt from the run's coordinates)
+
+    def to_dict(self) -> dict:
+        """The map as JSON: its ``kind`` and the numbers in :attr:`saved`; :meth:`from_dict` of its
+        class (:func:`units_from_dicts`) rebuilds it."""
+        return {"kind": self.kind, **{name: getattr(self, name) for name in self.saved}}
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,10 +92,6 @@ class PercentileUnits(_Units):
     def interval(self, name: str, low: str, high: str) -> str:
         return f"{name} in percentiles {low}–{high}"
 
-    def to_dict(self) -> dict:
-        """``{"kind": "percentile"}``: the reference values are the run's coordinates, saved apart."""
-        return {"kind": self.kind}
-
     @classmethod
     def from_dict(cls, record: dict, column) -> "PercentileUnits":
         """The units :meth:`to_dict` described, over the coordinates ``column`` (n,)."""
@@ -110,6 +112,7 @@ class ProbabilityUnits(_Units):
     fallback: PercentileUnits | None = None
     kind = "probability"
     printable = PRINTABLE
+    saved = ("slope", "intercept")  # the fallback: percentiles of the run's coordinates
 
     @property
     def increasing(self) -> bool:
@@ -141,10 +144,6 @@ class ProbabilityUnits(_Units):
     def interval(self, name: str, low: str, high: str) -> str:
         return f"{low} < P({name}) <= {high}"
 
-    def to_dict(self) -> dict:
-        """``{"kind": "probability", "slope", "intercept"}`` (the fallback: percentiles of the coordinates)."""
-        return {"kind": self.kind, "slope": self.slope, "intercept": self.intercept}
-
     @classmethod
     def from_dict(cls, record: dict, column) -> "ProbabilityUnits":
         """The units :meth:`to_dict` described, their percentile fallback over the coordinates ``column``."""
@@ -165,6 +164,7 @@ class OriginalUnits(_Units):
     mean: float
     sd: float
     kind = "original"
+    saved = ("mean", "sd")  # the training points' own values are not kept
 
     def __call__(self, s) -> np.ndarray:
         s = np.asarray(s, dtype=np.float64)
@@ -176,10 +176,6 @@ class OriginalUnits(_Units):
 
     def interval(self, name: str, low: str, high: str) -> str:
         return f"{low} < {name} <= {high}"
-
-    def to_dict(self) -> dict:
-        """``{"kind": "original", "mean", "sd"}`` (the training points' own values are not kept)."""
-        return {"kind": self.kind, "mean": self.mean, "sd": self.sd}
 
     @classmethod
     def from_dict(cls, record: dict, column=None) -> "OriginalUnits":
