@@ -37,14 +37,15 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
+from pipeline.cluster_heads import PREDICTORS
 from pipeline.validation import InvalidInputError
 
 FORMAT = "pipeline-explainer"
 SUMS = "SHA256SUMS"
 FIX = ("Restore the original file, or save the explainer again from its run (ConceptExplainer.load(<run dir>)"
        ".save(<new folder>), or rerun the pipeline).")
-#: the reference predictors a bundle may name (pipeline.cluster_heads; nearest_mean: versions 1 and 2)
-ASSIGN = ("mixture", "encoder_head", "nearest_center", "nearest_row", "nearest_mean")
+#: the reference predictors a bundle may name: their classes' kinds (nearest_mean: versions 1 and 2)
+ASSIGN = (*(cls.kind for cls in PREDICTORS), "nearest_mean")
 #: arrays computed when a bundle is used, never read from one (an older version saved it)
 DERIVED = ("ref_precisions_cholesky",)
 _HEX = re.compile(r"[0-9a-fA-F]{64}")
