@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import pairwise_distances_argmin
 
-from pipeline.clustering import Clustering, assign_rows, exact_nearest, nearest_centers
+from pipeline.cluster_heads import NearestCentreHead
+from pipeline.clustering import exact_nearest, nearest_centers
 from pipeline.concepts.projection import project
 
 
@@ -56,14 +57,13 @@ def test_nearest_centers_bring_the_coordinates_and_any_chunking_agrees():
     assert np.array_equal(coords, project(X, cavs, n_jobs=1))  # the same bits as the projection alone
     parts = [nearest_centers(X[i:i + 97], centers, n_jobs=1)[0] for i in range(0, len(X), 97)]
     assert np.array_equal(np.concatenate(parts), labels)
-    c = Clustering(np.zeros(5, np.int64), "kmeans", centers=centers)
-    assert np.array_equal(assign_rows(c, X, block_rows=64), labels)
+    assert np.array_equal(NearestCentreHead(centers).predict(X, block_rows=64), labels)
     assert nearest_centers(X[:0], centers)[0].shape == (0,)
 
 
 @pytest.mark.parametrize("value", [np.nan, np.inf])
 def test_rows_that_are_not_finite_do_not_reach_scikit_learn(value):
-    """assign_rows(check_input=False) promises unspecified labels for such rows, not an error."""
+    """predict(check_input=False) promises unspecified labels for such rows, not an error."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(20, 3))
     X[4, 1] = value

@@ -26,7 +26,7 @@ from pipeline.app.config import compose_config
 from pipeline.app.data.chunked import open_chunked
 from pipeline.app.runner import run
 from pipeline.clustering import mixture_predict
-from pipeline.streaming import stratified_sample
+from pipeline.clustering import stratified_sample
 from pipeline.validation import InvalidInputError
 
 N, D, K = 40_000, 32, 4
@@ -96,7 +96,7 @@ def test_stratified_sample_keeps_shares(labels, size):
 def test_unique_inverse_by_counting_equals_numpy(values, dtype):
     """The stratified sample's grouping of integer labels by counting = np.unique's (values,
     inverse, counts), whatever the integer type (no overflow when shifting int8 labels)."""
-    from pipeline.streaming import _unique_inverse
+    from pipeline.clustering import _unique_inverse
 
     labels = np.array(values, dtype=np.int64)
     info = np.iinfo(dtype)
@@ -488,16 +488,16 @@ def test_assignment_pass_with_cavs_names_nan_rows_and_keeps_labels():
     """With CAVs, the chunk is proved finite by its coordinates (no separate scan): NaN rows are
     still named by file and row, overflowing coordinates refused, and the labels are the checked ones."""
     from pipeline.app.stages.cluster import AssignChunk
-    from pipeline.clustering import Clustering, assign_rows
+    from pipeline.cluster_heads import NearestCentreHead
 
     rng = np.random.default_rng(0)
     centers = rng.standard_normal((3, 4)).astype(np.float32)
-    c = Clustering(np.zeros(3, np.int64), "kmeans", centers=centers)
+    head = NearestCentreHead(centers)
     Z = type("View", (), {"source": "big.npy"})()
-    task = AssignChunk(c, None, Z, rng.standard_normal((2, 4)))
+    task = AssignChunk(head, Z, rng.standard_normal((2, 4)))
     block = rng.standard_normal((50, 4)).astype(np.float32)
     out = task(block, 0)
-    assert np.array_equal(out["labels"], assign_rows(c, block))
+    assert np.array_equal(out["labels"], head.predict(block))
     np.testing.assert_allclose(out["X"], block.astype(np.float64) @ task.cavs.T, rtol=1e-12)
     bad = block.copy()
     bad[[3, 9], 2] = np.nan
@@ -506,4 +506,4 @@ def test_assignment_pass_with_cavs_names_nan_rows_and_keeps_labels():
     huge = block.copy()
     huge[0] = 3e38
     with pytest.raises(InvalidInputError, match="overflows float64|rescale"):
-        AssignChunk(c, None, Z, np.full((2, 4), 1e300))(huge, 0)
+        AssignChunk(head, Z, np.full((2, 4), 1e300))(huge, 0)

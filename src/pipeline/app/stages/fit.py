@@ -10,7 +10,7 @@ import numpy as np
 
 from pipeline.app.artifacts import ClusterArtifact, FitArtifact, ProjectArtifact
 from pipeline.app.capabilities import check_provided
-from pipeline.app.explainers import FitInputs, fit_explainer
+from pipeline.app.explainers import FitInputs, fit_explainer, protocol
 from pipeline.app.stages.framework import Stage
 from pipeline.validation import InvalidInputError
 
@@ -61,7 +61,8 @@ def fit_stage(row: str) -> Stage:
         sample = {k: v for k, v in (("fit.sample_rows", (cfg.get("fit") or {}).get("sample_rows")),
                                     ("memory_budget", cfg["dataset"].get("memory_budget", "auto")))
                   if v not in (None, "auto")}  # only when set: in-memory runs keep their keys
-        return {"explainer": cfg["explainer"][row], "seed": cfg["seed"], **sample}
+        explainer = {k: v for k, v in cfg["explainer"][row].items() if k != "title"}  # display only
+        return {"explainer": explainer, "seed": cfg["seed"], **sample}
 
     def compute(cfg: dict, project: ProjectArtifact, cluster: ClusterArtifact, ctx=None) -> FitArtifact:
         return fit_row(cfg, row, project, cluster, ctx)
@@ -80,14 +81,17 @@ def tree_sample(cfg: dict, X, labels, latents=None) -> np.ndarray | None:
     coordinates of every row (float64) would take more than a quarter of the budget: then a
     stratified sample (by reference cluster) of ``TREE_SAMPLE`` rows (fewer if those do not fit)."""
     from pipeline.app.data.budget import memory_budget, out_of_core, sample_rows
-    from pipeline.streaming import stratified_sample
 
     n, d = len(X), int(np.prod(X.shape[1:]))
     fits = max(memory_budget(cfg) // 4 // (8 * max(d, 1)), 1)
     big = out_of_core(cfg, latents if latents is not None else X)
     default = n if not big or n <= fits else min(fits, TREE_SAMPLE)
     rows = sample_rows((cfg.get("fit") or {}).get("sample_rows"), n, default, "fit.sample_rows")
-    return None if rows is None else stratified_sample(np.asarray(labels), rows, cfg["seed"])
+    if rows is None:
+        return None
+    from pipeline.clustering import stratified_sample  # scikit-learn's clusterings: only for a sample
+
+    return stratified_sample(np.asarray(labels), rows, cfg["seed"])
 
 
 @dataclass(frozen=True)
@@ -119,7 +123,7 @@ def _fit_sampled(cfg: dict, row: str, spec: dict, inputs: FitInputs, rows, ctx):
     n = len(inputs.labels)
     idx = np.arange(n) if rows is None else rows
     latent = inputs.latent
-    on_latent = spec.get("fit") == "concept_mixture"
+    on_latent = protocol(spec).on_latents
     if latent is not None and (rows is not None or on_latent):
         latent_rows = idx if rows is not None else tree_sample(cfg, latent, inputs.labels, latent)
         latent = latent[latent_rows if latent_rows is not None else idx]
