@@ -50,6 +50,36 @@ def test_posterior_slopes_equal_finite_differences(gmm, kind):
         np.testing.assert_allclose(S[:, :, r], fd, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("kind", ["mixture", "centres"])
+def test_scaled_slopes_are_the_slopes_over_the_runner_up_posterior(gmm, kind):
+    Z, g, head = gmm
+    if kind == "centres":
+        head = NearestCentreHead(g.means_, 2.0)
+    C = random_directions(3, Z.shape[1], np.random.default_rng(2))
+    plain, scaled = head.log_posterior_slopes(Z[:60], C), head.log_posterior_slopes(Z[:60], C, scaled=True)
+    P = head.predict_proba(Z[:60])
+    for k in range(P.shape[1]):
+        runner_up = np.delete(P, k, axis=1).max(axis=1)
+        ok = runner_up > 1e-250
+        np.testing.assert_allclose(scaled[ok, k, :] * runner_up[ok, None], plain[ok, k, :], rtol=1e-9, atol=1e-300)
+
+
+def test_scaled_slopes_keep_the_sign_where_the_posterior_saturates():
+    """Two components 60 standard deviations apart: p(other | z) underflows to 0 in float64, the plain
+    slope is 0 and TCAV's score would count no row as rising; the scaled slope is a_k - a_j exactly."""
+    means = np.array([[0.0, 0.0], [60.0, 0.0]])
+    head = MixtureHead([0.5, 0.5], means, np.stack([np.eye(2)] * 2))
+    Z = np.array([[-1.0, 0.3], [61.0, -0.2]])
+    C = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]])
+    plain, scaled = head.log_posterior_slopes(Z, C), head.log_posterior_slopes(Z, C, scaled=True)
+    assert np.all(plain[0, 0] == 0) and np.all(plain[1, 1] == 0)
+    a = -np.einsum("nkd,rd->nkr", Z[:, None, :] - means[None], C)  # a_j = -(z - μ_j)ᵀ c (Σ = I)
+    np.testing.assert_allclose(scaled[:, 0], a[:, 0] - a[:, 1], atol=1e-12)
+    np.testing.assert_allclose(scaled[:, 1], a[:, 1] - a[:, 0], atol=1e-12)
+    # along +x the row of component 0 leaves it, the row of component 1 goes deeper into it
+    assert tcav_scores(scaled[:, :, :1], np.array([0, 1]), 2).tolist() == [[0.0, 1.0]]
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.integers(1, 5), st.integers(0, 10_000))
 def test_predict_affine_equals_predict_of_the_rebuilt_points(M, seed):

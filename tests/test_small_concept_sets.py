@@ -126,7 +126,7 @@ def test_the_small_text_example_runs_with_the_defaults(tmp_path, capsys):
     assert "error" not in df.columns or rows["error"].isna().all()
     assert rows.loc["concept_mmdt", "ari"] > 0.6 and rows.loc["concept_cart", "ari"] > 0.6
     assert "CAVs not used" not in out  # all four concepts kept, none a duplicate
-    assert "Concept completeness" in out
+    assert "How much the 4 concepts explain" in out and "4 random directions" in out
     for line in out.splitlines():  # no saturated probabilities
         for p in re.findall(r"P\(\w+\) (?:<=|>) ([\d.]+)", line):
             assert 0.01 <= float(p) <= 0.99, line

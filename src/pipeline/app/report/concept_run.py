@@ -311,6 +311,26 @@ def table2_display(table2: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def untested_text(untested: dict) -> str:
+    """Why concepts were not tested, one clause per reason: concepts that share a reason are listed
+    together, each with its own count where the reason ends "it has N ..." (e.g. twelve concepts too
+    small for the test read as one sentence, not twelve)."""
+    import re
+
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for name, why in untested.items():
+        m = re.match(r"(.*); it has (\d+)$", why)
+        groups.setdefault(m.group(1) if m else why, []).append((name, m.group(2) if m else ""))
+    parts = []
+    for why, members in groups.items():
+        counts = [c for _, c in members if c]
+        names = ", ".join(n for n, _ in members)
+        if counts:
+            names += f" ({', '.join(counts)} positive examples)"
+        parts.append(f"{names}: {why}")
+    return "; ".join(parts)
+
+
 def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped: dict, selection: dict | None,
                          discovery: list[dict] | None = None, test: str | None = None,
                          provenance: list[dict] | None = None, notes: list[str] | None = None,
@@ -330,7 +350,7 @@ def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped:
         if tests is not None and tests.kept_failing:
             lines.append("Failed their tests but kept in the trees: " + ", ".join(tests.kept_failing))
         if tests is not None and tests.untested:
-            lines.append("Significance not tested: " + "; ".join(f"{k}: {v}" for k, v in tests.untested.items()))
+            lines.append("Significance not tested: " + untested_text(tests.untested))
         if tests is not None and tests.weak:
             lines.append("Weak tests: " + "; ".join(f"{k}: {v}" for k, v in tests.weak.items()))
     tcav = tcav_frame(tests)

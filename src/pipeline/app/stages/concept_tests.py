@@ -86,7 +86,7 @@ def _compute(cfg: dict, encode: EncodeArtifact, concepts: ConceptsArtifact,
     failing = {t["concept"]: t["why"] for t in transfer if t["passes"] is False}
     if head is not None and concepts.test_positives is not None and K >= 1:
         result = _tcav(cfg, tests, concepts, head, Zr, labels[rows], K, pool)
-        main = head.log_posterior_slopes(Zr, concepts.cavs)  # the trees' CAVs
+        main = head.log_posterior_slopes(Zr, concepts.cavs, scaled=True)  # the trees' CAVs
         from pipeline.concepts.tcav import tcav_scores
 
         out.update(tcav=tcav_scores(main, labels[rows], K), p_values=result.p_values,
@@ -160,8 +160,8 @@ def _tcav(cfg, tests, concepts: ConceptsArtifact, head, Zr, clusters, K, pool):
                            for n in concepts.concept_names})
     return tcav_test(positives, list(concepts.concept_names), pool,
                      lambda problems: fitter.directions(problems, cfg["seed"]),
-                     lambda C: head.log_posterior_slopes(Zr, C), clusters, K, n_random=int(tests["n_random"]),
-                     max_set=int(tests["max_set"]), alpha=float(tests["alpha"]), random_state=cfg["seed"])
+                     lambda C: head.log_posterior_slopes(Zr, C, scaled=True), clusters, K,
+                     n_random=int(tests["n_random"]), max_set=int(tests["max_set"]), alpha=float(tests["alpha"]), random_state=cfg["seed"])
 
 
 def _cached(cfg: dict) -> bool:
