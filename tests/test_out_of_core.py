@@ -239,31 +239,42 @@ def test_concepts_out_of_core_equal_in_memory(data, tmp_path, caplog):
     assert list((tmp_path / "c2" / "coordinates").iterdir())
 
 
-def test_assignment_pass_projects_on_the_cavs_once(data, tmp_path):
-    """Latents on disk are read once for the clustering's assignment and ``Z Cᵀ`` together; the
-    coordinates equal those the project stage computes on its own (``+force=project``)."""
+def test_assignment_pass_projects_on_the_cavs_once(data, tmp_path, monkeypatch):
+    """Latents on disk are read once for the clustering's assignment and ``Z Cᵀ`` together (the
+    coordinates stage's pass rides along the cluster stage's: the executor); the coordinates equal
+    those of a pass of their own (``+force=coordinates`` with the clustering cached)."""
+    from pipeline.app import chunk_map
+
     d, X, y = data
     rng = np.random.default_rng(1)
     np.savez(tmp_path / "cex.npz", c0=X[y == 0][:300], c1=X[y == 1][:300], c2=X[y == 2][:300],
              random=X[rng.choice(N, 600)])
     concepts = ["concepts=examples", f"concepts.path={tmp_path / 'cex.npz'}", "explainer=[mmdt,concept_cart]",
                 *OUT_OF_CORE, "report.figures=false"]
+    passes = []
+    original = chunk_map.map_rows
+
+    def counted(fn, X, *args, **kw):
+        passes.append(kw.get("desc", args[3] if len(args) > 3 else ""))
+        return original(fn, X, *args, **kw)
+
+    monkeypatch.setattr(chunk_map, "map_rows", counted)
     fused = run(compose_config(_cli(tmp_path, d, *concepts, out="a", cache="c1")))
-    alone = run(compose_config(_cli(tmp_path, d, *concepts, "+force=project", out="b", cache="c2")))
-    pd.testing.assert_frame_equal(_results(fused), _results(alone))
-
-    def order(out):
-        return [e["stage"] for e in json.loads((tmp_path / out / "status.json").read_text())["cache"]]
-
-    assert order("a").index("coordinates") < order("a").index("cluster")  # stored during the cluster stage
-    assert order("b").index("coordinates") > order("b").index("cluster")  # the project stage's own pass
+    assert [p for p in passes if "Z Cᵀ" in p or "assign" in p] == ["assign, Z Cᵀ"]  # one read for both
 
     def coordinates(cache):
         [entry] = [p for p in (tmp_path / cache / "coordinates").iterdir() if p.is_dir()]
         with np.load(entry / "arrays.npz") as z:
             return z["X"]
 
-    assert np.array_equal(coordinates("c1"), coordinates("c2"))
+    together = coordinates("c1")
+    passes.clear()
+    alone = run(compose_config(_cli(tmp_path, d, *concepts, "+force=coordinates", out="b", cache="c1")))
+    assert [p for p in passes if "Z Cᵀ" in p or "assign" in p] == ["Z Cᵀ"]  # the clustering cached: a pass alone
+    pd.testing.assert_frame_equal(_results(fused), _results(alone))
+    assert np.array_equal(together, coordinates("c1"))
+    events = {e["stage"]: e["hit"] for e in json.loads((tmp_path / "b" / "status.json").read_text())["cache"]}
+    assert events["cluster"] is True and events["coordinates"] is False
 
 
 def test_bad_sizes_are_one_paragraph(data, tmp_path):
@@ -484,21 +495,25 @@ def test_nan_rows_found_in_a_chunk_pass_are_named():
         check_finite_chunk(block, 5000, Z)
 
 
-def test_assignment_pass_with_cavs_names_nan_rows_and_keeps_labels():
-    """With CAVs, the chunk is proved finite by its coordinates (no separate scan): NaN rows are
-    still named by file and row, overflowing coordinates refused, and the labels are the checked ones."""
+def test_assignment_pass_with_the_coordinates_names_nan_rows_and_keeps_labels():
+    """The coordinates' pass riding along the assignment (the executor's Together: one read of the
+    chunk for both): NaN rows are still named by file and row, overflowing coordinates refused, and
+    the labels and coordinates are each pass's own."""
+    from pipeline.app.executor import Together
     from pipeline.app.stages.cluster import AssignChunk
+    from pipeline.app.stages.coordinates import ProjectChunk
     from pipeline.clustering import Clustering, assign_rows
 
     rng = np.random.default_rng(0)
     centers = rng.standard_normal((3, 4)).astype(np.float32)
     c = Clustering(np.zeros(3, np.int64), "kmeans", centers=centers)
     Z = type("View", (), {"source": "big.npy"})()
-    task = AssignChunk(c, None, Z, rng.standard_normal((2, 4)))
+    cavs = rng.standard_normal((2, 4))
+    task = Together((AssignChunk(c, None, Z), ProjectChunk(cavs)))
     block = rng.standard_normal((50, 4)).astype(np.float32)
-    out = task(block, 0)
-    assert np.array_equal(out["labels"], assign_rows(c, block))
-    np.testing.assert_allclose(out["X"], block.astype(np.float64) @ task.cavs.T, rtol=1e-12)
+    labels, coords = task.split(task(block, 0))
+    assert np.array_equal(labels["labels"], assign_rows(c, block))
+    np.testing.assert_allclose(coords["X"], block.astype(np.float64) @ cavs.T, rtol=1e-12)
     bad = block.copy()
     bad[[3, 9], 2] = np.nan
     with pytest.raises(InvalidInputError, match=r"big\.npy holds NaN or inf values in rows \[103, 109\]"):
@@ -506,4 +521,4 @@ def test_assignment_pass_with_cavs_names_nan_rows_and_keeps_labels():
     huge = block.copy()
     huge[0] = 3e38
     with pytest.raises(InvalidInputError, match="overflows float64|rescale"):
-        AssignChunk(c, None, Z, np.full((2, 4), 1e300))(huge, 0)
+        Together((AssignChunk(c, None, Z), ProjectChunk(np.full((2, 4), 1e300))))(huge, 0)

@@ -88,31 +88,27 @@ def _budget_key(cfg: dict) -> dict:
     return {} if budget in (None, "auto") else {"memory_budget": budget}
 
 
-def sample_of(cfg: dict, Z) -> np.ndarray | None:
-    """Sorted rows the clustering is fitted on (uniform, seeded), or None for every row:
-    ``clustering.sample_rows``, else 20,000 when the latents exceed ``dataset.memory_budget``."""
-    from pipeline.app.data.budget import CLUSTER_SAMPLE, out_of_core, sample_rows
-
-    n = len(Z)
-    default = CLUSTER_SAMPLE if out_of_core(cfg, Z) else n
+def sample_of(cfg: dict, plan, Z) -> np.ndarray | None:
+    """Sorted rows the clustering is fitted on (uniform, seeded), or None for every row: the plan's
+    sample for the clustering (``clustering.sample_rows``, else 20,000 when the latents exceed
+    ``dataset.memory_budget``)."""
     if cfg["clustering"].get("_target_") == "pipeline.app.stages.cluster.encoder_head":
         return None  # the encoder's head labelled every row already
-    rows = sample_rows(cfg["clustering"].get("sample_rows"), n, default, "clustering.sample_rows")
+    rows = plan.rows.sample_size("clustering", Z)
     if rows is None:
         return None
-    return np.sort(np.random.default_rng(cfg["seed"]).choice(n, rows, replace=False))
+    return np.sort(np.random.default_rng(cfg["seed"]).choice(len(Z), rows, replace=False))
 
 
-def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, ctx=None) -> ClusterArtifact:
-    from pipeline.app.data.chunked import is_view
+def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, plan, ctx) -> ClusterArtifact:
     from pipeline.clustering import Clustering
 
     spec = cfg["clustering"]
     y = load.y
     Z = encode.Z
-    rows = sample_of(cfg, Z)
-    if rows is None:
-        Zfit, y_fit = (check_finite_chunk(np.asarray(Z), 0, Z) if is_view(Z) else Z), y
+    rows = sample_of(cfg, plan, Z)
+    if rows is None:  # every row, in memory (a view is read whole here: it fits the budget)
+        Zfit, y_fit = check_finite_chunk(np.asarray(Z), 0, Z), y
     else:
         Zfit = check_finite_chunk(Z[rows], 0, Z, rows)
         y_fit = None if y is None else y[rows]
@@ -160,36 +156,18 @@ class AssignChunk:
     clustering: Clustering
     sample_X: np.ndarray | None
     source: object = None
-    cavs: np.ndarray | None = None  # also the chunk's concept coordinates (for the project stage)
 
     def __call__(self, rows: np.ndarray, start: int) -> dict:
-        from pipeline.clustering import assign_rows, assignment_rule, nearest_centers
+        from pipeline.clustering import assign_rows
 
-        if self.cavs is None:
-            check_finite_chunk(rows, start, self.source)
-            return {"labels": assign_rows(self.clustering, rows, self.sample_X, check_input=False)}
-        from pipeline.concepts.projection import check_projected, project
-
-        # finite coordinates prove the chunk finite (a NaN or inf reaches every coordinate of its row)
-        fused = assignment_rule(self.clustering) == "nearest_center"
-        try:
-            if fused:  # the distances to the centres and the coordinates from one pass over the chunk
-                labels, X = nearest_centers(rows, self.clustering.centers, with_rows=self.cavs)
-                check_projected(rows, X)
-            else:
-                X = project(rows, self.cavs)
-        except InvalidInputError:
-            check_finite_chunk(rows, start, self.source)  # names the rows holding NaN/inf
-            raise  # finite latents whose coordinates overflow
-        if not fused:  # proved finite above: no second pass over the chunk
-            labels = assign_rows(self.clustering, rows, self.sample_X, check_input=False)
-        return {"labels": labels, "X": X}
+        check_finite_chunk(rows, start, self.source)
+        return {"labels": assign_rows(self.clustering, rows, self.sample_X, check_input=False)}
 
 
 def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clustering:
-    from pipeline.app.chunk_map import map_rows, resume_folder
-    from pipeline.app.compute import run_backend
-    from pipeline.app.data.budget import chunk_rows
+    """Every row's label under the clustering fitted on the sample ``rows``: one pass over the
+    latents by the run's executor (which the concept coordinates' pass rides along)."""
+    from pipeline.app.chunk_map import resume_folder
     from pipeline.clustering import Clustering, assign_rows, assignment_rule
 
     light = Clustering(np.asarray(c.labels), c.method, centers=c.centers, weights=c.weights, means=c.means,
@@ -201,17 +179,9 @@ def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clusterin
         if agree < 1:
             log.info("%s: %.4f of the sample's rows keep their fitted label under the assignment rule",
                      c.method, agree)
-    cavs, coordinates = _coordinates_wanted(cfg, ctx)
-    task = AssignChunk(light, np.asarray(Zfit) if needs_sample else None, getattr(Z, "source", None), cavs)
+    task = AssignChunk(light, np.asarray(Zfit) if needs_sample else None, getattr(Z, "source", None))
     row_bytes = int(np.prod(Z.shape[1:])) * 8
-    out = map_rows(task, Z, chunk_rows(cfg, row_bytes), run_backend(cfg, ctx), resume_folder(ctx, "cluster"),
-                   desc="assign" if cavs is None else "assign, Z Cᵀ")
-    labels = out["labels"]
-    if cavs is not None:  # kept for the project stage: in the cache, and handed over in memory
-        X = out.pop("X")
-        ctx.cache.store_later("coordinates", coordinates, {"X": X})
-        ctx.resources.setdefault("coordinates", {})[coordinates] = X
-        del X
+    labels = ctx.work(cfg).map_rows(task, Z, row_bytes, resume_folder(ctx, "cluster"), desc="assign")["labels"]
     if c.graph is not None:
         log.info("%s's graph covers the %d sampled rows only; it is not kept (graph explainers need the in-memory "
                  "run: clustering.sample_rows=null with a larger dataset.memory_budget)", c.method, len(rows))
@@ -222,27 +192,7 @@ def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clusterin
                       covariances=c.covariances, graph=None, uses_labels=c.uses_labels, scores=scores)
 
 
-def _coordinates_wanted(cfg: dict, ctx) -> tuple[np.ndarray | None, str | None]:
-    """The CAVs to project the latents on during the assignment pass, and the cache key of those
-    coordinates: when concepts were fitted (a side input), the project stage will want them, and
-    no cache entry holds them yet (one read of latents on disk instead of two). (None, None) otherwise."""
-    from pipeline.app.stages.project import coordinates_key, projects_in_cluster_pass
-
-    if ctx is None or not ctx.cache.enabled or ctx.cache.forced("project") or ctx.cache.forced("coordinates"):
-        return None, None
-    concepts = (ctx.resources.get("side") or {}).get("concepts")
-    if not projects_in_cluster_pass(cfg, concepts):
-        return None, None
-    key = coordinates_key(concepts.cavs, ctx.resources["input_keys"]["encode"])
-    from pipeline.app.cache import MANIFEST
-
-    if (ctx.cache.path("coordinates", key) / MANIFEST).is_file():
-        return None, None
-    return np.asarray(concepts.cavs, dtype=np.float64), key
-
-
 # version 2 (issue 36): GMM restarts fitted one by one, a restart with a degenerate component not
 # chosen, and the restarts' stability kept in the artifact's scores; version 3 (issue 50): the kept
 # restart's agreement with the others and each kept cluster's best Jaccard index in each of them
-CLUSTER = Stage("cluster", ("load", "encode"), _config, _compute, version=3, artifact=ClusterArtifact, context=True,
-                side_inputs=("concepts",))
+CLUSTER = Stage("cluster", ("load", "encode"), _config, _compute, version=3, artifact=ClusterArtifact)
