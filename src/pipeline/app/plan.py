@@ -104,10 +104,6 @@ class RunPlan:
     def __setstate__(self, state):
         self.__dict__.update(state)
 
-    def stage(self, name: str):
-        """The stage called ``name``."""
-        return next(s for s in self.stages if s.name == name)
-
 
 def draw_up(cfg: dict, force: frozenset = frozenset()) -> RunPlan:
     """The plan of a resolved config, without checking it (see :func:`validate`)."""

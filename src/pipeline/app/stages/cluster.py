@@ -25,10 +25,11 @@ if TYPE_CHECKING:  # scikit-learn loads with pipeline.clustering: only when a cl
 log = logging.getLogger(__name__)
 
 
-def resolve_n_clusters(cfg: dict, y, Z=None) -> int:
-    """``clustering.n_clusters``, else the number of ground-truth classes, else (no labels) the K
-    with the lowest BIC among 2..10 (:func:`pipeline.clustering.choose_n_clusters`) on the latents ``Z``."""
-    k = cfg["clustering"].get("n_clusters")
+def resolve_n_clusters(plan, y, Z=None) -> int:
+    """The plan's ``n_clusters`` (``clustering.n_clusters``), else the number of ground-truth classes,
+    else (no labels) the K with the lowest BIC among 2..10 (:func:`pipeline.clustering.choose_n_clusters`)
+    on the latents ``Z``."""
+    k = plan.n_clusters
     if k is not None:
         return int(k)
     if y is None:
@@ -37,7 +38,7 @@ def resolve_n_clusters(cfg: dict, y, Z=None) -> int:
                                     "number of classes; set clustering.n_clusters=<K>.")
         from pipeline.clustering import choose_n_clusters
 
-        k, bic = choose_n_clusters(Z, random_state=cfg["seed"])
+        k, bic = choose_n_clusters(Z, random_state=plan.cfg["seed"])
         log.info("no labels and no clustering.n_clusters: K=%d chosen by BIC over %s (set clustering.n_clusters=<K> "
                  "to choose)", k, {j: round(b) for j, b in bic.items()})
         return k
@@ -117,7 +118,7 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, plan, ctx) -
     offered = {"random_state": cfg["seed"], "y_true": y_fit, "candidates": spec.get("candidates") or (),
                "encode": encode}
     if accepts(spec, "n_clusters", "clustering"):
-        offered["n_clusters"] = resolve_n_clusters(cfg, y, Zfit)
+        offered["n_clusters"] = resolve_n_clusters(plan, y, Zfit)
         from pipeline.app.checks import check_cluster_sizes
 
         check_cluster_sizes(len(Z), offered["n_clusters"])  # 2 samples per cluster, else ARI/q mean nothing

@@ -156,7 +156,7 @@ class RowFailed(InvalidInputError):
         self.row, self.kind, self.cause = row, kind, cause
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=512)
 def _offered(compute) -> frozenset:
     """Which of ``plan`` and ``ctx`` the signature of ``compute`` names."""
     try:
