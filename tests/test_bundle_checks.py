@@ -75,7 +75,7 @@ def test_a_saved_bundle_records_what_it_is_checked_against(bundles):
     from pipeline.app.bundle_checks import content_digest
 
     doc = json.loads((bundles[0] / "explainer.json").read_text())
-    assert doc["version"] == 2 and doc["content_sha256"] == content_digest(doc)
+    assert doc["version"] == 3 and doc["content_sha256"] == content_digest(doc)
     with np.load(bundles[0] / "arrays.npz") as z:
         assert set(doc["arrays"]) == set(z.files) and {"input_bounds", "input_rms", "latent_rms"} <= set(z.files)
     for row, info in doc["trees"].items():
@@ -178,7 +178,7 @@ def as_version_1(folder: Path) -> None:
     edit_json(folder, strip)
 
 
-@pytest.mark.parametrize("version", [2, 1])
+@pytest.mark.parametrize("version", [3, 1])
 def test_a_tree_replaced_by_another_runs_tree_of_the_same_width_is_refused(bundles, tmp_path, version):
     folder = copy(bundles[0], tmp_path)
     if version == 1:
@@ -187,7 +187,7 @@ def test_a_tree_replaced_by_another_runs_tree_of_the_same_width_is_refused(bundl
     shutil.copy(bundles[1] / "trees" / "cart.json", folder / "trees" / "cart.json")
     resum(folder)
     message = refused(folder, "trees/cart.json (explainer.json, trees.cart.")
-    if version == 2:
+    if version == 3:
         assert "differ from those explainer.json records" in message
     else:
         assert "not the same tree's" in message or "replaced after saving" in message

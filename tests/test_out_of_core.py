@@ -26,7 +26,7 @@ from pipeline.app.config import compose_config
 from pipeline.app.data.chunked import open_chunked
 from pipeline.app.runner import run
 from pipeline.clustering import mixture_predict
-from pipeline.streaming import stratified_sample
+from pipeline.clustering import stratified_sample
 from pipeline.validation import InvalidInputError
 
 N, D, K = 40_000, 32, 4
@@ -96,7 +96,7 @@ def test_stratified_sample_keeps_shares(labels, size):
 def test_unique_inverse_by_counting_equals_numpy(values, dtype):
     """The stratified sample's grouping of integer labels by counting = np.unique's (values,
     inverse, counts), whatever the integer type (no overflow when shifting int8 labels)."""
-    from pipeline.streaming import _unique_inverse
+    from pipeline.clustering import _unique_inverse
 
     labels = np.array(values, dtype=np.int64)
     info = np.iinfo(dtype)
@@ -217,7 +217,7 @@ def test_automatic_out_of_core_samples_and_says_so(data, tmp_path, caplog):
 
 
 def test_concepts_out_of_core_equal_in_memory(data, tmp_path, caplog):
-    """Out of core the CAVs are fitted ahead, by a worker process (Stage.ahead), while the
+    """Out of core the CAVs are fitted ahead, by a worker process (the RunAhead callback), while the
     clustering is fitted: the same results as the in-memory run, which fits them here."""
     import os
 
@@ -502,17 +502,17 @@ def test_assignment_pass_with_the_coordinates_names_nan_rows_and_keeps_labels():
     from pipeline.app.executor import Together
     from pipeline.app.stages.cluster import AssignChunk
     from pipeline.app.stages.coordinates import ProjectChunk
-    from pipeline.clustering import Clustering, assign_rows
+    from pipeline.cluster_heads import NearestCentreHead
 
     rng = np.random.default_rng(0)
     centers = rng.standard_normal((3, 4)).astype(np.float32)
-    c = Clustering(np.zeros(3, np.int64), "kmeans", centers=centers)
+    head = NearestCentreHead(centers)
     Z = type("View", (), {"source": "big.npy"})()
     cavs = rng.standard_normal((2, 4))
-    task = Together((AssignChunk(c, None, Z), ProjectChunk(cavs)))
+    task = Together((AssignChunk(head, Z), ProjectChunk(cavs)))
     block = rng.standard_normal((50, 4)).astype(np.float32)
     labels, coords = task.split(task(block, 0))
-    assert np.array_equal(labels["labels"], assign_rows(c, block))
+    assert np.array_equal(labels["labels"], head.predict(block))
     np.testing.assert_allclose(coords["X"], block.astype(np.float64) @ cavs.T, rtol=1e-12)
     bad = block.copy()
     bad[[3, 9], 2] = np.nan
@@ -521,4 +521,4 @@ def test_assignment_pass_with_the_coordinates_names_nan_rows_and_keeps_labels():
     huge = block.copy()
     huge[0] = 3e38
     with pytest.raises(InvalidInputError, match="overflows float64|rescale"):
-        Together((AssignChunk(c, None, Z), ProjectChunk(np.full((2, 4), 1e300))))(huge, 0)
+        Together((AssignChunk(head, Z), ProjectChunk(np.full((2, 4), 1e300))))(huge, 0)

@@ -87,7 +87,8 @@ def test_the_worker_count_is_capped_by_the_machine_with_a_log_line(caplog):
     cores = available_cores()
     with caplog.at_level(logging.WARNING, logger="pipeline.app.settings_checks"):
         assert worker_count({"n_workers": 1000}) == cores
-        check_compute_settings({"name": "dask", "n_workers": 1000})  # said when the run is planned
+        check_compute_settings({"_target_": "pipeline.app.compute.DaskCompute", "name": "dask",
+                                "n_workers": 1000})  # said when the run is planned
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 2 and all(f"compute.n_workers=1000 is more than this machine holds ({cores} cores" in s
                                   and f"capped at {cores} workers" in s for s in said)

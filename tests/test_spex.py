@@ -10,7 +10,7 @@ from sklearn.datasets import load_iris, make_blobs
 from sklearn.metrics import adjusted_rand_score
 
 from pipeline.trees import CART, SpExClique, SpExGraph, SpExKNN
-from pipeline.trees import _kernels, _spex_sweeps
+from pipeline.trees import _graph_kernels, _kernels, _spex_sweeps
 from pipeline.trees._spex_sweeps import SweepSettings
 from pipeline.trees._column_order import ColumnOrder, feature_priority
 from pipeline.trees.graphs import knn_graph
@@ -226,9 +226,9 @@ def test_graph_sweep_equals_numpy_sweep_on_larger_nodes(case, parallel):
 @given(m4=st.integers(1, 40).map(lambda q: 4 * q), seed=st.integers(0, 10_000))
 def test_transpose_u16_kernel_matches_numpy(m4, seed):
     """The graph sweep's 4 x 4-block transpose of a group's (32, m4) uint16 position table."""
-    src = np.random.default_rng(seed).integers(0, 1 << 16, size=(_kernels._GRAPH_LANES, m4)).astype(np.uint16)
+    src = np.random.default_rng(seed).integers(0, 1 << 16, size=(_graph_kernels._GRAPH_LANES, m4)).astype(np.uint16)
     dst = np.empty(src.size, np.uint16)
-    _kernels._transpose_u16(src, dst)
+    _graph_kernels._transpose_u16(src, dst)
     np.testing.assert_array_equal(dst, src.T.ravel())
 
 

@@ -22,7 +22,8 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score
 
-from pipeline.trees.mixture import check_means, check_sigma
+# the two upper bounds live with the mixture maths: each MMDT estimator names the one it satisfies
+from pipeline.trees.mixture import check_means, check_qk, check_sigma, theorem1_upper_bound, theorem2_upper_bound
 from pipeline.validation import InvalidInputError, check_labels, check_matrix
 
 __all__ = [
@@ -72,38 +73,10 @@ def concept_explainability_to_noise_ratio(concept_means, concept_sigma) -> float
     return explainability_to_noise_ratio(concept_means, concept_sigma)
 
 
-def _check_qk(q, K):
-    q = np.asarray(q, dtype=float)
-    if np.any(~np.isfinite(q)) or np.any(q <= 0):
-        raise InvalidInputError(f"q must be finite and > 0, got {q!r}.")
-    if int(K) != K or K < 2:
-        raise InvalidInputError(f"K must be an integer >= 2 (number of mixture components), got {K!r}.")
-    return q, int(K)
-
-
-def _check_alpha(alpha):
-    if not alpha >= 1:
-        raise InvalidInputError(f"alpha bounds the mixing weights by alpha/K and must be >= 1, got {alpha!r}.")
-
-
-def theorem1_upper_bound(q, K, alpha: float = 1.0):
-    """Theorem 1: MMDT's error P(μ̂(x) ≠ μ(x)) <= α K exp(−q / (4K²)). Array-valued in q."""
-    q, K = _check_qk(q, K)
-    _check_alpha(alpha)
-    return alpha * K * np.exp(-q / (4.0 * K * K))
-
-
-def theorem2_upper_bound(q, K, alpha: float = 1.0):
-    """Theorem 2: the randomized tree's expected error <= α K sqrt(π / q). Array-valued in q."""
-    q, K = _check_qk(q, K)
-    _check_alpha(alpha)
-    return alpha * K * np.sqrt(np.pi / q)
-
-
 def theorem3_lower_bound(q, K):
     """Theorem 3: (K − 1) / (2 e^q), attained by a worst-case mixture; NaN where e^q <= 2K
     (the theorem does not apply there)."""
-    q, K = _check_qk(q, K)
+    q, K = check_qk(q, K)
     with np.errstate(over="ignore"):
         value = (K - 1) / (2.0 * np.exp(q))
     return np.where(q > np.log(2.0 * K), value, np.nan)

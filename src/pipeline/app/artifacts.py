@@ -119,7 +119,9 @@ class EncodeArtifact(Artifact):
 @dataclass(frozen=True)
 class ClusterArtifact(Artifact):
     """Stage ``cluster``: the reference clustering (a :class:`pipeline.clustering.Clustering`
-    flattened for the cache: the graph as COO rows, columns and values)."""
+    flattened for the cache: the graph as COO rows, columns and values). ``fit_rows`` and
+    ``fit_labels``: the rows a clustering fitted on a sample was fitted on, and the labels the fit
+    gave them (None: fitted on every row, whose labels are ``labels``)."""
 
     stage: ClassVar[str] = "cluster"
     labels: np.ndarray
@@ -133,16 +135,42 @@ class ClusterArtifact(Artifact):
     graph_row: np.ndarray | None = None
     graph_col: np.ndarray | None = None
     graph_data: np.ndarray | None = None
+    fit_rows: np.ndarray | None = None
+    fit_labels: np.ndarray | None = None
 
     @classmethod
-    def from_clustering(cls, c) -> "ClusterArtifact":
+    def from_clustering(cls, c, fit_rows=None, fit_labels=None) -> "ClusterArtifact":
         arrays = {name: np.asarray(getattr(c, name), dtype=np.float64)
                   for name in ("centers", "weights", "means", "covariances") if getattr(c, name) is not None}
         graph = {}
         if c.graph is not None:
             g = sparse.coo_matrix(c.graph)
             graph = {"graph_row": g.row.astype(np.int64), "graph_col": g.col.astype(np.int64), "graph_data": g.data}
+        if fit_rows is not None:
+            arrays.update(fit_rows=np.asarray(fit_rows, dtype=np.int64), fit_labels=np.asarray(fit_labels, np.int64))
         return cls(labels=c.labels, method=c.method, uses_labels=c.uses_labels, scores=c.scores, **arrays, **graph)
+
+    def predictor(self, Z, max_rows: int | None = None):
+        """The clustering's rule for a new latent row (:func:`pipeline.cluster_heads.predictor_of`)
+        over the latents ``Z`` of the run's rows (an array or a view read by row); for a rule that
+        needs the rows it was fitted on, at most ``max_rows`` of them, a uniform sample (seeded) when
+        there are more."""
+        from pipeline.cluster_heads import predictor_of
+        from pipeline.clustering import Clustering
+
+        c = Clustering(np.asarray(self.labels), self.method, centers=self.centers, weights=self.weights,
+                       means=self.means, covariances=self.covariances,
+                       scores=self.scores if isinstance(self.scores, dict) else {})
+        rows = np.arange(len(self.labels)) if self.fit_rows is None else np.asarray(self.fit_rows)
+        labels = np.asarray(self.labels if self.fit_labels is None else self.fit_labels)
+        if max_rows is not None and len(rows) > max_rows:
+            keep = np.sort(np.random.default_rng(0).choice(len(rows), max_rows, replace=False))
+            rows, labels = rows[keep], labels[keep]
+
+        def fitted():  # read only by a rule that needs them
+            return np.asarray(Z[rows] if len(rows) < len(Z) else Z[:len(Z)])
+
+        return predictor_of(c, fitted, labels)
 
     def graph(self):
         """The similarity graph as a CSR matrix (n, n), or None."""

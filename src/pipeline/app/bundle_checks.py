@@ -37,13 +37,15 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
+from pipeline.cluster_heads import PREDICTORS
 from pipeline.validation import InvalidInputError
 
 FORMAT = "pipeline-explainer"
 SUMS = "SHA256SUMS"
 FIX = ("Restore the original file, or save the explainer again from its run (ConceptExplainer.load(<run dir>)"
        ".save(<new folder>), or rerun the pipeline).")
-ASSIGN = ("mixture", "encoder_head", "nearest_center", "nearest_mean")
+#: the reference predictors a bundle may name: their classes' kinds (nearest_mean: versions 1 and 2)
+ASSIGN = (*(cls.kind for cls in PREDICTORS), "nearest_mean")
 #: arrays computed when a bundle is used, never read from one (an older version saved it)
 DERIVED = ("ref_precisions_cholesky",)
 _HEX = re.compile(r"[0-9a-fA-F]{64}")
@@ -338,6 +340,13 @@ def check_fields(d: _Doc) -> None:
     assign = d.get("reference.assign", str)
     if assign not in ASSIGN:
         raise d.bad("reference.assign", f"is {assign!r}; it must be one of {', '.join(ASSIGN)}")
+    params = d.get("reference.params", dict, optional=True) or {}
+    unknown = sorted(set(params) - {"spread"})
+    if unknown:
+        raise d.bad("reference.params", f"holds {', '.join(unknown)}; a saved predictor's numbers are only spread")
+    spread = d.get("reference.params.spread", (int, float), optional=True)
+    if spread is not None and not (math.isfinite(spread) and spread > 0):
+        raise d.bad("reference.params.spread", f"is {_short(spread)}, not a positive number")
     n = len(d.names("features.names"))
     if n < 1:
         raise d.bad("features.names", "is empty; the trees cut on at least one coordinate")
@@ -444,7 +453,8 @@ def _spec(doc: dict, arrays: dict) -> dict:
     return {"feature_min": ((d,), False), "feature_max": ((d,), False), "feature_scale": ((d,), False),
             "feature_mean": ((d,), False), "cavs": ((d, m), False), "ref_weights": ((None,), False),
             "ref_means": ((k, m), False), "ref_covariances": ((k, m, m), False), "ref_centers": ((None, m), False),
-            "ref_center_labels": ((None,), True), "percentile_values": ((None, d), False),
+            "ref_center_labels": ((None,), True), "ref_rows": ((None, m), False), "ref_labels": ((None,), True),
+            "ref_head_labels": ((k,), True), "percentile_values": ((None, d), False),
             "input_bounds": ((2, p), False), "input_rms": ((3,), False), "latent_bounds": ((2, m), False),
             "latent_rms": ((3,), False)}
 
@@ -458,6 +468,8 @@ def _required(doc: dict) -> set[str]:
         need |= {"ref_weights", "ref_means", "ref_covariances"}
     if assign == "nearest_center":
         need.add("ref_centers")
+    if assign == "nearest_row":
+        need |= {"ref_rows", "ref_labels"}
     return need
 
 
@@ -497,6 +509,14 @@ def check_arrays(folder: Path, doc: dict, arrays: dict) -> None:
         labels = arrays["ref_center_labels"]
         if len(labels) != len(arrays["ref_centers"]) or (labels < 0).any():
             raise bad("ref_center_labels", "must hold one cluster number >= 0 per row of ref_centers")
+    if ("ref_rows" in arrays) != ("ref_labels" in arrays):
+        raise bad("ref_labels", "and ref_rows come together (the rows the clustering was fitted on and their labels)")
+    if "ref_labels" in arrays:
+        labels = arrays["ref_labels"]
+        if len(labels) != len(arrays["ref_rows"]) or (labels < -1).any():
+            raise bad("ref_labels", "must hold one cluster number >= 0 (or -1, noise) per row of ref_rows")
+    if "ref_head_labels" in arrays and (arrays["ref_head_labels"] < 0).any():
+        raise bad("ref_head_labels", "must hold the encoder head's number (>= 0) of each cluster")
     if "percentile_values" in arrays:
         values = arrays["percentile_values"]
         if len(values) < 2 or (np.diff(values, axis=0) < 0).any():

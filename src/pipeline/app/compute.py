@@ -46,6 +46,11 @@ class LocalCompute:
     in_process: ClassVar[bool] = True  # a task may hold what does not pickle (a loaded encoder)
     shares_workers: ClassVar[bool] = False  # no workers of its own that could encode the figures
 
+    @classmethod
+    def from_settings(cls, settings: dict) -> "LocalCompute":
+        """The backend of a ``compute`` config node (``compute=local`` has no settings)."""
+        return cls()
+
     def map(self, fn, items: list, desc: str = "chunks", done=None) -> list:
         """``[fn(item) for item in items]``; with ``done``, ``done(i, result)`` is called as each
         finishes and the results are not kept (an empty list is returned). A task that reads its
@@ -124,6 +129,29 @@ class DaskCompute:
             self.client = Client(self.cluster, timeout=f"{timeout}s")
         log.info("dask: %s (%d workers)", self.client.scheduler.address, len(self.client.scheduler_info()["workers"]))
 
+    @classmethod
+    def from_settings(cls, settings: dict) -> "DaskCompute":
+        """The backend of a ``compute=dask`` config node (its settings checked first; a LocalCluster
+        gets no more workers than the machine holds)."""
+        from pipeline.app.settings_checks import check_compute_settings, worker_count
+
+        spec = dict(settings)
+        check_compute_settings({"_target_": f"{cls.__module__}.{cls.__qualname__}",
+                                **{k: v for k, v in spec.items() if k != "address"}})
+        if not spec.get("address"):  # a LocalCluster: no more workers than the machine holds
+            spec["n_workers"] = worker_count(spec, quiet=True)  # the run's plan logged a cap
+        return cls(**{k: v for k, v in spec.items() if v is not None})
+
+    @staticmethod
+    def check_reachable(settings: dict) -> None:
+        """When the run is planned: ``compute.address`` answers, or the LocalCluster's workers fit the machine."""
+        from pipeline.app.settings_checks import check_address, worker_count
+
+        if settings.get("address"):
+            check_address(str(settings["address"]), settings.get("timeout"))
+        else:
+            worker_count(settings)  # says now, before any stage, when the machine holds fewer workers
+
     def map(self, fn, items: list, desc: str = "chunks", done=None) -> list:
         """``fn`` over ``items`` as tasks; the results in item order. With ``done``, ``done(i, result)``
         is called in this process as each task finishes (in any order) and the results are not kept
@@ -159,17 +187,16 @@ class DaskCompute:
             self.cluster.close()
 
 
-def make_compute(spec: dict | None):
-    """The backend a ``compute`` config node names (None or ``name: local``: in-process)."""
-    spec = dict(spec or {})
-    name = spec.pop("name", "local")
-    if name == "local":
-        return LocalCompute()
-    if name == "dask":
-        from pipeline.app.settings_checks import check_compute_settings, worker_count
+def backend_class(spec: dict | None):
+    """The backend class a ``compute`` config node names in ``_target_`` (None: :class:`LocalCompute`)."""
+    from pipeline.app.instantiate import locate
 
-        check_compute_settings({"name": name, **{k: v for k, v in spec.items() if k != "address"}})
-        if not spec.get("address"):  # a LocalCluster: no more workers than the machine holds
-            spec["n_workers"] = worker_count(spec, quiet=True)  # the run's plan logged a cap
-        return DaskCompute(**{k: v for k, v in spec.items() if v is not None})
-    raise InvalidInputError(f"compute={name}: unknown; choose compute=local or compute=dask.")
+    target = (spec or {}).get("_target_")
+    return LocalCompute if not target else locate(target, "compute")
+
+
+def make_compute(spec: dict | None):
+    """The backend a ``compute`` config node names (``_target_``; None: in-process), built by its
+    class's ``from_settings`` from the node's other settings."""
+    settings = {k: v for k, v in (spec or {}).items() if k not in ("_target_", "name")}
+    return backend_class(spec).from_settings(settings)

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.app.explainer_bundle import Bundle, read_bundle, write_bundle
+from pipeline.cluster_heads import EncoderHead
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ class ConceptExplainer:
         self.has_concepts_ = doc["features"]["space"] == "concepts"
         self.units_ = self._units()
         self._encoder = None
-        self._precisions = None  # the reference mixture's Cholesky precisions, computed once
+        self._predictor = None  # the reference clustering's predictor, built on first use
 
     # ------------------------------------------------------------------ files
     @classmethod
@@ -286,28 +287,26 @@ class ConceptExplainer:
         use them), or the latents for a run without concepts."""
         return self._coordinates(self._latents(inputs, latents, positional))
 
+    def reference_(self):
+        """The reference clustering's predictor (:mod:`pipeline.cluster_heads`; built once), or None."""
+        if self._predictor is None:
+            from pipeline.app.explainer_bundle import reference_predictor
+
+            self._predictor = reference_predictor(self.bundle_) or False
+        return self._predictor or None
+
     def _reference(self, Z: np.ndarray, inputs=None, positional: bool = False) -> np.ndarray:
-        ref, a = self.bundle_.doc["reference"], self.bundle_.arrays
-        assign = ref["assign"]
-        if assign == "encoder_head" and inputs is not None:
-            return np.asarray(self.encoder_().predict_clusters(self._check_inputs(inputs, positional)), dtype=np.int64)
-        if assign in ("mixture", "encoder_head") and "ref_means" in a:
-            from pipeline.streaming import assign_mixture
-
-            cov = a["ref_covariances"]
-            if self._precisions is None:  # once per explainer (as GaussianMixture keeps it); never saved
-                from scipy.linalg import solve_triangular
-
-                self._precisions = np.stack([
-                    solve_triangular(np.linalg.cholesky(c), np.eye(len(c)), lower=True).T for c in cov])
-            return assign_mixture(np.asarray(Z, dtype=np.float64), a["ref_weights"], a["ref_means"], cov,
-                                  self._precisions, "full").astype(np.int64)
-        if "ref_centers" in a:
-            from pipeline.streaming import assign_nearest
-
-            idx = assign_nearest(np.asarray(Z, dtype=np.float64), a["ref_centers"]).astype(np.int64)
-            return a["ref_center_labels"][idx] if "ref_center_labels" in a else idx
-        return np.full(len(Z), -1, dtype=np.int64)
+        """The reference cluster of each latent row of ``Z``: the run's own rule (an encoder head
+        asks the encoder, given the raw ``inputs``); -1 where the bundle holds none."""
+        predictor = self.reference_()
+        if inputs is not None and self.bundle_.doc["reference"]["assign"] == EncoderHead.kind:
+            raw = self._check_inputs(inputs, positional)
+            if predictor is None:
+                return np.asarray(self.encoder_().predict_clusters(raw), dtype=np.int64)
+            return predictor.predict_inputs(self.encoder_(), raw)
+        if predictor is None:
+            return np.full(len(Z), -1, dtype=np.int64)
+        return predictor.predict(np.asarray(Z, dtype=np.float64))
 
     def predict(self, inputs, tree: str | None = None, latents: bool = False, positional: bool = False) -> np.ndarray:
         """Cluster of every input: the reference clustering's (``tree=None``) or that of the tree
@@ -323,14 +322,14 @@ class ConceptExplainer:
         return self.trees_[name]
 
     def _units(self):
-        from pipeline.app.report.concept_run import units_from_record
+        from pipeline.concepts.units import units_from_dicts
 
         record = self.bundle_.doc["features"].get("display_units")
         if record is None:
             return None
         values = self.bundle_.arrays.get("percentile_values")
         X = values if values is not None else np.zeros((2, len(record)))
-        return units_from_record(record, X)
+        return units_from_dicts(record, X)
 
     def display_values(self, X: np.ndarray) -> dict:
         """Concept columns in the run's units: ``P(name)``, ``name (percentile)`` or ``name``."""

@@ -187,7 +187,8 @@ class CavConfig:
 class ExplainerConfig:
     _target_: str = MISSING  # the estimator class (scikit-learn style)
     name: str = MISSING  # method name in the results table
-    fit: str = "labels"  # how the fit stage feeds it: a protocol of pipeline.app.explainers.PROTOCOLS
+    fit: Optional[str] = None  # a protocol of pipeline.app.explainers.PROTOCOLS (None: the class's fit_protocol)
+    title: Optional[str] = None  # display name in figures (None: the class's title); not in any cache key
     n_leaves: Optional[int] = None  # None: number of reference clusters
     params: Dict[str, Any] = field(default_factory=dict)
 
@@ -241,6 +242,7 @@ class FitConfig:
 class ComputeConfig:
     """Where chunked stages run (docs/out-of-core.md): ``local`` (this process) or ``dask``."""
 
+    _target_: str = "pipeline.app.compute.LocalCompute"  # the backend class (its from_settings builds it)
     name: str = "local"
     address: Optional[str] = None  # dask: a running scheduler (tcp://host:8786); null starts a LocalCluster
     n_workers: Optional[int] = None  # LocalCluster worker processes

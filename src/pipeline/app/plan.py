@@ -118,6 +118,8 @@ def draw_up(cfg: dict, force: frozenset = frozenset()) -> RunPlan:
     report = config.get("report") or {}
     display = Display(units=(config.get("concepts") or {}).get("units"),
                       **{k: report[k] for k in ("figures", "html", "summary", "max_rules") if k in report})
+    from pipeline.app.compute import backend_class
+
     backend = backend_class(config.get("compute"))
     concepts = bool((config.get("concepts") or {}).get("_target_")) and (config.get("concepts") or {}).get(
         "name", "none") != "none"
@@ -136,18 +138,6 @@ def _replace(plan: RunPlan, **changes) -> RunPlan:
     import dataclasses
 
     return dataclasses.replace(plan, **changes)
-
-
-def backend_class(spec: dict | None):
-    """The compute backend class of a ``compute`` config node."""
-    from pipeline.app.compute import DaskCompute, LocalCompute
-
-    target = (spec or {}).get("_target_")
-    if target:
-        from pipeline.app.instantiate import locate
-
-        return locate(target, "compute")
-    return DaskCompute if ((spec or {}).get("name") or "local") == "dask" else LocalCompute
 
 
 def study_configs(cfg: dict) -> dict[str, dict]:
@@ -267,5 +257,5 @@ def check_request(cfg: dict) -> None:
         check_tests_config(concepts["tests"])
 
 
-__all__ = ["DISPLAY_KEYS", "Display", "RunPlan", "backend_class", "check_request", "check_values", "draw_up",
+__all__ = ["DISPLAY_KEYS", "Display", "RunPlan", "check_request", "check_values", "draw_up",
            "study_configs", "to_plain", "validate"]

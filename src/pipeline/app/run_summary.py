@@ -33,8 +33,9 @@ def print_summary(plan, done: dict[str, StageOutput], show: bool = True) -> dict
         data = report.data if report.data is not None else tree_data(load, ref, done["project"].artifact)
         parts.append(summary_text(title, report.df, report.fits, plan.display.max_rules, data,
                                   stability=(ref.scores or {}).get("stability") if isinstance(ref.scores, dict) else None))
-        if (cfg["concepts"].get("name") or "none") == "none" and (load.kind != "tabular"
-                                                                   or cfg["encoder"]["name"] != "identity"):
+        # a table's own columns as latents (the identity encoder) name the trees' cuts already
+        own_columns = load.kind == "tabular" and list(done["encode"].artifact.latent_names) == list(load.feature_names or [])
+        if (cfg["concepts"].get("name") or "none") == "none" and not own_columns:
             from pipeline.app.concept_sets.definitions import concept_hint
 
             parts.append(concept_hint(load.name, load.kind))

@@ -56,10 +56,10 @@ def check_compute_settings(spec: dict | None) -> None:
     """Every ``compute`` setting: bounds and types, and that ``compute.address`` answers."""
     from pipeline.app.data.budget import parse_bytes
 
+    from pipeline.app.instantiate import locate
+
     spec = dict(spec or {})
-    name = spec.get("name") or "local"
-    if name not in ("local", "dask"):
-        raise InvalidInputError(f"compute={name}: unknown; choose compute=local or compute=dask.")
+    backend = locate(spec["_target_"], "compute") if spec.get("_target_") else None  # a misspelt class is named
     cores = available_cores()
     _whole(spec.get("n_workers"), "compute.n_workers", 1, "a Dask LocalCluster needs at least one worker process",
            f"Give compute.n_workers=1 or more (this machine has {cores} cores), or compute=local.")
@@ -81,10 +81,9 @@ def check_compute_settings(spec: dict | None) -> None:
                 f"(about {MIN_WORKER_MEMORY // 2**20} MB: Python, numpy and distributed, before any chunk); its "
                 "workers would be paused or killed at once. Give at least compute.memory_limit=256MB (e.g. 2GB), or "
                 "auto.")
-    if name == "dask" and spec.get("address"):
-        check_address(str(spec["address"]), timeout)
-    elif name == "dask":
-        worker_count(spec)  # says now, before any stage, when the machine holds fewer workers
+    reachable = getattr(backend, "check_reachable", None)  # the backend's own check (Dask: its address answers)
+    if reachable is not None:
+        reachable(spec)
 
 
 def check_address(address: str, timeout=None) -> None:

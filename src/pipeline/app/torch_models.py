@@ -72,7 +72,6 @@ def _instantiate(model):
     if "_target_" not in cfg:
         raise InvalidInputError(f"encoder.model={model} has no _target_; name the architecture, e.g. "
                                 "encoder.model._target_=torchvision.models.resnet18.")
-    cfg.setdefault("weights", None) if str(cfg["_target_"]).startswith("torchvision.models.") else None
     try:
         module = instantiate(cfg)
     except Exception as exc:  # noqa: BLE001 - hydra wraps import and call errors

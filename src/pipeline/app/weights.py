@@ -130,6 +130,10 @@ class SBERTEncoder(_LibrarySBERT):
 
     fetches_weights = True  # the pipeline checks the hub is reachable before it builds one
 
+    def needs_hub(self) -> bool:
+        """True when ``model_name`` is a hub name, not a local directory."""
+        return not Path(str(self.model_name)).expanduser().exists()
+
     def _load_model(self) -> tuple:
         return sentence_transformer(self.model_name, self.device_, self.cache_dir, self.offline, self.fallback)
 
@@ -139,6 +143,10 @@ class CLIPEncoder(_LibraryCLIP):
     weights (an open_clip tag or a local checkpoint file)."""
 
     fetches_weights = True
+
+    def needs_hub(self) -> bool:
+        """True when ``pretrained`` is an open_clip tag, not a local checkpoint file."""
+        return bool(self.pretrained) and not Path(str(self.pretrained)).expanduser().exists()
 
     def _load_pretrained(self) -> tuple:
         return open_clip_model(self.model_name, self.pretrained, self.device_, self.cache_dir, self.model_config)

@@ -20,6 +20,7 @@ _LAZY = {
     "concept_mixture": "projection", "pooled_concept_sigma": "projection", "project_mixture": "projection",
     "mixture_sigma": "projection", "SelectionResult": "selection", "select_concepts": "selection",
     "ConceptExamples": "sets", "build_examples": "sets", "check_dataset": "sets",
+    "fit_logistic_batch": "batched_logistic", "LogisticBatch": "batched_logistic",
 }
 
 __all__ = sorted(_LAZY)

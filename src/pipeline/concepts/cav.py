@@ -88,6 +88,25 @@ def _shared(fn, items: list):
         yield from pool.map(fn, items)
 
 
+#: label_blocks groups rows by which concepts label them only when there are at most this many groups
+MAX_BLOCKS = 64
+
+
+def label_blocks(labels: np.ndarray) -> np.ndarray | None:
+    """One block per pattern of which concepts label a row — a concept's own positives, the negatives it
+    shares with other concepts — as the batched solver's tiles (each problem's rows then sit in a few
+    tiles it shares with the others); None (the solver's own greedy tiles) where the patterns are many
+    (concepts labelling the data's own rows independently: a tile per row would waste the batching)."""
+    patterns, inverse = np.unique(np.isfinite(labels) & (labels >= 0), axis=0, return_inverse=True)
+    return inverse.ravel() if len(patterns) <= MAX_BLOCKS else None
+
+
+def _batchable(fitter) -> bool:
+    """Whether the fits of ``fitter`` go to the batched solver: scikit-learn's L2 logistic regression
+    exactly (:class:`LogisticFitter` itself, not a subclass that may change its model)."""
+    return type(fitter) is LogisticFitter
+
+
 def _unscaled_direction(w: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """A positive multiple of ``w / scale`` (power-of-two ``scale``) with largest entry in [0.5, 1):
     done on the exponents, so columns 2**±1000 apart neither overflow nor leave a zero norm."""
@@ -233,13 +252,17 @@ class CAVFitter(BaseEstimator):
                 continue
             plans.append(self._plan(fitter, labels[:, m], rng))
             kept.append(m)
-        # Thousands of small fits: BLAS/OpenMP threads only add overhead (10x on a busy machine);
-        # the concepts are shared among threads instead (each fit has its draws: same result for any count)
-        with blas_threads(1), tqdm(total=len(plans), desc="CAVs", disable=not self.progress) as bar:
-            rows = []
-            for row in _shared(lambda mp: self._fit_one(fitter, Z, labels[:, mp[0]], mp[1]), list(zip(kept, plans))):
-                rows.append(row)
-                bar.update()
+        if _batchable(fitter):  # every repeat and fold of every concept in one batched solve (issue 48)
+            rows = self._fit_batched(fitter, Z, labels, kept, plans)
+        else:
+            # Thousands of small fits: BLAS/OpenMP threads only add overhead (10x on a busy machine);
+            # the concepts are shared among threads instead (each fit has its draws: same result for any count)
+            with blas_threads(1), tqdm(total=len(plans), desc="CAVs", disable=not self.progress) as bar:
+                rows = []
+                for row in _shared(lambda mp: self._fit_one(fitter, Z, labels[:, mp[0]], mp[1]),
+                                   list(zip(kept, plans))):
+                    rows.append(row)
+                    bar.update()
         if not kept:
             raise InvalidInputError(
                 f"no concept could be fitted; reasons: {self.dropped_}. Provide more positive and negative "
@@ -336,6 +359,72 @@ class CAVFitter(BaseEstimator):
             plan.append((idx, int(rng.integers(2**31 - 1))))
         return plan
 
+    def _setting(self, fitter):
+        return fitter.standardize if self.standardize is None else self.standardize
+
+    def _fit_batched(self, fitter, Z, labels, kept, plans) -> list[dict]:
+        """:meth:`_fit_one` of every concept at once: each repeat's draw and its ``cv`` folds (standardised
+        with the draw's statistics, started from its solution, solved to 1e-6: they only give held-out
+        accuracies) as problems of one :func:`pipeline.concepts.batched_logistic.fit_logistic_batch` on the
+        latents, the exact optimum of scikit-learn's objective."""
+        Zf = np.asarray(Z, dtype=np.float64)
+        d, k = Zf.shape[1], int(self.cv)
+        problems, layout = [], []
+        for m, plan in zip(kept, plans):
+            y = labels[:, m]
+            for idx, seed in plan:
+                ys = y[idx]
+                full = len(problems)
+                problems.append((idx, ys, -1, -1, 1e-10))
+                folds = []
+                if k and np.bincount(ys.astype(int), minlength=2).min() >= k:
+                    for tr, te in StratifiedKFold(k, shuffle=True, random_state=seed).split(idx, ys):
+                        folds.append((len(problems), tr, te))
+                        problems.append((idx[tr], ys[tr], full, full, 1e-6))
+                layout.append((m, idx, ys, full, folds))
+        coef = self._solve(fitter, Zf, problems, label_blocks(labels))
+        out, by_concept = [], {}
+        for m, idx, ys, full, folds in layout:
+            w = self._unit(coef[full])
+            score = (float(np.mean([fitter.score(coef[b], Zf[idx[tr]], ys[tr], Zf[idx[te]], ys[te])
+                                    for b, tr, te in folds])) if folds else float("nan"))
+            by_concept.setdefault(m, []).append((w, score, idx.size if folds else 0))
+        for m in kept:
+            dirs = np.stack([w for w, _, _ in by_concept[m]])
+            mean = dirs.mean(axis=0)
+            norm = np.linalg.norm(mean)
+            cav = mean / norm if norm > 0 else dirs[0]
+            lab = labels[:, m][np.isfinite(labels[:, m])]
+            scores = [sc for _, sc, _ in by_concept[m]]
+            out.append(dict(cav=cav, scores=scores, spread=np.degrees(np.arccos(np.clip(dirs @ cav, -1, 1))).mean(),
+                            n_heldout=by_concept[m][0][2] if np.isfinite(scores).any() else 0,
+                            n_pos=int((lab == 1).sum()), n_neg=int((lab == 0).sum())))
+        return out
+
+    def _solve(self, fitter, Zf: np.ndarray, problems: list, blocks=None) -> np.ndarray:
+        """Coefficients (on ``Zf``'s columns) of the logistic problems ``(rows, labels, scale_from,
+        warm_from, tol)``, standardised as this fitter standardises each fit; ``blocks``: a label per
+        row of ``Zf`` grouping the rows problems share (the solver's tiles)."""
+        from pipeline.concepts.batched_logistic import fit_logistic_batch
+
+        d = Zf.shape[1]
+        setting = self._setting(fitter)
+        rows = [p[0] for p in problems]
+        res = fit_logistic_batch(
+            Zf, rows, [p[1] for p in problems], C=float(fitter.C),
+            standardize=[standardize_shrinkage(setting, len(r), d) for r in rows],
+            scale_from=[p[2] for p in problems], warm_from=[p[3] for p in problems], tol=[p[4] for p in problems],
+            blocks=blocks, n_jobs=current_threads())
+        return res.coef
+
+    def _unit(self, w: np.ndarray, column_scale="fitted") -> np.ndarray:
+        """A unit direction on the original columns from weights on the (power-of-two scaled) columns."""
+        column_scale = self._column_scale if isinstance(column_scale, str) else column_scale
+        if column_scale is not None:
+            w = _unscaled_direction(w, column_scale)
+        norm = np.linalg.norm(w)
+        return w / norm if norm > 0 else w
+
     def _fit_one(self, fitter, Z, y, plan) -> dict:
         dirs, scores = [], []
         for idx, seed in plan:
@@ -363,6 +452,14 @@ class CAVFitter(BaseEstimator):
         fitter.validate_params()
         rng = np.random.default_rng(random_state)
         seeds = [int(rng.integers(2**31 - 1)) for _ in problems]
+        if _batchable(fitter) and problems:  # the problems' rows stacked: one batched solve
+            Zs = [np.asarray(Zp, dtype=np.float64) for Zp, _ in problems]
+            Zall, scale = _float32_columns(check_matrix(np.vstack(Zs), "Z", min_rows=2))
+            ends = np.cumsum([0, *map(len, Zs)])
+            stacked = [(np.arange(a, b), np.asarray(yp, dtype=np.float64), -1, -1, 1e-10)
+                       for (a, b), (_, yp) in zip(zip(ends[:-1], ends[1:]), problems)]
+            coef = self._solve(fitter, Zall.astype(np.float64), stacked, np.repeat(np.arange(len(Zs)), np.diff(ends)))
+            return np.stack([self._unit(w, scale) for w in coef])
 
         def one(item):
             (Zp, yp), seed = item
@@ -437,6 +534,18 @@ class CAVFitter(BaseEstimator):
             seed = int(rng.integers(2**31 - 1)) if folds >= 2 else None
             plans.append((m, y[idx], idx, folds, seed))
 
+        fold_dirs = {}
+        if _batchable(fitter):  # every concept's fold fits in one batched solve
+            problems, keys = [], []
+            for m, ys, idx, folds, seed in plans:
+                if seed is not None:
+                    for f, (tr, te) in enumerate(StratifiedKFold(folds, shuffle=True, random_state=seed).split(idx, ys)):
+                        problems.append((idx[tr], ys[tr], -1, -1, 1e-10))
+                        keys.append((m, f))
+            if problems:
+                coef = self._solve(fitter, Zf.astype(np.float64), problems, label_blocks(labels))
+                fold_dirs = {key: self._unit(w) for key, w in zip(keys, coef)}
+
         def one(plan):  # a concept's held-out coordinates and its Platt model (no draws: any thread)
             m, ys, idx, folds, seed = plan
             cav = self.cavs_[m]
@@ -444,8 +553,9 @@ class CAVFitter(BaseEstimator):
             full_mid = (s[ys == 1].mean() + s[ys == 0].mean()) / 2
             if seed is not None:
                 held = np.empty(idx.size)
-                for tr, te in StratifiedKFold(folds, shuffle=True, random_state=seed).split(idx, ys):
-                    w, _ = self._direction(fitter, Zf[idx[tr]].astype(np.float64), ys[tr], 0)
+                for f, (tr, te) in enumerate(StratifiedKFold(folds, shuffle=True, random_state=seed).split(idx, ys)):
+                    w = fold_dirs[(m, f)] if fold_dirs else \
+                        self._direction(fitter, Zf[idx[tr]].astype(np.float64), ys[tr], 0)[0]
                     s_tr = Zraw[idx[tr]].astype(np.float64) @ w
                     mid = (s_tr[ys[tr] == 1].mean() + s_tr[ys[tr] == 0].mean()) / 2
                     held[te] = Zraw[idx[te]].astype(np.float64) @ w - mid

@@ -42,6 +42,12 @@ class _Units:
     printable = None
     fallback = None
     error = 0.0  # a bound on |computed − exact| of the map's values (0: computed exactly)
+    saved = ()  # the numbers :meth:`to_dict` keeps (the rest is rebuilt from the run's coordinates)
+
+    def to_dict(self) -> dict:
+        """The map as JSON: its ``kind`` and the numbers in :attr:`saved`; :meth:`from_dict` of its
+        class (:func:`units_from_dicts`) rebuilds it."""
+        return {"kind": self.kind, **{name: getattr(self, name) for name in self.saved}}
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,6 +92,11 @@ class PercentileUnits(_Units):
     def interval(self, name: str, low: str, high: str) -> str:
         return f"{name} in percentiles {low}–{high}"
 
+    @classmethod
+    def from_dict(cls, record: dict, column) -> "PercentileUnits":
+        """The units :meth:`to_dict` described, over the coordinates ``column`` (n,)."""
+        return percentile_units(column)
+
 
 @dataclass(frozen=True)
 class ProbabilityUnits(_Units):
@@ -101,6 +112,7 @@ class ProbabilityUnits(_Units):
     fallback: PercentileUnits | None = None
     kind = "probability"
     printable = PRINTABLE
+    saved = ("slope", "intercept")  # the fallback: percentiles of the run's coordinates
 
     @property
     def increasing(self) -> bool:
@@ -132,6 +144,11 @@ class ProbabilityUnits(_Units):
     def interval(self, name: str, low: str, high: str) -> str:
         return f"{low} < P({name}) <= {high}"
 
+    @classmethod
+    def from_dict(cls, record: dict, column) -> "ProbabilityUnits":
+        """The units :meth:`to_dict` described, their percentile fallback over the coordinates ``column``."""
+        return cls(float(record["slope"]), float(record["intercept"]), percentile_units(column))
+
 
 @dataclass(frozen=True)
 class OriginalUnits(_Units):
@@ -147,6 +164,7 @@ class OriginalUnits(_Units):
     mean: float
     sd: float
     kind = "original"
+    saved = ("mean", "sd")  # the training points' own values are not kept
 
     def __call__(self, s) -> np.ndarray:
         s = np.asarray(s, dtype=np.float64)
@@ -158,6 +176,30 @@ class OriginalUnits(_Units):
 
     def interval(self, name: str, low: str, high: str) -> str:
         return f"{low} < {name} <= {high}"
+
+    @classmethod
+    def from_dict(cls, record: dict, column=None) -> "OriginalUnits":
+        """The units :meth:`to_dict` described: new values map through ``mean + sd · z`` (no training
+        point to match)."""
+        return cls(np.array([np.nan]), np.array([np.nan]), float(record["mean"]), float(record["sd"]))
+
+
+def units_to_dicts(units: list | None) -> list | None:
+    """One record per column of display maps (``to_dict``; ``{"kind": "raw"}`` for a column that reads
+    as it is), as JSON; None for raw units."""
+    if units is None:
+        return None
+    return [{"kind": "raw"} if u is None else u.to_dict() for u in units]
+
+
+def units_from_dicts(records: list | None, X) -> list | None:
+    """The display maps :func:`units_to_dicts` described, rebuilt over the coordinates ``X`` (n, M)
+    (the reference values of percentiles); a kind no class has reads as percentiles."""
+    if records is None:
+        return None
+    classes = {cls.kind: cls for cls in (PercentileUnits, ProbabilityUnits, OriginalUnits)}
+    return [None if r["kind"] == "raw" else classes.get(r["kind"], PercentileUnits).from_dict(r, X[:, m])
+            for m, r in enumerate(records)]
 
 
 def original_units(Z, X, record: dict) -> list:

@@ -59,6 +59,7 @@ class IdentityEncoder(Encoder):
     """Raw features as latents (tabular data); images are flattened and scaled to [0, 1]."""
 
     name = "identity"
+    latents_are_inputs = True  # the latents are the inputs as float32: an array on disk is read, never copied
 
     def transform(self, X) -> np.ndarray:
         if isinstance(X, list):

@@ -31,12 +31,12 @@ if AVAILABLE:
     import numba
     from numba import prange
 
-    from pipeline.trees._kernels import _box_bound, _clique_add, _clique_eval, _clique_stats
+    from pipeline.trees._clique_kernels import _box_bound, _clique_add, _clique_eval, _clique_stats
 
     @numba.njit(inline="always")
     def _clique_bound(lo, hi, g, deg, local):
         """Lower bound of the cut score of every prefix with counts between lo and hi and both
-        sides non-empty: the larger of :func:`~pipeline.trees._kernels._box_bound` and, with
+        sides non-empty: the larger of :func:`~pipeline.trees._clique_kernels._box_bound` and, with
         ``e(S)/vol(S) = 1 - sum_c s_c (s_c - 1) / sum_c s_c (g_c - 1)`` at least
         ``1 - max_c (s_c - 1) / (g_c - 1)``, the same per side at the box's largest counts
         (this one is tight where a side holds few points; skipped if a cluster of the node has

@@ -212,6 +212,9 @@ class CART(ReferenceTree):
     x_center_, x_scale_ : ndarray of shape (n_features,)
     """
 
+    title = "CART"  # its display name (figure titles, rules files)
+    fit_protocol = "labels"  # what its fit takes: the protocol the pipeline feeds it by
+
     _parameter_constraints = {
         "n_leaves": [Interval(Integral, 2, None, closed="left"), None],
         "max_depth": [Interval(Integral, 1, None, closed="left"), None],

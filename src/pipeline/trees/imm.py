@@ -305,12 +305,18 @@ class IMM(_CentreTree):
     classes_ : ndarray (k,) — reference labels; centers_ : ndarray (k, n_features).
     """
 
+    title = "IMM"  # its display name (figure titles, rules files)
+    fit_protocol = "centers"  # what its fit takes: the protocol the pipeline feeds it by
+
 
 class EMN(_CentreTree):
     """EMN tree: IMM with the cut score ``mistakes / min(#centres left, #centres right)``.
 
     Parameters are those of :class:`IMM`.
     """
+
+    title = "EMN"  # its display name (figure titles, rules files)
+    fit_protocol = "centers"  # what its fit takes: the protocol the pipeline feeds it by
 
     _ratio = True
 
@@ -330,6 +336,9 @@ class ExKMC(_CentreTree):
     expanded; if no leaf can be expanded the tree stops early with a warning
     (``n_leaves_`` < ``n_leaves``).
     """
+
+    title = "ExKMC"  # its display name (figure titles, rules files)
+    fit_protocol = "centers"  # what its fit takes: the protocol the pipeline feeds it by
 
     def fit(self, X, y, feature_names=None, centers=None):
         """Fit to X (n_samples, n_features) and reference labels y; see :meth:`IMM.fit`."""

@@ -1,4 +1,6 @@
-"""Mixture parameters for trees grown from means: validation, estimation from labels, GMM access.
+"""Mixture parameters for trees grown from means: validation, estimation from labels, GMM access,
+and the upper bounds on a tree's mis-assignment probability (Theorems 1 and 2 of Fleissner et al.;
+each estimator names the one it satisfies, ``error_bound``).
 
 Shared by :mod:`pipeline.trees.mmdt` and :mod:`pipeline.metrics` (q needs the same checks).
 """
@@ -178,3 +180,33 @@ def project_covariances(covariance, C: np.ndarray, n_components: int) -> np.ndar
     from pipeline.concepts.projection import concept_variances  # the one home of C Σ Cᵀ
 
     return np.clip(concept_variances(C, cov), 0.0, None)
+
+
+# ------------------------------------------------------------------ the bounds (pipeline.metrics re-exports them)
+def check_qk(q, K):
+    """``q`` (array-valued) finite and > 0, ``K`` an integer >= 2: the bounds' arguments."""
+    q = np.asarray(q, dtype=float)
+    if np.any(~np.isfinite(q)) or np.any(q <= 0):
+        raise InvalidInputError(f"q must be finite and > 0, got {q!r}.")
+    if int(K) != K or K < 2:
+        raise InvalidInputError(f"K must be an integer >= 2 (number of mixture components), got {K!r}.")
+    return q, int(K)
+
+
+def _check_alpha(alpha):
+    if not alpha >= 1:
+        raise InvalidInputError(f"alpha bounds the mixing weights by alpha/K and must be >= 1, got {alpha!r}.")
+
+
+def theorem1_upper_bound(q, K, alpha: float = 1.0):
+    """Theorem 1: MMDT's error P(μ̂(x) ≠ μ(x)) <= α K exp(−q / (4K²)). Array-valued in q."""
+    q, K = check_qk(q, K)
+    _check_alpha(alpha)
+    return alpha * K * np.exp(-q / (4.0 * K * K))
+
+
+def theorem2_upper_bound(q, K, alpha: float = 1.0):
+    """Theorem 2: the randomized tree's expected error <= α K sqrt(π / q). Array-valued in q."""
+    q, K = check_qk(q, K)
+    _check_alpha(alpha)
+    return alpha * K * np.sqrt(np.pi / q)

@@ -52,6 +52,8 @@ from pipeline.trees.mixture import (
     estimate_mixture,
     gmm_covariances,
     project_covariances,
+    theorem1_upper_bound,
+    theorem2_upper_bound,
 )
 from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError, check_matrix
@@ -165,6 +167,9 @@ class _MeansTree(ReferenceTree):
 
     _split_rule = None  # set by subclasses: callable(node_means, sigma, rng) -> (axis, threshold)
     _accepts_sparse = True  # only per-cluster means and variances are read
+    #: ``error_bound(q, K)``: the bound on the tree's mis-assignment probability it satisfies, from
+    #: the explainability-to-noise ratio q of its means and σ (Theorem 1; the randomized tree: Theorem 2)
+    error_bound = staticmethod(theorem1_upper_bound)
 
     _parameter_constraints = {**COMMON_CONSTRAINTS, **NOISE_CONSTRAINT, **N_LEAVES_CONSTRAINT}
 
@@ -332,6 +337,8 @@ class MMDT(_MeansTree):
     [0, 1, 2]
     """
 
+    title = "MMDT"  # its display name (figure titles, rules files)
+    fit_protocol = "mixture"  # what its fit takes: the protocol the pipeline feeds it by
     _split_rule = staticmethod(_mmdt_split)
 
 
@@ -343,7 +350,11 @@ class RandomizedMMDT(_MeansTree):
     receive at least one mean). Same parameters, API and attributes as :class:`MMDT`.
     """
 
+    title = "Randomized MMDT"  # its display name (figure titles, rules files)
+    fit_protocol = "mixture"  # what its fit takes: the protocol the pipeline feeds it by
+
     _split_rule = staticmethod(_randomized_split)
+    error_bound = staticmethod(theorem2_upper_bound)  # its expected error (Theorem 2)
 
 
 class ConceptMMDT(TransformerMixin, ReferenceTree):
@@ -381,11 +392,15 @@ class ConceptMMDT(TransformerMixin, ReferenceTree):
     classes_ : ndarray of shape (K,)
     """
 
+    title = "Concept-MMDT"  # its display name (figure titles, rules files)
+    fit_protocol = "concept_mixture"  # what its fit takes: the protocol the pipeline feeds it by
+
     _parameter_constraints = {
         "cavs": ["array-like", None], "concept_names": ["array-like", None],
         **NOISE_CONSTRAINT, **COMMON_CONSTRAINTS,
     }
     _accepts_sparse = True
+    error_bound = staticmethod(theorem1_upper_bound)  # MMDT on the concept means (Eq. 6's q)
 
     def __init__(self, cavs=None, concept_names=None, *, noise_label=None, random_state=None, n_jobs=None):
         self.cavs = cavs

@@ -173,6 +173,9 @@ class SpExClique(_SpExBase, ReferenceTree):
     n_leaves_ : int
     """
 
+    title = "SpEx-Clique"  # its display name (figure titles, rules files)
+    fit_protocol = "labels"  # what its fit takes: the protocol the pipeline feeds it by
+
     _parameter_constraints = _SPEX_CONSTRAINTS
 
     def __init__(self, n_leaves=None, *, noise_label=None, random_state=None, verbose=False, n_jobs=None, sweep=None):
@@ -298,6 +301,9 @@ class SpExGraph(_ClusterSpEx):
     n_leaves_ : int
     """
 
+    title = "SpEx-Graph"  # its display name (figure titles, rules files)
+    fit_protocol = "graph"  # what its fit takes: the protocol the pipeline feeds it by
+
     def __init__(self, n_leaves=None, *, noise_label=None, random_state=None, verbose=False, n_jobs=None, sweep=None):
         self.n_leaves = n_leaves
         self.noise_label = noise_label
@@ -353,6 +359,9 @@ class SpExKNN(_ClusterSpEx):
     graph_ : scipy.sparse.csr_matrix — the kNN graph the tree was fitted on.
     labels_ : ndarray of shape (n_samples,) — ``predict`` on the training rows.
     """
+
+    title = "SpEx-kNN"  # its display name (figure titles, rules files)
+    fit_protocol = "labels"  # what its fit takes: the protocol the pipeline feeds it by
 
     _parameter_constraints = {
         **_SPEX_CONSTRAINTS, "n_neighbors": [Interval(Integral, 1, None, closed="left")],

@@ -130,6 +130,9 @@ class TAO(ClusterMixin, BaseEstimator):
         Only when fitted on a DataFrame; these names are used in the rules.
     """
 
+    title = "TAO"  # its display name (figure titles, rules files)
+    fit_protocol = "optional_centers"  # what its fit takes: the protocol the pipeline feeds it by
+
     _parameter_constraints = {
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
         "depth": [Interval(Integral, 1, None, closed="left")],

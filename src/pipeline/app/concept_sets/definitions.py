@@ -64,16 +64,20 @@ def build_examples(spec: dict, dataset, cfg: dict | None = None, **options) -> C
 #: concept sets for any dataset of a kind, beside the sets made for a dataset by name
 #: (text_prompts embeds its prompts with the encoder's text tower: encoder=clip or sbert)
 _FOR_KIND = {"image": ("broden", "text_prompts"), "text": ("email_topics", "text_prompts"), "tabular": ()}
-#: concepts that apply to any data: the user's own examples, concepts found in the latents
-_FOR_ANY = ("examples", "discovered")
+#: measured concept sets (conf/concepts/*_measured.yaml, issue 47): by dataset name, and for texts
+_MEASURED = {"digits": "mnist_measured", "mnist": "mnist_measured", "fashion": "fashion_measured"}
+#: concepts that apply to any data: the user's own examples and measurements, concepts found in the latents
+_FOR_ANY = ("examples", "measured", "discovered")
 
 
 def applicable_concept_sets(dataset_name: str, kind: str) -> list[str]:
-    """The ``concepts=`` options that apply to a dataset: the sets made for it by name
-    (``mnist_geometric`` for digits, ``fashion_attributes`` for fashion_mnist), those for its
-    kind (images: ``broden``, ``text_prompts``; texts: ``email_topics``, ``text_prompts``;
-    tables: none), then ``examples`` and ``discovered``."""
-    own = []
+    """The ``concepts=`` options that apply to a dataset: the measured set made for it (``mnist_measured``
+    for digits, ``fashion_measured`` for fashion_mnist, ``text_measured`` for texts), the sets made for
+    it by name (``mnist_geometric``, ``fashion_attributes``), those for its kind (images: ``broden``,
+    ``text_prompts``; texts: ``email_topics``, ``text_prompts``; tables: none), then ``examples``,
+    ``measured`` (your own measurements) and ``discovered``."""
+    base = str(dataset_name).split("/")[0].split("_")[0]
+    own = [_MEASURED[base]] if base in _MEASURED else (["text_measured"] if kind == "text" else [])
     for path in sorted(CONCEPTS_DIR.glob("*.yaml")):
         spec = yaml.safe_load(path.read_text()) or {}
         if "*" not in (spec.get("datasets") or ["*"]) and made_for(spec, dataset_name):
@@ -84,7 +88,7 @@ def applicable_concept_sets(dataset_name: str, kind: str) -> list[str]:
 def concept_hint(dataset_name: str, kind: str) -> str:
     """One line for a run without concepts whose trees cut latent dimensions (``z11 <= 1.29``)."""
     notes = {"text_prompts": " (with encoder=clip)" if kind == "image" else " (with encoder=sbert)",
-             "examples": " (your own, docs/own-data.md)"}
+             "examples": " (your own, docs/own-data.md)", "measured": " (your own measurements, docs/concepts.md)"}
     options = ", ".join(f"concepts={n}{notes.get(n, '')}" for n in applicable_concept_sets(dataset_name, kind))
     return (f"hint: these rules cut the representation's own dimensions; for rules on human concepts "
             f"add one of {options}.")

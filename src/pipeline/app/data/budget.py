@@ -60,11 +60,6 @@ def parse_bytes(value, key: str = "dataset.memory_budget") -> int:
     return out
 
 
-def memory_budget(cfg: dict) -> int:
-    """``dataset.memory_budget`` in bytes."""
-    return budget_bytes((cfg.get("dataset") or {}).get("memory_budget", "auto"))
-
-
 def budget_bytes(value) -> int:
     """A ``dataset.memory_budget`` setting (``auto``, a size, a number of bytes) in bytes."""
     if value in (None, "auto"):

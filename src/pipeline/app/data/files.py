@@ -293,3 +293,6 @@ def load_from_config(spec: dict, paths: dict, random_state: int = 0, fingerprint
     cache on the files' sizes and modification times)."""
     name = params.pop("name", None) or spec.get("name")
     return load_files(**params, name=None if name in (None, "", "files") else name)
+
+
+load_from_config.reads_by_row_range = is_array_source  # the paths a run reads by row range (not loaded)

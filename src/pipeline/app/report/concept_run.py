@@ -18,6 +18,7 @@ import pandas as pd
 
 from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, LoadArtifact, ProjectArtifact
 from pipeline.app.report.writer import atomic_write
+from pipeline.concepts.units import units_from_dicts, units_to_dicts
 from pipeline.trees.tree import ExplanationTree
 
 MAX_THUMBNAILS = 20_000  # images kept for leaf thumbnails (digits / MNIST sized)
@@ -390,7 +391,7 @@ def write_concept_run(out_dir: Path, load: LoadArtifact, cluster: ClusterArtifac
             "texts": list(load.texts) if load.kind == "text" else None,
             "discovery": concepts.discovery, "discovery_method": concepts.discovery_method,
             "cav_test": concepts.cav_test, "provenance": concepts.provenance, "concept_notes": concepts.concept_notes,
-            "units": project.units_kind, "display_units": units_record(project.units),
+            "units": project.units_kind, "display_units": units_to_dicts(project.units),
             "completeness": None if completeness is None else completeness.completeness,
             "importance": None if completeness is None else completeness.importance,
             "tree_baseline": None if completeness is None else completeness.tree_baseline,
@@ -435,43 +436,6 @@ def write_measurements(out_dir: Path, concepts: ConceptsArtifact, ids=None) -> P
     return atomic_write(Path(out_dir) / "concepts" / "measurements.parquet", write)
 
 
-def units_record(units: list | None) -> list | None:
-    """The run's display maps as JSON: per concept ``{"kind": "probability", "slope", "intercept"}``
-    or ``{"kind": "percentile"}`` (its reference values are the column of ``run.npz``'s X)."""
-    if units is None:
-        return None
-
-    def one(u) -> dict:
-        if u is None:  # a column that reads as it is
-            return {"kind": "raw"}
-        if u.kind == "probability":
-            return {"kind": "probability", "slope": u.slope, "intercept": u.intercept}
-        if u.kind == "original":  # a standardised table column shown in its own units
-            return {"kind": "original", "mean": u.mean, "sd": u.sd}
-        return {"kind": u.kind}
-
-    return [one(u) for u in units]
-
-
-def units_from_record(record: list | None, X: np.ndarray) -> list | None:
-    """The display maps :func:`units_record` wrote, rebuilt over the run's coordinates ``X``."""
-    from pipeline.concepts.units import OriginalUnits, ProbabilityUnits, percentile_units
-
-    if record is None:
-        return None
-
-    def one(m: int, r: dict):
-        if r["kind"] == "raw":
-            return None
-        if r["kind"] == "probability":
-            return ProbabilityUnits(float(r["slope"]), float(r["intercept"]), percentile_units(X[:, m]))
-        if r["kind"] == "original":  # new rows map through mean + sd·z (no training row to match)
-            return OriginalUnits(np.array([np.nan]), np.array([np.nan]), float(r["mean"]), float(r["sd"]))
-        return percentile_units(X[:, m])
-
-    return [one(m, r) for m, r in enumerate(record)]
-
-
 def load_concept_run(run_dir) -> dict:
     """A finished concept run: ``results`` (DataFrame), ``trees`` (row -> ExplanationTree),
     the arrays of ``concepts/run.npz``, the entries of ``concepts/run.json`` and ``units``, the
@@ -484,7 +448,7 @@ def load_concept_run(run_dir) -> dict:
     out = json.loads((run_dir / "concepts" / "run.json").read_text())
     with np.load(run_dir / "concepts" / "run.npz", allow_pickle=False) as data:
         out.update({k: data[k] for k in data.files})
-    out["units"] = units_from_record(out.get("display_units"), out["X"])
+    out["units"] = units_from_dicts(out.get("display_units"), out["X"])
     out["results"] = pd.read_csv(run_dir / "results.csv")
     out["trees"] = {p.stem: ExplanationTree.from_dict(json.loads(p.read_text())["tree"])
                     for p in sorted((run_dir / "trees").glob("*.json"))}
@@ -496,8 +460,10 @@ def table2_for_run(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, proj
     """The Table-2 row of a concept run from its artifacts and results table; ``CAVs`` counts
     the concept set's concepts (used + dropped + kept out by their tests, e.g. 4 for mnist_geometric
     as in the paper), ``independent CAVs`` those the trees use."""
-    model = cfg["encoder"]["name"] if cfg["clustering"]["name"] == "encoder" else (
-        f"{cfg['encoder']['name']}+{cfg['clustering']['name']}")
+    from pipeline.app.instantiate import locate
+
+    own_head = getattr(locate(cfg["clustering"]["_target_"], "clustering"), "labels_every_row", False)
+    model = cfg["encoder"]["name"] if own_head else f"{cfg['encoder']['name']}+{cfg['clustering']['name']}"
     used = len(project.feature_names)
     given = (used + len((concepts.cav_dropped if concepts is not None else None) or {})
              + len((tests.excluded if tests is not None else None) or {}))

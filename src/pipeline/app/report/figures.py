@@ -23,8 +23,8 @@ import matplotlib as mpl
 import numpy as np
 from matplotlib.figure import Figure
 
+from pipeline.app.explainers import method_name, shipped_explainer
 from pipeline.app.report.encoding import FORMATS, figure_bytes  # noqa: F401 (figures are encoded there)
-from pipeline.app.report.tables import METHOD_NAMES, method_name  # noqa: F401 (display names live with the tables)
 from pipeline.trees.rules import Condition, LeafStats
 from pipeline.trees.tree import ExplanationTree
 
@@ -57,7 +57,7 @@ def tree_title(row: str, method: str, tree: ExplanationTree, dataset: str | None
                ari: float | None = None) -> str:
     """E.g. ``Concept-CART on mnist: 10 leaves, depth 4, ARI 0.451 vs ground truth`` (the row's display
     name when it is a shipped explainer row, else ``row (Method)``)."""
-    who = method_name(row) if row == method or row in METHOD_NAMES else f"{row} ({method_name(method)})"
+    who = method_name(row) if row == method or shipped_explainer(row) else f"{row} ({method_name(method)})"
     where = f" on {dataset}" if dataset else ""
     score = f", ARI {ari:.3f} vs ground truth" if ari is not None and ari == ari else ""
     return f"{who}{where}: {tree.n_leaves} leaves, depth {tree.depth}{score}"

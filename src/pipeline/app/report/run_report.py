@@ -221,7 +221,7 @@ def sample_note(data: dict | None) -> str:
 def rules_text(row: str, fit: FitArtifact, data: dict | None = None) -> str:
     """``trees/<row>.rules.txt``: simplified annotated rules (every term of an oblique test), the raw
     path rules, the tree drawn as text."""
-    from pipeline.app.report.tables import method_name  # no matplotlib: a warm run draws nothing
+    from pipeline.app.explainers import method_name  # no matplotlib: a warm run draws nothing
 
     tree, reading = read_tree(fit, data)
     rules = tree.rules(reading=reading)

@@ -10,18 +10,6 @@ COLUMNS = ["explainer", "method", "ari", "ami", "ref_ari", "ref_ami", "misassign
            "n_leaves", "depth", "fit_seconds", "n_noise", "uses_labels"]
 """The results table's column order (see :mod:`pipeline.app.stages.evaluate` for their meaning)."""
 
-METHOD_NAMES = {"mmdt": "MMDT", "randomized_mmdt": "Randomized MMDT", "random_mmdt": "Randomized MMDT",
-                "concept_mmdt": "Concept-MMDT", "cart": "CART", "concept_cart": "Concept-CART", "tao_axis": "TAO (axis)",
-                "imm": "IMM", "emn": "EMN", "exkmc": "ExKMC", "tao": "TAO", "spex_clique": "SpEx-Clique",
-                "spex_knn": "SpEx-kNN", "spex_graph": "SpEx-Graph"}
-"""Display names of the shipped explainer rows and methods (titles, rules files)."""
-
-
-def method_name(name: str) -> str:
-    """Display name of an explainer method (``mmdt`` -> ``MMDT``)."""
-    return METHOD_NAMES.get(name, name.replace("_", " "))
-
-
 def results_frame(rows: list[dict], extra: dict | None = None) -> pd.DataFrame:
     """Results rows (the evaluate stage's) as a DataFrame with the standard column order;
     ``extra`` adds constant columns in front (dataset, clustering, ...)."""

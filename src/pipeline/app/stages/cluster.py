@@ -71,11 +71,16 @@ def encoder_head(X, encode: EncodeArtifact) -> Clustering:
         if len(used) < int(used.max()) + 1:
             log.warning("clustering=encoder: the cluster head left %d of its %d clusters empty; %d clusters remain",
                         int(used.max()) + 1 - len(used), int(used.max()) + 1, len(used))
+        if not np.array_equal(used, np.arange(len(used))):  # the head's number of each cluster (its predictor)
+            c.scores = {"head_labels": used.astype(np.int64).tolist()}
         c.labels = c.labels.astype(np.int64)
         c.weights, c.means, c.covariances = mixture_from_labels(X, c.labels)
         c.centers = c.means
     check_enough_clusters(c)
     return c
+
+
+encoder_head.labels_every_row = True  # the encoder labelled every row: no fit on a sample, no assignment pass
 
 
 def _config(cfg: dict) -> dict:
@@ -93,7 +98,9 @@ def sample_of(cfg: dict, plan, Z) -> np.ndarray | None:
     """Sorted rows the clustering is fitted on (uniform, seeded), or None for every row: the plan's
     sample for the clustering (``clustering.sample_rows``, else 20,000 when the latents exceed
     ``dataset.memory_budget``)."""
-    if cfg["clustering"].get("_target_") == "pipeline.app.stages.cluster.encoder_head":
+    from pipeline.app.instantiate import locate
+
+    if getattr(locate(cfg["clustering"]["_target_"], "clustering"), "labels_every_row", False):
         return None  # the encoder's head labelled every row already
     rows = plan.rows.sample_size("clustering", Z)
     if rows is None:
@@ -126,9 +133,11 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, plan, ctx) -
     if not isinstance(c, Clustering):
         raise InvalidInputError(f"clustering._target_={spec['_target_']} returned {type(c).__name__}, not a "
                                 "pipeline.clustering.Clustering.")
-    if rows is not None:
-        c = _assign_every_row(cfg, c, Z, Zfit, rows, ctx)
-    return clustering_to_artifact(c)
+    if rows is None:
+        return clustering_to_artifact(c)
+    fit_labels = np.asarray(c.labels, dtype=np.int64)
+    c = _assign_every_row(cfg, c, Z, Zfit, rows, ctx)
+    return ClusterArtifact.from_clustering(c, fit_rows=rows, fit_labels=fit_labels)
 
 
 def check_finite_chunk(block: np.ndarray, start: int, source, rows=None) -> np.ndarray:
@@ -152,35 +161,32 @@ def check_finite_chunk(block: np.ndarray, start: int, source, rows=None) -> np.n
 
 @dataclass(frozen=True)
 class AssignChunk:
-    """Labels of one chunk under a clustering fitted on a sample (picklable: Dask tasks)."""
+    """Labels of one chunk under the predictor of a clustering fitted on a sample
+    (:func:`pipeline.cluster_heads.predictor_of`; picklable: Dask tasks)."""
 
-    clustering: Clustering
-    sample_X: np.ndarray | None
+    predictor: object
     source: object = None
 
     def __call__(self, rows: np.ndarray, start: int) -> dict:
-        from pipeline.clustering import assign_rows
-
         check_finite_chunk(rows, start, self.source)
-        return {"labels": assign_rows(self.clustering, rows, self.sample_X, check_input=False)}
+        return {"labels": self.predictor.predict(rows, check_input=False)}
 
 
 def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clustering:
-    """Every row's label under the clustering fitted on the sample ``rows``: one pass over the
-    latents by the run's executor (which the concept coordinates' pass rides along)."""
+    """Every row's label under the predictor of the clustering fitted on the sample ``rows``: one
+    pass over the latents by the run's executor (which the concept coordinates' pass rides along)."""
     from pipeline.app.chunk_map import resume_folder
-    from pipeline.clustering import Clustering, assign_rows, assignment_rule
+    from pipeline.cluster_heads import NearestRowPredictor, predictor_of
+    from pipeline.clustering import Clustering
 
-    light = Clustering(np.asarray(c.labels), c.method, centers=c.centers, weights=c.weights, means=c.means,
-                       covariances=c.covariances, scores=c.scores)
-    needs_sample = assignment_rule(c) == "nearest_row"
     fitted = np.asarray(c.labels)
-    if not needs_sample:  # the fitted rows keep the label the fit gave them only if the rule agrees
-        agree = np.mean(assign_rows(light, Zfit) == fitted)
+    predictor = predictor_of(c, Zfit)
+    if not isinstance(predictor, NearestRowPredictor):  # the fitted rows keep their label only if the rule agrees
+        agree = np.mean(predictor.predict(Zfit) == fitted)
         if agree < 1:
             log.info("%s: %.4f of the sample's rows keep their fitted label under the assignment rule",
                      c.method, agree)
-    task = AssignChunk(light, np.asarray(Zfit) if needs_sample else None, getattr(Z, "source", None))
+    task = AssignChunk(predictor, getattr(Z, "source", None))
     row_bytes = int(np.prod(Z.shape[1:])) * 8
     labels = ctx.work(cfg).map_rows(task, Z, row_bytes, resume_folder(ctx, "cluster"), desc="assign")["labels"]
     if c.graph is not None:
@@ -195,5 +201,7 @@ def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clusterin
 
 # version 2 (issue 36): GMM restarts fitted one by one, a restart with a degenerate component not
 # chosen, and the restarts' stability kept in the artifact's scores; version 3 (issue 50): the kept
-# restart's agreement with the others and each kept cluster's best Jaccard index in each of them
-CLUSTER = Stage("cluster", ("load", "encode"), _config, _compute, version=3, artifact=ClusterArtifact)
+# restart's agreement with the others and each kept cluster's best Jaccard index in each of them;
+# version 4 (issue 49): a fit on a sample keeps its rows and their fitted labels (the nearest-row
+# predictor of the saved explainer)
+CLUSTER = Stage("cluster", ("load", "encode"), _config, _compute, version=4, artifact=ClusterArtifact)

@@ -13,7 +13,9 @@ Runs when ``counterfactuals`` is not ``none`` (``conf/counterfactuals/*.yaml``).
 * ``auto`` -- ``input`` when the data are tabular and the encoder has a torch module, else
   ``concepts`` when CAVs are available, else ``latent``.
 
-Methods ``tgt`` (l1 tuned for ``k`` unless ``params.l1`` is set) and ``dbm``. The artifact
+Methods (``counterfactuals.methods``, each a class with ``name`` and ``fit``): :class:`TGTMethod`
+(``tgt``: l1 tuned for ``k`` unless ``params.l1`` is set) and :class:`DBMMethod` (``dbm``), or any
+other class named by its dotted path. The artifact
 holds one row per (method, ordered pair): correctness, coverage, the translation and its text.
 """
 
@@ -46,7 +48,6 @@ from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
-METHODS = ("tgt", "dbm")
 SPACES = ("auto", "input", "latent", "concepts")
 
 
@@ -100,6 +101,49 @@ def _fit_tgt(spec: dict, encoder, X, labels, k, seed: int) -> TGT:
     return tune_l1(encoder, X, labels, k, l1_grid=l1_grid, progress=False, **params)
 
 
+class TGTMethod:
+    """``tgt``: Plumb et al.'s TGT (``l1`` tuned for ``k`` unless ``params.l1`` is set)."""
+
+    name = "tgt"
+
+    def fit(self, spec: dict, encoder, X, groups, labels, means, k, seed: int):
+        """(the explanation of each ordered pair of cluster positions ``(a, b)``, the l1 weight used)."""
+        model = _fit_tgt(spec, encoder, X, groups, k, seed)
+        return (lambda a, b: model.explanation(labels[a], labels[b], k)), float(model.l1)
+
+
+class DBMMethod:
+    """``dbm``: the difference between the clusters' means, top-k (the paper's baseline)."""
+
+    name = "dbm"
+
+    def fit(self, spec: dict, encoder, X, groups, labels, means, k, seed: int):
+        return (lambda a, b: top_k(means[b] - means[a], k)), None
+
+
+SHIPPED_METHODS = (TGTMethod, DBMMethod)
+
+
+def methods_of(spec: dict) -> list:
+    """The counterfactual methods ``counterfactuals.methods`` lists (default every shipped one), each a
+    class with a ``name`` and ``fit``: a shipped method by its ``name``, any other by its dotted path."""
+    from pipeline.app.instantiate import locate
+
+    out, unknown = [], []
+    for entry in spec.get("methods") or [m.name for m in SHIPPED_METHODS]:
+        cls = next((m for m in SHIPPED_METHODS if m.name == entry), None)
+        if cls is None and "." in str(entry):
+            cls = locate(str(entry), "counterfactuals.methods")
+        if cls is None:
+            unknown.append(entry)
+        elif cls not in out:
+            out.append(cls)
+    if unknown:
+        raise InvalidInputError(f"counterfactuals.methods has unknown {sorted(map(str, unknown))}; choose from "
+                                f"{[m.name for m in SHIPPED_METHODS]} (or give a method class's dotted path).")
+    return out
+
+
 def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, cluster: ClusterArtifact,
              project: ProjectArtifact, *, encoder_loader: Callable[[], Encoder] | None = None) -> CounterfactualsArtifact:
     spec = cfg["counterfactuals"]
@@ -109,10 +153,7 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, cluster: Clu
         def encoder_loader():
             return fitted_encoder(cfg, encode)
 
-    methods = list(spec.get("methods") or METHODS)
-    unknown = sorted(set(methods) - set(METHODS))
-    if unknown:
-        raise InvalidInputError(f"counterfactuals.methods has unknown {unknown}; choose from {list(METHODS)}.")
+    methods = methods_of(spec)
     if spec.get("space", "auto") not in SPACES:
         raise InvalidInputError(f"counterfactuals.space={spec.get('space')!r}; choose one of {list(SPACES)}.")
     Z = np.asarray(encode.Z, dtype=np.float64)
@@ -138,12 +179,9 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, cluster: Clu
     evaluator = PairwiseEvaluator(judge, judged, groups, eps)
     labels, means = group_means(X, groups)
     explainers, l1 = {}, float("nan")
-    if "tgt" in methods:
-        model = _fit_tgt(spec, encoder, X, groups, k, cfg["seed"])
-        l1 = float(model.l1)
-        explainers["tgt"] = lambda a, b: model.explanation(labels[a], labels[b], k)
-    if "dbm" in methods:
-        explainers["dbm"] = lambda a, b: top_k(means[b] - means[a], k)
+    for method in methods:
+        explainers[method.name], weight = method().fit(spec, encoder, X, groups, labels, means, k, cfg["seed"])
+        l1 = weight if weight is not None else l1
     rows, deltas = [], []
     for method, explain in explainers.items():
         for a in range(labels.size):

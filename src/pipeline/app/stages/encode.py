@@ -45,9 +45,9 @@ def build(cfg: dict):
     encoder = call(_with_weight_files(factory(enc, "encoder")), "encoder",
                    offered={k: enc[k] for k in _RUNTIME_FIELDS if k in enc})
     if getattr(encoder, "fetches_weights", False):  # pipeline.app.weights' encoders
-        from pipeline.app.network import needs_hub, prepare_hub_access
+        from pipeline.app.network import prepare_hub_access
 
-        if needs_hub(encoder):  # an unreachable hub: offline mode within ~2 s instead of minutes of retries
+        if getattr(encoder, "needs_hub", lambda: False)():  # an unreachable hub: offline mode within ~2 s instead of minutes of retries
             prepare_hub_access(cfg.get("offline"), f"{enc['name']} weights")
     return encoder
 
@@ -298,7 +298,7 @@ def embed(encoder, X) -> dict:
 def latent_names(cfg: dict, dataset: LoadArtifact, width: int) -> list[str]:
     """Feature names of the identity encoder on tabular data; else z0..z{m-1}."""
     names = dataset.feature_names
-    if cfg["encoder"]["name"] == "identity" and names and len(names) == width:
+    if latents_are_inputs(cfg) and names and len(names) == width:
         return list(names)
     return [f"z{j}" for j in range(width)]
 
@@ -445,20 +445,27 @@ def _take(inputs, idx: np.ndarray):
     return inputs[idx]
 
 
+def latents_are_inputs(cfg: dict) -> bool:
+    """The encoder class declares that its latents are its inputs (``latents_are_inputs``: the identity)."""
+    from pipeline.app.instantiate import locate
+
+    return bool(getattr(locate(cfg["encoder"]["_target_"], "encoder"), "latents_are_inputs", False))
+
+
 def passes_through(cfg: dict) -> bool:
     """The identity encoder on an array read by row range: the latents are that array, read as
     float32 (no copy in memory or in the cache)."""
     from pipeline.app.stages.load import reads_by_row_range
 
-    return cfg["encoder"].get("_target_") == "pipeline.encoders.base.IdentityEncoder" and reads_by_row_range(cfg)
+    return reads_by_row_range(cfg) and latents_are_inputs(cfg)  # the encoder's class imported only then
 
 
 def _encode(cfg: dict, load: LoadArtifact, train: TrainArtifact, ctx: RunContext) -> EncodeArtifact:
     from pipeline.app.data.chunked import is_view
 
-    if is_view(load.X) and cfg["encoder"].get("_target_") == "pipeline.encoders.base.IdentityEncoder":
+    if is_view(load.X) and latents_are_inputs(cfg):
         return EncodeArtifact(Z=load.X.as_dtype(np.float32), latent_names=latent_names(cfg, load, load.X.shape[1]))
-    if cfg["encoder"]["name"] == "identity":  # the input is the embedding: nothing to store
+    if latents_are_inputs(cfg):  # the input is the embedding: nothing to store
         out = embed(fitted_encoder(cfg, train), load.inputs)
     else:
         out = _encode_through_store(cfg, load, train, ctx)

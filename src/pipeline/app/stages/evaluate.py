@@ -7,8 +7,9 @@ Columns: ``explainer, method, ari, ami`` (vs ground truth, over points whose tru
 known), ``stability`` (the reference row: mean ARI between the kept restart of the reference clustering
 and its other restarts, :attr:`pipeline.clustering.Clustering.stability`; empty for methods without restarts), ``ref_ari, ref_ami`` (agreement with the reference, over non-noise reference points),
 ``misassignment`` (share of non-noise points the tree assigns to another cluster than the
-reference), ``q`` and ``q_bound`` (MMDT explainability-to-noise ratio and the Theorem 1 bound — Theorem 2
-for the randomized tree — on the mis-assignment probability, for mean-based trees), ``n_leaves, depth, fit_seconds``,
+reference), ``q`` and ``q_bound`` (MMDT explainability-to-noise ratio and the bound on the
+mis-assignment probability the estimator says it satisfies, ``error_bound``: Theorem 1, Theorem 2
+for the randomized tree; for mean-based trees), ``n_leaves, depth, fit_seconds``,
 ``n_noise, uses_labels``. Not cached: metrics are cheap.
 """
 
@@ -43,20 +44,22 @@ def _agreement(a, b, mask) -> tuple[float, float]:
     return metrics.adjusted_rand_from_table(table), metrics.adjusted_mutual_info_from_table(table)
 
 
-def _q_and_bound(fit: FitArtifact, n_clusters: int) -> tuple[float, float]:
-    """q of the tree's means/σ and the MMDT bound on the mis-assignment probability
-    (Theorem 2 for the randomized tree, Theorem 1 otherwise)."""
+def _q_and_bound(fit: FitArtifact, estimator) -> tuple[float, float]:
+    """q of the tree's means/σ and the bound on the mis-assignment probability its estimator class
+    says it satisfies (``estimator.error_bound``: Theorem 2 for the randomized tree; Theorem 1
+    for any other tree with means and σ)."""
     from pipeline import metrics
 
     if fit.means is None or fit.sigma is None:
         return math.nan, math.nan
     q = float(metrics.explainability_to_noise_ratio(fit.means, fit.sigma))
-    bound = metrics.theorem2_upper_bound if fit.name == "random_mmdt" else metrics.theorem1_upper_bound
+    bound = getattr(estimator, "error_bound", metrics.theorem1_upper_bound)
     return q, float(bound(q, len(fit.means)))
 
 
-def evaluate(y_true, reference: ClusterArtifact, fits: dict[str, FitArtifact]) -> list[dict]:
-    """Results rows: the reference first, then one per explainer (in ``fits`` order)."""
+def evaluate(y_true, reference: ClusterArtifact, fits: dict[str, FitArtifact], estimators: dict | None = None) -> list[dict]:
+    """Results rows: the reference first, then one per explainer (in ``fits`` order); ``estimators``:
+    each row's estimator class (its ``error_bound``)."""
     from pipeline import metrics  # scikit-learn loads with it: not on a rerun that restores the run's files
 
     ref = np.asarray(reference.labels)
@@ -79,7 +82,7 @@ def evaluate(y_true, reference: ClusterArtifact, fits: dict[str, FitArtifact]) -
         pred = np.asarray(fit.predictions, dtype=np.int64)
         ari, ami = vs_truth(pred)
         ref_ari, ref_ami = _agreement(ref, pred, nonnoise)
-        q, bound = _q_and_bound(fit, n_clusters)
+        q, bound = _q_and_bound(fit, (estimators or {}).get(row))
         rows.append({"explainer": row, "method": fit.name, "ari": ari, "ami": ami, "ref_ari": ref_ari,
                      "ref_ami": ref_ami, "misassignment": metrics.misassignment_rate(pred, ref),
                      "q": q, "q_bound": bound,
@@ -97,8 +100,13 @@ def evaluate_stage(rows) -> Stage:
     fit_names = tuple(f"fit.{row}" for row in rows)
 
     def compute(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, ctx: RunContext, **fits) -> EvaluateArtifact:
+        from pipeline.app.instantiate import locate, target_of
+
         done = {name[len("fit."):]: fits[name] for name in fit_names if fits.get(name) is not None}
-        out = evaluate(load.y, cluster, done)
+        # the estimator classes of the rows whose trees come with means and σ (their bound)
+        estimators = {row: locate(target_of(cfg["explainer"][row], "explainer"), "explainer")
+                      for row, fit in done.items() if fit.means is not None}
+        out = evaluate(load.y, cluster, done, estimators)
         out += [{"explainer": row, "method": cfg["explainer"][row]["name"], "error": err}
                 for row, err in ctx.errors.items()]
         return EvaluateArtifact(rows=out)

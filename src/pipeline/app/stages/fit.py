@@ -10,7 +10,7 @@ import numpy as np
 
 from pipeline.app.artifacts import ClusterArtifact, FitArtifact, ProjectArtifact
 from pipeline.app.capabilities import check_provided
-from pipeline.app.explainers import FitInputs, fit_explainer
+from pipeline.app.explainers import FitInputs, fit_explainer, protocol
 from pipeline.app.stages.framework import RowFailed, Stage
 from pipeline.validation import InvalidInputError
 
@@ -61,7 +61,8 @@ def fit_stage(row: str) -> Stage:
         sample = {k: v for k, v in (("fit.sample_rows", (cfg.get("fit") or {}).get("sample_rows")),
                                     ("memory_budget", cfg["dataset"].get("memory_budget", "auto")))
                   if v not in (None, "auto")}  # only when set: in-memory runs keep their keys
-        return {"explainer": cfg["explainer"][row], "seed": cfg["seed"], **sample}
+        explainer = {k: v for k, v in cfg["explainer"][row].items() if k != "title"}  # display only
+        return {"explainer": explainer, "seed": cfg["seed"], **sample}
 
     def compute(cfg: dict, project: ProjectArtifact, cluster: ClusterArtifact, plan, ctx) -> FitArtifact:
         try:
@@ -79,10 +80,12 @@ def tree_sample(plan, seed: int, X, labels, latents=None) -> np.ndarray | None:
     ``dataset.memory_budget`` — and the coordinates of every row (float64) would take more than a
     quarter of the budget: then a stratified sample, by reference cluster, of 50,000 rows, fewer if
     those do not fit)."""
-    from pipeline.streaming import stratified_sample
-
     rows = plan.rows.sample_size("trees", X, latents)
-    return None if rows is None else stratified_sample(np.asarray(labels), rows, seed)
+    if rows is None:
+        return None
+    from pipeline.clustering import stratified_sample  # scikit-learn's clusterings: only for a sample
+
+    return stratified_sample(np.asarray(labels), rows, seed)
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,7 @@ def _fit_sampled(cfg: dict, row: str, spec: dict, inputs: FitInputs, rows, plan,
     n = len(inputs.labels)
     idx = np.arange(n) if rows is None else rows
     latent = inputs.latent
-    on_latent = spec.get("fit") == "concept_mixture"
+    on_latent = protocol(spec).on_latents
     if latent is not None and (rows is not None or on_latent):
         latent_rows = idx if rows is not None else tree_sample(plan, cfg["seed"], latent, inputs.labels, latent)
         latent = latent[latent_rows if latent_rows is not None else idx]

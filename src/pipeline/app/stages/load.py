@@ -49,13 +49,12 @@ def reads_by_row_range(cfg: dict) -> bool:
     ``.npy``/``.parquet`` shards, zarr): loading it opens headers only, so it is not cached (the
     file is its own cache; its fingerprint is in every key downstream)."""
     ds = cfg["dataset"]
-    if ds.get("_target_") != "pipeline.app.data.files.load_from_config" or not ds.get("path"):
-        return False
-    if ds.get("classes") or ds.get("n_samples"):
-        return False  # a subset is loaded into memory (and cached) as before
-    from pipeline.app.data.files import is_array_source
+    if not ds.get("path") or ds.get("classes") or ds.get("n_samples"):
+        return False  # no file, or a subset loaded into memory (and cached) as before
+    from pipeline.app.instantiate import locate
 
-    return is_array_source(ds["path"])
+    reads = getattr(locate(ds["_target_"], "dataset"), "reads_by_row_range", None)  # the loader says which paths
+    return bool(reads is not None and reads(ds["path"]))
 
 
 # version 2: entries written before dataset.n_samples above the dataset's size became an error
