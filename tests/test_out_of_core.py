@@ -445,8 +445,9 @@ runpy.run_module("pipeline", run_name="__main__", alter_sys=True)
 @pytest.mark.slow
 @pytest.mark.parametrize("stage", ["cluster", "coordinates"])
 def test_sigkill_mid_pass_recomputes_only_unfinished_chunks(tmp_path, stage):
-    """Killed in the cluster stage's pass (the assignment with Z Cᵀ) or in the project stage's own
-    pass (``+force=project``: as with ``concepts.params.select``), a rerun computes only the rest."""
+    """Killed in the cluster stage's pass (the assignment, with the coordinates' Z Cᵀ riding along)
+    or in the coordinates stage's own pass (the clustering cached, ``+force=coordinates``), a rerun
+    computes only the rest."""
     import signal
     import subprocess
     import sys
@@ -462,12 +463,14 @@ def test_sigkill_mid_pass_recomputes_only_unfinished_chunks(tmp_path, stage):
                 f"dataset.path={tmp_path / 'X.npy'}", f"dataset.labels={tmp_path / 'y.npy'}",
                 "dataset.memory_budget=100kB", "dataset.chunk_rows=500", "clustering=kmeans", "clustering.sample_rows=2000",
                 f"clustering.n_clusters={K}", "concepts=examples", f"concepts.path={tmp_path / 'cex.npz'}",
-                "explainer=[mmdt,cart]", *(["+force=project"] if stage == "coordinates" else [])]
+                "explainer=[mmdt,cart]", *(["+force=coordinates"] if stage == "coordinates" else [])]
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "KILL_IN": stage,
                "KILL_AFTER": str(kill)}
         cmd = [sys.executable, str(tmp_path / "launch.py")] if kill is not None else [sys.executable, "-m", "pipeline"]
         return subprocess.run(cmd + args, env=env, capture_output=True, text=True, timeout=600)
 
+    if stage == "coordinates":  # the clustering cached: the coordinates' pass runs on its own
+        assert cli("first", "cache").returncode == 0
     killed = cli("killed", "cache", kill=5)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     left = list((tmp_path / "cache" / "chunks" / stage).glob("*/*.npz"))
