@@ -198,3 +198,16 @@ def test_content_marks():
     assert marks["class_copy"]["from_run"] == "classes" and marks["own_labels"]["from_run"] == "rows"
     assert content_marks(labels, ["a", "b"], np.full(y.size, -1), y)["a"]["from_run"] is None
     assert content_marks(labels, ["a", "b"], matched, y, bounded={"b"})["b"]["from_run"] is None
+
+
+def test_a_measured_property_that_separates_the_classes_is_no_dagger():
+    """A measurement that happens to follow the classes (Fashion-MNIST's shirts are top-heavy, shoes
+    are not) is computed from the pixels, not labelled by class: no †, and the note says it separates
+    the classes; the same labels given as class-labelled examples restate the class (†)."""
+    y = np.repeat(np.arange(3), 40)
+    labels = (y == 0).astype(float)[:, None]
+    matched = np.arange(y.size)
+    measured = content_marks(labels, ["top_heavy"], matched, y, bounded={"top_heavy"})["top_heavy"]
+    assert measured["from_run"] is None and measured["leakage"] >= LEAKAGE
+    assert "separates the run's classes" in measured["note"] and "not a label restating the class" in measured["note"]
+    assert content_marks(labels, ["top_heavy"], matched, y)["top_heavy"]["from_run"] == "classes"

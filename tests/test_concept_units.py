@@ -417,8 +417,9 @@ def _calibration_one_concept_at_a_time(fitter, Z, labels, names, n_folds=3, C=1.
 
 
 def test_platt_models_are_the_same_on_any_number_of_threads():
-    """calibration draws every concept's examples first, then fits the concepts side by side: the
-    same numbers, bit for bit, as drawing and fitting them one after the other, on 1 or 3 threads."""
+    """calibration draws every concept's examples first, then fits every concept's folds in one batched
+    solve: the same Platt models as drawing and fitting them one after the other with scikit-learn (to
+    the solver's tolerance), and bit for bit the same numbers on 1 or 3 threads."""
     from pipeline.concepts import CAVFitter
     from pipeline.threads import run_threads
 
@@ -428,6 +429,9 @@ def test_platt_models_are_the_same_on_any_number_of_threads():
     names = [f"c{j}" for j in range(4)]
     fit = CAVFitter(n_repeats=3, cv=2, random_state=0).fit(Z, labels, names)
     want = _calibration_one_concept_at_a_time(fit, Z, labels, names)
+    got = {}
     for n in (1, 3):
         with run_threads(n):
-            assert np.array_equal(fit.calibration(Z, labels, names), want)
+            got[n] = fit.calibration(Z, labels, names)
+    np.testing.assert_allclose(got[1], want, rtol=1e-3, atol=1e-4)  # folds solved to 1e-6, not to the last bit
+    assert np.array_equal(got[1], got[3])

@@ -102,7 +102,7 @@ def test_the_encoders_head_gives_the_runs_own_labels(tmp_path):
     run_dir, done = finished(tmp_path, "dataset=digits", "encoder=vade", "encoder.device=cpu",
                              "encoder.params.hidden_dims=[16]", "encoder.params.latent_dim=2",
                              "encoder.params.n_clusters=3", "encoder.params.pretrain_epochs=1",
-                             "encoder.params.epochs=1", "clustering=encoder", "clustering.n_clusters=3",
+                             "encoder.params.epochs=1", "clustering=encoder",
                              "dataset.classes=[0,1,7]", "dataset.n_samples=150", "concepts=none", "explainer=[cart]")
     ex = ConceptExplainer.load(run_dir)
     assert ex.bundle_.doc["reference"]["assign"] == "encoder_head"

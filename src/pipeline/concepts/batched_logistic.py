@@ -12,7 +12,7 @@ this is exactly scikit-learn's ``LogisticRegression(C=C_b, penalty="l2", fit_int
 coef·m``, the solution of the problem above with penalty scales ``s`` (the intercept absorbs the
 shift, the scales become a diagonal penalty). So every problem shares the raw ``Z``, whatever its
 standardisation (z-scores of its own rows, shrunk variances, one common scale:
-:func:`standardization_scales`, the rules of :func:`pipeline.concepts.cav.standardize_shrinkage`).
+:func:`standardization_scales`, the rules of :func:`standardize_shrinkage`).
 
 How it is solved (:mod:`pipeline.concepts._logistic_batch`; benchmarks/batched_cavs.py measures it):
 
@@ -177,12 +177,39 @@ def _degenerate(idx, targets) -> None:
             "give each problem rows of both classes.")
 
 
+#: ``standardize="auto"`` standardises (plain z-scores) only with at least this many rows per feature
+AUTO_ROWS_PER_FEATURE = 10
+
+
+def standardize_shrinkage(standardize, n_rows: int, n_features: int) -> float | str | None:
+    """How a CAV fit standardises its inputs: None (not at all), a shrinkage ``λ`` or ``"common"``.
+
+    With ``λ`` the features are divided by ``sqrt((1 - λ)·var_j + λ·mean(var))``:
+    ``standardize=True`` is ``λ = 0`` (plain z-scores), ``False`` none, a float its own ``λ`` in
+    [0, 1]. ``"common"``: every feature divided by one scale, the data's total spread
+    ``sqrt(Σ_j var_j)``. ``"auto"`` (the logistic / SVM / SGD default): plain z-scores when every
+    per-feature variance is estimated from at least ``AUTO_ROWS_PER_FEATURE`` (10) rows per
+    feature (MNIST's 10 VaDE latents from 1,600 rows), else ``"common"`` — a concept folder of 10
+    sentences in SBERT's 384 dimensions, or 1,600 images in EfficientNet's 1,280, where z-scores
+    from so few rows give a near-constant feature (SBERT's dead dimensions, a border pixel) a
+    weight of 1/1e-33 and every CAV the same direction. One common scale keeps the plain
+    classifier's direction on unit-norm embeddings (SBERT's total spread is about 1, so it is
+    ``False`` there) while making the fit independent of the embeddings' scale (1e-6 or 1e6: the
+    L2 penalty and the solver's tolerance see a unit-spread cloud). benchmarks/cav_set_size.py.
+    """
+    if standardize is None:
+        return None
+    if isinstance(standardize, (bool, np.bool_)):
+        return 0.0 if standardize else None
+    if standardize == "auto":
+        return 0.0 if n_rows >= AUTO_ROWS_PER_FEATURE * n_features else "common"
+    return float(standardize)
+
+
 def _resolve(setting, n_rows: int, d: int):
-    """A standardisation setting as None, a shrinkage λ or "common" (cav.standardize_shrinkage's rules)."""
+    """A standardisation setting as None, a shrinkage λ or "common" (standardize_shrinkage's rules)."""
     if isinstance(setting, str) and setting == "common":
         return "common"
-    from pipeline.concepts.cav import standardize_shrinkage  # cav may use this module: import at call time
-
     try:
         return standardize_shrinkage(setting, n_rows, d)
     except (TypeError, ValueError):

@@ -28,6 +28,7 @@ degenerate standardisation of a few examples); such pairs are listed in ``simila
 from __future__ import annotations
 
 import logging
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 from typing import Sequence
@@ -35,13 +36,15 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
-from pipeline.progress import tqdm
 
+from pipeline.concepts.batched_logistic import fit_logistic_batch, standardize_shrinkage  # noqa: F401 (re-exported)
 from pipeline.concepts.fitters import Fitter, LogisticFitter, build_fitter
 from pipeline.concepts.projection import project, similar_cavs
+from pipeline.progress import tqdm
 from pipeline.threads import blas_threads, current_threads
 from pipeline.validation import InvalidInputError, check_matrix, check_n_features
 
@@ -382,14 +385,20 @@ class CAVFitter(BaseEstimator):
                         folds.append((len(problems), tr, te))
                         problems.append((idx[tr], ys[tr], full, full, 1e-6))
                 layout.append((m, idx, ys, full, folds))
-        coef = self._solve(fitter, Zf, problems, label_blocks(labels))
+        coef, converged = self._solve(fitter, Zf, problems, label_blocks(labels))
         out, by_concept = [], {}
+        unsolved = {m for m, idx, ys, full, folds in layout if not converged[[full, *(b for b, _, _ in folds)]].all()}
         for m, idx, ys, full, folds in layout:
+            if m in unsolved:  # ill-conditioned (near-constant columns): scikit-learn's fits, one at a time
+                continue
             w = self._unit(coef[full])
             score = (float(np.mean([fitter.score(coef[b], Zf[idx[tr]], ys[tr], Zf[idx[te]], ys[te])
                                     for b, tr, te in folds])) if folds else float("nan"))
             by_concept.setdefault(m, []).append((w, score, idx.size if folds else 0))
-        for m in kept:
+        for m, plan in zip(kept, plans):
+            if m in unsolved:
+                out.append(self._fit_one(fitter, Z, labels[:, m], plan))
+                continue
             dirs = np.stack([w for w, _, _ in by_concept[m]])
             mean = dirs.mean(axis=0)
             norm = np.linalg.norm(mean)
@@ -401,21 +410,21 @@ class CAVFitter(BaseEstimator):
                             n_pos=int((lab == 1).sum()), n_neg=int((lab == 0).sum())))
         return out
 
-    def _solve(self, fitter, Zf: np.ndarray, problems: list, blocks=None) -> np.ndarray:
+    def _solve(self, fitter, Zf: np.ndarray, problems: list, blocks=None) -> tuple[np.ndarray, np.ndarray]:
         """Coefficients (on ``Zf``'s columns) of the logistic problems ``(rows, labels, scale_from,
         warm_from, tol)``, standardised as this fitter standardises each fit; ``blocks``: a label per
         row of ``Zf`` grouping the rows problems share (the solver's tiles)."""
-        from pipeline.concepts.batched_logistic import fit_logistic_batch
-
         d = Zf.shape[1]
         setting = self._setting(fitter)
         rows = [p[0] for p in problems]
-        res = fit_logistic_batch(
-            Zf, rows, [p[1] for p in problems], C=float(fitter.C),
-            standardize=[standardize_shrinkage(setting, len(r), d) for r in rows],
-            scale_from=[p[2] for p in problems], warm_from=[p[3] for p in problems], tol=[p[4] for p in problems],
-            blocks=blocks, n_jobs=current_threads())
-        return res.coef
+        with warnings.catch_warnings():  # a problem it did not solve is refitted by the caller, one at a time
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            res = fit_logistic_batch(
+                Zf, rows, [p[1] for p in problems], C=float(fitter.C),
+                standardize=[standardize_shrinkage(setting, len(r), d) for r in rows],
+                scale_from=[p[2] for p in problems], warm_from=[p[3] for p in problems],
+                tol=[p[4] for p in problems], blocks=blocks, n_jobs=current_threads())
+        return res.coef, np.asarray(res.converged, dtype=bool)
 
     def _unit(self, w: np.ndarray, column_scale="fitted") -> np.ndarray:
         """A unit direction on the original columns from weights on the (power-of-two scaled) columns."""
@@ -458,8 +467,14 @@ class CAVFitter(BaseEstimator):
             ends = np.cumsum([0, *map(len, Zs)])
             stacked = [(np.arange(a, b), np.asarray(yp, dtype=np.float64), -1, -1, 1e-10)
                        for (a, b), (_, yp) in zip(zip(ends[:-1], ends[1:]), problems)]
-            coef = self._solve(fitter, Zall.astype(np.float64), stacked, np.repeat(np.arange(len(Zs)), np.diff(ends)))
-            return np.stack([self._unit(w, scale) for w in coef])
+            coef, converged = self._solve(fitter, Zall.astype(np.float64), stacked,
+                                          np.repeat(np.arange(len(Zs)), np.diff(ends)))
+            out = [self._unit(w, scale) if ok else None for w, ok in zip(coef, converged)]
+            for b in np.flatnonzero(~converged):  # ill-conditioned: scikit-learn's fit
+                Zf, sc = _float32_columns(check_matrix(Zs[b], "Z", min_rows=2))
+                out[b] = self._direction(fitter, Zf.astype(np.float64), np.asarray(problems[b][1], dtype=np.float64),
+                                         seeds[b], sc)[0]
+            return np.stack(out)
 
         def one(item):
             (Zp, yp), seed = item
@@ -543,8 +558,8 @@ class CAVFitter(BaseEstimator):
                         problems.append((idx[tr], ys[tr], -1, -1, 1e-10))
                         keys.append((m, f))
             if problems:
-                coef = self._solve(fitter, Zf.astype(np.float64), problems, label_blocks(labels))
-                fold_dirs = {key: self._unit(w) for key, w in zip(keys, coef)}
+                coef, converged = self._solve(fitter, Zf.astype(np.float64), problems, label_blocks(labels))
+                fold_dirs = {key: self._unit(w) for key, w, ok in zip(keys, coef, converged) if ok}
 
         def one(plan):  # a concept's held-out coordinates and its Platt model (no draws: any thread)
             m, ys, idx, folds, seed = plan
@@ -554,7 +569,7 @@ class CAVFitter(BaseEstimator):
             if seed is not None:
                 held = np.empty(idx.size)
                 for f, (tr, te) in enumerate(StratifiedKFold(folds, shuffle=True, random_state=seed).split(idx, ys)):
-                    w = fold_dirs[(m, f)] if fold_dirs else \
+                    w = fold_dirs[(m, f)] if (m, f) in fold_dirs else \
                         self._direction(fitter, Zf[idx[tr]].astype(np.float64), ys[tr], 0)[0]
                     s_tr = Zraw[idx[tr]].astype(np.float64) @ w
                     mid = (s_tr[ys[tr] == 1].mean() + s_tr[ys[tr] == 0].mean()) / 2
@@ -614,35 +629,6 @@ class CAVFitter(BaseEstimator):
                  n_positives=int(self.n_positives_[m]), n_negatives=int(self.n_negatives_[m]))
             for m, n in enumerate(self.concept_names_)
         ]
-
-
-#: ``standardize="auto"`` standardises (plain z-scores) only with at least this many rows per feature
-AUTO_ROWS_PER_FEATURE = 10
-
-
-def standardize_shrinkage(standardize, n_rows: int, n_features: int) -> float | str | None:
-    """How a CAV fit standardises its inputs: None (not at all), a shrinkage ``λ`` or ``"common"``.
-
-    With ``λ`` the features are divided by ``sqrt((1 - λ)·var_j + λ·mean(var))``:
-    ``standardize=True`` is ``λ = 0`` (plain z-scores), ``False`` none, a float its own ``λ`` in
-    [0, 1]. ``"common"``: every feature divided by one scale, the data's total spread
-    ``sqrt(Σ_j var_j)``. ``"auto"`` (the logistic / SVM / SGD default): plain z-scores when every
-    per-feature variance is estimated from at least ``AUTO_ROWS_PER_FEATURE`` (10) rows per
-    feature (MNIST's 10 VaDE latents from 1,600 rows), else ``"common"`` — a concept folder of 10
-    sentences in SBERT's 384 dimensions, or 1,600 images in EfficientNet's 1,280, where z-scores
-    from so few rows give a near-constant feature (SBERT's dead dimensions, a border pixel) a
-    weight of 1/1e-33 and every CAV the same direction. One common scale keeps the plain
-    classifier's direction on unit-norm embeddings (SBERT's total spread is about 1, so it is
-    ``False`` there) while making the fit independent of the embeddings' scale (1e-6 or 1e6: the
-    L2 penalty and the solver's tolerance see a unit-spread cloud). benchmarks/cav_set_size.py.
-    """
-    if standardize is None:
-        return None
-    if isinstance(standardize, (bool, np.bool_)):
-        return 0.0 if standardize else None
-    if standardize == "auto":
-        return 0.0 if n_rows >= AUTO_ROWS_PER_FEATURE * n_features else "common"
-    return float(standardize)
 
 
 def _row_ids(Z: np.ndarray) -> np.ndarray:

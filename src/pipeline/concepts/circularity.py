@@ -130,8 +130,10 @@ def class_leakage(labels, rows: np.ndarray, y) -> tuple[float, int]:
 def content_marks(labels, names, matched: np.ndarray, y, bounded=()) -> dict[str, dict]:
     """Per concept: ``from_run`` (``"classes"``, ``"rows"`` or None), ``leakage``, ``n_matched`` and a
     one-line ``note``. ``labels`` (n_examples, M): 1 / 0 / NaN; ``matched``: each example's run row or
-    -1 (:func:`match_examples`); ``bounded``: concepts whose in-sample fit is bounded by a disjoint
-    split of the rows (measured concepts), which get no ``‡`` for being fitted on rows of the run."""
+    -1 (:func:`match_examples`); ``bounded``: measured concepts, whose labels are computed from
+    each row's input (never its class) and whose in-sample fit is bounded by a disjoint split of the
+    rows: no ``‡`` for being fitted on rows of the run, and no ``†`` when the property happens to
+    separate the run's classes (the note says it does: a fact about the data, not a circular label)."""
     labels = np.asarray(labels, dtype=np.float64)
     out = {}
     for m, name in enumerate(names):
@@ -140,7 +142,8 @@ def content_marks(labels, names, matched: np.ndarray, y, bounded=()) -> dict[str
         hit = used & (matched >= 0)
         n_hit = int(hit.sum())
         leak, n_lab = class_leakage(col[hit], matched[hit], y)
-        if n_lab >= MIN_MATCHED and leak == leak and leak >= LEAKAGE:
+        follows = n_lab >= MIN_MATCHED and leak == leak and leak >= LEAKAGE
+        if follows and name not in bounded:
             kind = "classes"
             note = (f"{n_hit} of its {int(used.sum())} examples are rows of this run, and their labels follow the run's "
                     f"classes (balanced accuracy {leak:.2f} from the class alone, † at {LEAKAGE}): restates the class")
@@ -153,7 +156,9 @@ def content_marks(labels, names, matched: np.ndarray, y, bounded=()) -> dict[str
             kind = None
             note = (f"its examples are not rows of this run" if not n_hit else
                     f"measured on rows of this run, its CAV fitted on other rows than it is checked on"
-                    + (f"; its labels follow the run's classes at balanced accuracy {leak:.2f} (below {LEAKAGE})"
+                    + (f"; the measured property separates the run's classes (balanced accuracy {leak:.2f} from the "
+                       "class alone): computed from the input, not a label restating the class" if follows else
+                       f"; its labels follow the run's classes at balanced accuracy {leak:.2f} (below {LEAKAGE})"
                        if leak == leak else ""))
         out[str(name)] = {"from_run": kind, "leakage": leak, "n_matched": n_hit, "note": note}
     return out

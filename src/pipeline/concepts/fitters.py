@@ -79,7 +79,7 @@ class Fitter:
 class _SklearnLinearFitter(Fitter):
     """A scikit-learn linear classifier; ``coef_`` points towards class 1 (classes_ = [0, 1])."""
 
-    standardize = "auto"  # z-scores with >= 10 rows per feature, else one common scale (cav.standardize_shrinkage)
+    standardize = "auto"  # z-scores with >= 10 rows per feature, else one common scale (batched_logistic.standardize_shrinkage)
 
     def _model(self, random_state):
         raise NotImplementedError
