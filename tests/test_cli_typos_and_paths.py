@@ -18,7 +18,8 @@ import pytest
 
 from pipeline.app import checks, network
 from pipeline.app.config import CONFIG_DIR, compose_config
-from pipeline.app.runner import declared_stages, run, to_plain
+from pipeline.app.plan import check_values
+from pipeline.app.runner import run, to_plain
 from pipeline.validation import InvalidInputError
 
 from shared_data import skip_without_benchmarks
@@ -65,7 +66,7 @@ def test_misspelt_list_option_on_the_command_line_is_one_line(tmp_path):
 def startup(overrides: list[str], tmp_path: Path) -> frozenset:
     cfg = compose_config(["dataset=iris", f"paths.output_dir={tmp_path / 'out'}", *overrides])
     plain = to_plain(cfg)
-    return checks.check_values(plain, [s.store or s.name for s in declared_stages(plain)])
+    return check_values(plain)
 
 
 @pytest.mark.parametrize("override, nearest", [
@@ -200,7 +201,7 @@ def test_every_documented_command_composes_and_passes_the_start_up_checks(source
     cfg = compose_config([*single, f"paths.output_dir={tmp_path / 'out'}", f"paths.cache_dir={tmp_path / 'cache'}",
                           f"paths.models_dir={tmp_path / 'models'}"])
     plain = checks.resolve_config(cfg)
-    checks.check_values(plain, [s.store or s.name for s in declared_stages(plain)])
+    check_values(plain)
     from pipeline.app.option_keys import check_keys_read
 
     check_keys_read(plain)  # no documented key is one its option does not read (issue 50)

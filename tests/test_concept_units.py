@@ -373,9 +373,11 @@ def test_percentile_columns_are_sorted_ahead_only_where_the_bundle_sorts_every_r
     small = [PercentileUnits(rng.normal(size=600_000)) for _ in range(2)]
     big = [PercentileUnits(np.zeros(10 * PERCENTILE_ROWS + 1))]
     one = [PercentileUnits(rng.normal(size=600_000)) for _ in range(2)]
-    sort_ahead({"threads": 2}, small)
-    sort_ahead({"threads": 2}, big)
-    sort_ahead({"threads": 1}, one)
+    from types import SimpleNamespace
+
+    sort_ahead(SimpleNamespace(threads=2), small)  # the run's plan: its threads
+    sort_ahead(SimpleNamespace(threads=2), big)
+    sort_ahead(SimpleNamespace(threads=1), one)
     for thread in threading.enumerate():
         if thread.name == "sort-percentiles":
             thread.join()

@@ -214,8 +214,10 @@ def test_bad_chunk_rows_is_refused():
     assert chunk_items({"dataset": {}, "encoder": {"batch_size": 16}}) == 4096
     assert chunk_items({"dataset": {}, "encoder": {"batch_size": 100}}) == 4100
     assert chunk_items({"dataset": {"chunk_rows": 500}, "encoder": {"batch_size": 16}}) == 500
-    with pytest.raises(InvalidInputError, match="dataset.chunk_rows=0"):
-        chunk_items({"dataset": {"chunk_rows": 0}, "encoder": {}})
+    from pipeline.app.settings_checks import check_dataset_settings
+
+    with pytest.raises(InvalidInputError, match="dataset.chunk_rows=0"):  # refused by the run's plan, before any stage
+        check_dataset_settings({"chunk_rows": 0})
 
 
 # ------------------------------------------------------------------ the store itself

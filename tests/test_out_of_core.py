@@ -217,7 +217,7 @@ def test_automatic_out_of_core_samples_and_says_so(data, tmp_path, caplog):
 
 
 def test_concepts_out_of_core_equal_in_memory(data, tmp_path, caplog):
-    """Out of core the CAVs are fitted ahead, by a worker process (Stage.ahead), while the
+    """Out of core the CAVs are fitted ahead, by a worker process (the RunAhead callback), while the
     clustering is fitted: the same results as the in-memory run, which fits them here."""
     import os
 
@@ -239,31 +239,42 @@ def test_concepts_out_of_core_equal_in_memory(data, tmp_path, caplog):
     assert list((tmp_path / "c2" / "coordinates").iterdir())
 
 
-def test_assignment_pass_projects_on_the_cavs_once(data, tmp_path):
-    """Latents on disk are read once for the clustering's assignment and ``Z Cᵀ`` together; the
-    coordinates equal those the project stage computes on its own (``+force=project``)."""
+def test_assignment_pass_projects_on_the_cavs_once(data, tmp_path, monkeypatch):
+    """Latents on disk are read once for the clustering's assignment and ``Z Cᵀ`` together (the
+    coordinates stage's pass rides along the cluster stage's: the executor); the coordinates equal
+    those of a pass of their own (``+force=coordinates`` with the clustering cached)."""
+    from pipeline.app import chunk_map
+
     d, X, y = data
     rng = np.random.default_rng(1)
     np.savez(tmp_path / "cex.npz", c0=X[y == 0][:300], c1=X[y == 1][:300], c2=X[y == 2][:300],
              random=X[rng.choice(N, 600)])
     concepts = ["concepts=examples", f"concepts.path={tmp_path / 'cex.npz'}", "explainer=[mmdt,concept_cart]",
                 *OUT_OF_CORE, "report.figures=false"]
+    passes = []
+    original = chunk_map.map_rows
+
+    def counted(fn, X, *args, **kw):
+        passes.append(kw.get("desc", args[3] if len(args) > 3 else ""))
+        return original(fn, X, *args, **kw)
+
+    monkeypatch.setattr(chunk_map, "map_rows", counted)
     fused = run(compose_config(_cli(tmp_path, d, *concepts, out="a", cache="c1")))
-    alone = run(compose_config(_cli(tmp_path, d, *concepts, "+force=project", out="b", cache="c2")))
-    pd.testing.assert_frame_equal(_results(fused), _results(alone))
-
-    def order(out):
-        return [e["stage"] for e in json.loads((tmp_path / out / "status.json").read_text())["cache"]]
-
-    assert order("a").index("coordinates") < order("a").index("cluster")  # stored during the cluster stage
-    assert order("b").index("coordinates") > order("b").index("cluster")  # the project stage's own pass
+    assert [p for p in passes if "Z Cᵀ" in p or "assign" in p] == ["assign, Z Cᵀ"]  # one read for both
 
     def coordinates(cache):
         [entry] = [p for p in (tmp_path / cache / "coordinates").iterdir() if p.is_dir()]
         with np.load(entry / "arrays.npz") as z:
             return z["X"]
 
-    assert np.array_equal(coordinates("c1"), coordinates("c2"))
+    together = coordinates("c1")
+    passes.clear()
+    alone = run(compose_config(_cli(tmp_path, d, *concepts, "+force=coordinates", out="b", cache="c1")))
+    assert [p for p in passes if "Z Cᵀ" in p or "assign" in p] == ["Z Cᵀ"]  # the clustering cached: a pass alone
+    pd.testing.assert_frame_equal(_results(fused), _results(alone))
+    assert np.array_equal(together, coordinates("c1"))
+    events = {e["stage"]: e["hit"] for e in json.loads((tmp_path / "b" / "status.json").read_text())["cache"]}
+    assert events["cluster"] is True and events["coordinates"] is False
 
 
 def test_bad_sizes_are_one_paragraph(data, tmp_path):
@@ -434,8 +445,9 @@ runpy.run_module("pipeline", run_name="__main__", alter_sys=True)
 @pytest.mark.slow
 @pytest.mark.parametrize("stage", ["cluster", "coordinates"])
 def test_sigkill_mid_pass_recomputes_only_unfinished_chunks(tmp_path, stage):
-    """Killed in the cluster stage's pass (the assignment with Z Cᵀ) or in the project stage's own
-    pass (``+force=project``: as with ``concepts.params.select``), a rerun computes only the rest."""
+    """Killed in the cluster stage's pass (the assignment, with the coordinates' Z Cᵀ riding along)
+    or in the coordinates stage's own pass (the clustering cached, ``+force=coordinates``), a rerun
+    computes only the rest."""
     import signal
     import subprocess
     import sys
@@ -451,12 +463,14 @@ def test_sigkill_mid_pass_recomputes_only_unfinished_chunks(tmp_path, stage):
                 f"dataset.path={tmp_path / 'X.npy'}", f"dataset.labels={tmp_path / 'y.npy'}",
                 "dataset.memory_budget=100kB", "dataset.chunk_rows=500", "clustering=kmeans", "clustering.sample_rows=2000",
                 f"clustering.n_clusters={K}", "concepts=examples", f"concepts.path={tmp_path / 'cex.npz'}",
-                "explainer=[mmdt,cart]", *(["+force=project"] if stage == "coordinates" else [])]
+                "explainer=[mmdt,cart]", *(["+force=coordinates"] if stage == "coordinates" else [])]
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "KILL_IN": stage,
                "KILL_AFTER": str(kill)}
         cmd = [sys.executable, str(tmp_path / "launch.py")] if kill is not None else [sys.executable, "-m", "pipeline"]
         return subprocess.run(cmd + args, env=env, capture_output=True, text=True, timeout=600)
 
+    if stage == "coordinates":  # the clustering cached: the coordinates' pass runs on its own
+        assert cli("first", "cache").returncode == 0
     killed = cli("killed", "cache", kill=5)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     left = list((tmp_path / "cache" / "chunks" / stage).glob("*/*.npz"))
@@ -484,21 +498,25 @@ def test_nan_rows_found_in_a_chunk_pass_are_named():
         check_finite_chunk(block, 5000, Z)
 
 
-def test_assignment_pass_with_cavs_names_nan_rows_and_keeps_labels():
-    """With CAVs, the chunk is proved finite by its coordinates (no separate scan): NaN rows are
-    still named by file and row, overflowing coordinates refused, and the labels are the checked ones."""
+def test_assignment_pass_with_the_coordinates_names_nan_rows_and_keeps_labels():
+    """The coordinates' pass riding along the assignment (the executor's Together: one read of the
+    chunk for both): NaN rows are still named by file and row, overflowing coordinates refused, and
+    the labels and coordinates are each pass's own."""
+    from pipeline.app.executor import Together
     from pipeline.app.stages.cluster import AssignChunk
+    from pipeline.app.stages.coordinates import ProjectChunk
     from pipeline.cluster_heads import NearestCentreHead
 
     rng = np.random.default_rng(0)
     centers = rng.standard_normal((3, 4)).astype(np.float32)
     head = NearestCentreHead(centers)
     Z = type("View", (), {"source": "big.npy"})()
-    task = AssignChunk(head, Z, rng.standard_normal((2, 4)))
+    cavs = rng.standard_normal((2, 4))
+    task = Together((AssignChunk(head, Z), ProjectChunk(cavs)))
     block = rng.standard_normal((50, 4)).astype(np.float32)
-    out = task(block, 0)
-    assert np.array_equal(out["labels"], head.predict(block))
-    np.testing.assert_allclose(out["X"], block.astype(np.float64) @ task.cavs.T, rtol=1e-12)
+    labels, coords = task.split(task(block, 0))
+    assert np.array_equal(labels["labels"], head.predict(block))
+    np.testing.assert_allclose(coords["X"], block.astype(np.float64) @ cavs.T, rtol=1e-12)
     bad = block.copy()
     bad[[3, 9], 2] = np.nan
     with pytest.raises(InvalidInputError, match=r"big\.npy holds NaN or inf values in rows \[103, 109\]"):
@@ -506,4 +524,4 @@ def test_assignment_pass_with_cavs_names_nan_rows_and_keeps_labels():
     huge = block.copy()
     huge[0] = 3e38
     with pytest.raises(InvalidInputError, match="overflows float64|rescale"):
-        AssignChunk(head, Z, np.full((2, 4), 1e300))(huge, 0)
+        Together((AssignChunk(head, Z), ProjectChunk(np.full((2, 4), 1e300))))(huge, 0)

@@ -17,7 +17,7 @@ import pytest
 
 from pipeline.app.config import compose_config
 from pipeline.app.runner import run
-from pipeline.app.settings_checks import check_address, check_settings, worker_count
+from pipeline.app.settings_checks import check_address, check_compute_settings, check_dataset_settings, worker_count
 from pipeline.validation import InvalidInputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,8 +87,8 @@ def test_the_worker_count_is_capped_by_the_machine_with_a_log_line(caplog):
     cores = available_cores()
     with caplog.at_level(logging.WARNING, logger="pipeline.app.settings_checks"):
         assert worker_count({"n_workers": 1000}) == cores
-        check_settings({"dataset": {}, "compute": {"_target_": "pipeline.app.compute.DaskCompute", "name": "dask",
-                                                   "n_workers": 1000}})  # said when the run is planned
+        check_compute_settings({"_target_": "pipeline.app.compute.DaskCompute", "name": "dask",
+                                "n_workers": 1000})  # said when the run is planned
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 2 and all(f"compute.n_workers=1000 is more than this machine holds ({cores} cores" in s
                                   and f"capped at {cores} workers" in s for s in said)
@@ -103,7 +103,7 @@ def test_the_worker_count_is_capped_by_the_machine_with_a_log_line(caplog):
 
 def test_a_memory_budget_beyond_the_machine_is_warned_about(caplog):
     with caplog.at_level(logging.WARNING, logger="pipeline.app.settings_checks"):
-        check_settings({"dataset": {"memory_budget": "1000TB"}, "compute": {"name": "local"}})
+        check_dataset_settings({"memory_budget": "1000TB"})
     assert "more than this machine's memory" in caplog.text
 
 

@@ -1,8 +1,9 @@
-"""A stage computed ahead by a worker process (``Stage.ahead``, :mod:`pipeline.app.workers`): the
-same artifact and cache entry as in this process, the worker's log lines logged here, its error
-raised where the artifact is read, and a worker that dies replaced by a computation here.
-(``tests/test_out_of_core.py::test_concepts_out_of_core_equal_in_memory`` runs the concepts stage
-ahead in a real run and compares its results with the in-memory run's.)"""
+"""A stage computed ahead by a worker process (the runner's :class:`RunAhead` callback, the
+executor's worker: :mod:`pipeline.app.workers`): the same artifact and cache entry as in this
+process, the worker's log lines logged here, its error raised where the artifact is read, and a
+worker that dies replaced by a computation here; callbacks called by event, never by a stage's
+name in the loop. (``tests/test_out_of_core.py::test_concepts_out_of_core_equal_in_memory`` runs the
+concepts stage ahead in a real run and compares its results with the in-memory run's.)"""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 
 from pipeline.app.artifacts import ConceptsArtifact
 from pipeline.app.cache import StageCache
-from pipeline.app.stages.framework import Ahead, RunContext, Stage, StageOutput, execute, execute_ahead
+from pipeline.app.executor import Executor
+from pipeline.app.plan import draw_up
+from pipeline.app.stages.framework import Later, RunAhead, RunCallback, RunContext, Stage, StageOutput, execute
 from pipeline.app.workers import WorkerLost, call_in_worker
 from pipeline.validation import InvalidInputError
 
@@ -32,20 +35,21 @@ def _names(cfg: dict, load) -> ConceptsArtifact:
     return ConceptsArtifact(concept_names=["here" if here else "worker"])
 
 
-TOY = Stage("toy", ("load",), lambda cfg: {"mode": cfg["mode"]}, _names, artifact=ConceptsArtifact,
-            ahead=lambda cfg, done: True)
+TOY = Stage("toy", ("load",), lambda cfg: {"mode": cfg["mode"]}, _names, artifact=ConceptsArtifact)
 
 
-def _run(tmp_path: Path, mode: str) -> tuple[Ahead, RunContext]:
-    ctx = RunContext(StageCache(tmp_path / "cache"), tmp_path)
+def _run(tmp_path: Path, mode: str) -> tuple[Later, RunContext]:
     cfg = {"mode": mode, "parent": os.getpid(), "threads": 1}
-    return execute_ahead(TOY, cfg, ctx, {"load": StageOutput("k", None)}), ctx
+    plan = draw_up(cfg)
+    ctx = RunContext(StageCache(tmp_path / "cache"), tmp_path, plan=plan, executor=Executor(plan))
+    out = RunAhead({"toy": lambda plan, done: True}).on_stage_start(TOY, cfg, ctx, {"load": StageOutput("k", None)})
+    return out, ctx
 
 
 def test_a_stage_ahead_is_computed_by_a_worker_and_cached_like_any(tmp_path, caplog):
     caplog.set_level(logging.INFO)
     out, ctx = _run(tmp_path, "ok")
-    assert isinstance(out.key, str)  # known at once, before the artifact
+    assert isinstance(out, Later) and isinstance(out.key, str)  # known at once, before the artifact
     assert out.artifact.concept_names == ["worker"]
     ctx.cache.flush()
     assert "computed in a worker" in caplog.text  # the worker's log line, logged here
@@ -77,37 +81,44 @@ def test_call_in_worker_returns_the_value_and_raises_worker_lost():
         call_in_worker(lambda: 1)
 
 
-
 def test_a_worker_started_early_is_used_once_or_stopped():
-    """warm_worker: the next call_in_worker takes the started worker; one no call took is stopped
-    (killed: it held nothing but imports)."""
-    from pipeline.app import workers
+    """Executor.warm_worker: the next call_in_worker takes the started worker; one no call took is
+    stopped when the executor closes (killed: it held nothing but imports)."""
+    executor = Executor(draw_up({"threads": 1}))
+    executor.warm_worker(("json",))
+    assert executor._warm is not None
+    assert executor.call_in_worker(pow, 2, 5) == 32 and executor._warm is None  # taken by the call
+    executor.warm_worker(("json",))
+    processes = list(executor._warm._processes.values())
+    executor.close()
+    assert executor._warm is None and all(not p.is_alive() for p in processes)
 
-    workers.warm_worker(("json",))
-    assert len(workers._warm) == 1
-    assert call_in_worker(pow, 2, 5) == 32 and not workers._warm  # taken by the call
-    workers.warm_worker(("json",))
-    processes = list(workers._warm[0]._processes.values())
-    workers.release_workers()
-    assert not workers._warm and all(not p.is_alive() for p in processes)
 
+def test_callbacks_are_called_by_event_for_the_stages_the_loop_runs(tmp_path):
+    """The loop calls each callback at its events (the stages it will run, then each stage it
+    computes), never by a stage's name; a stage past ``until`` is not announced."""
+    import dataclasses
 
-def test_a_stage_is_warmed_when_the_loop_reaches_its_warm_before_stage_and_only_if_it_will_run(tmp_path):
-    """Stage.warm is called once, at the turn of the stage named warm_before (the figures stage
-    starts its workers as the first tree is fitted), and not for a stage past ``until``."""
     from pipeline.app.artifacts import Artifact
     from pipeline.app.runner import run_pipeline
 
     order = []
 
-    def step(name, **kw):
-        return Stage(name, (), lambda cfg: {}, lambda cfg: order.append(name) or Artifact(), cached=False, **kw)
+    class Spy(RunCallback):
+        def on_loop_start(self, stages, ctx):
+            order.append(f"loop {''.join(s.name for s in stages)}")
 
-    stages = [step("a"), step("b"), step("c"), step("d", warm=lambda cfg, ctx: order.append("warm d"),
-                                                     warm_before="b")]
-    ctx = RunContext(StageCache(tmp_path / "cache"), tmp_path)
+        def on_stage_start(self, stage, cfg, ctx, done):
+            order.append(f"start {stage.name}")
+
+    def step(name):
+        return Stage(name, (), lambda cfg: {}, lambda cfg: order.append(name) or Artifact(), cached=False)
+
+    stages = [step("a"), step("b"), step("c"), step("d")]
+    plan = dataclasses.replace(draw_up({}), callbacks=(Spy(),))
+    ctx = RunContext(StageCache(tmp_path / "cache"), tmp_path, plan=plan)
     run_pipeline({}, ctx, stages)
-    assert order == ["a", "warm d", "b", "c", "d"]
+    assert order == ["loop abcd", "start a", "a", "start b", "b", "start c", "c", "start d", "d"]
     order.clear()
-    run_pipeline({}, ctx, stages, until="d")
-    assert order == ["a", "b", "c"]
+    run_pipeline({}, ctx, stages, until="d", done={"a": StageOutput("k", None)})
+    assert order == ["loop abc", "start b", "b", "start c", "c"]

@@ -39,9 +39,9 @@ def test_encoder_parameters_read_from_source_match_the_signature(target):
 
 def test_misspelt_encoder_parameter_fails_early_without_torch(tmp_path):
     code = ("import sys; from pipeline.app.config import compose_config; "
-            "from pipeline.app.capabilities import check_request; from pipeline.validation import InvalidInputError\n"
+            "from pipeline.app.plan import validate; from pipeline.validation import InvalidInputError\n"
             f"cfg = compose_config({overrides(tmp_path, 'x') + ['+encoder.params.latent_dimm=3']!r})\n"
-            "try:\n    check_request(cfg)\nexcept InvalidInputError as e:\n    print('ERR', e)\n"
+            "try:\n    validate(cfg)\nexcept InvalidInputError as e:\n    print('ERR', e)\n"
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "no parameter(s) ['latent_dimm']" in out and "latent_dim" in out
@@ -77,7 +77,7 @@ def test_warm_run_imports_no_torch_and_reuses_figures(tmp_path, monkeypatch):
 
 
 def test_misspelt_encoder_parameter_still_named_in_process(tmp_path):
-    from pipeline.app.capabilities import check_request
+    from pipeline.app.plan import validate
 
     with pytest.raises(InvalidInputError, match=r"latent_dimm"):
-        check_request(compose_config(overrides(tmp_path, "x") + ["+encoder.params.latent_dimm=3"]))
+        validate(compose_config(overrides(tmp_path, "x") + ["+encoder.params.latent_dimm=3"]))

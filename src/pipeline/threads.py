@@ -1,8 +1,9 @@
 """The one home of thread counts: numba's kernels, the BLAS/OpenMP pools (threadpoolctl) and torch.
 
 Every thread decision of the package is made here; the estimators (``n_jobs``), the CAV
-fitter, the runner (``threads=``) and the entry point ``python -m pipeline`` (the OpenMP
-environment) ask this module and set nothing themselves.
+fitter, the runner (``threads=``), the run's executor (its figure workers: :func:`worker_processes`),
+the application's file work beside the main thread (:func:`helper_threads`) and the entry point
+``python -m pipeline`` (the OpenMP environment) ask this module and set nothing themselves.
 
 ``n_jobs`` follows scikit-learn: a positive integer means that many threads, ``-1`` all
 cores, ``-2`` all but one, and ``None`` the setting of the enclosing :func:`limit_threads`
@@ -103,6 +104,20 @@ LIGHT_WORK = 1 << 16
 def available_cores() -> int:
     """Cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def worker_processes(threads: int | None) -> int:
+    """Worker processes a run with ``threads`` (its ``threads=`` setting) gives work that runs beside
+    it in processes of its own (the report's figures): one per thread, every core for None; 1
+    means the work is done in the run's own process."""
+    return int(threads) if threads is not None else available_cores()
+
+
+def helper_threads(threads: int | None, wanted: int = 2) -> int:
+    """Threads a run with ``threads`` may start beside its main one for work that leaves Python's
+    GIL (compressing, hashing, writing files, sorting): none on one thread (the work is done in
+    line, when it is reached), else ``wanted``."""
+    return 0 if threads == 1 else int(wanted)
 
 
 _POOL: list = []  # the process's pool of kernel threads, made at the first call that wants one

@@ -31,6 +31,12 @@ class Artifact:
     """Base of every stage artifact: record conversion for the cache."""
 
     stage: ClassVar[str] = ""
+    #: the artifact names the key later stages see (its product's identity, :meth:`product_key`)
+    keyed_by_product: ClassVar[bool] = False
+
+    def product_key(self, key: str) -> str:
+        """The key later stages see for this (uncached) artifact computed under ``key``."""
+        return key
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -82,10 +88,16 @@ class TrainArtifact(Artifact):
     its checkpoint path and sha256, and the model an encoder that may substitute one loaded."""
 
     stage: ClassVar[str] = "train"
+    keyed_by_product: ClassVar[bool] = True  # a trained encoder is known by its checkpoint's sha256
     encoder: Any = None
     checkpoint: str | None = None
     checkpoint_sha256: str | None = None
     model_used: str | None = None
+
+    def product_key(self, key: str) -> str:
+        from pipeline.app.cache import make_key
+
+        return make_key("train", {"checkpoint_sha256": self.checkpoint_sha256, "model_used": self.model_used}, [key])
 
 
 @dataclass(frozen=True)
@@ -216,6 +228,16 @@ class ConceptsArtifact(Artifact):
     @property
     def enabled(self) -> bool:
         return self.cavs is not None
+
+
+@dataclass(frozen=True)
+class CoordinatesArtifact(Artifact):
+    """Stage ``coordinates``: every row's concept coordinates ``X = Z Cᵀ`` (n, M) on every CAV of
+    the concepts stage (float64; None without concepts). The project stage takes the columns of the
+    concepts the trees use."""
+
+    stage: ClassVar[str] = "coordinates"
+    X: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

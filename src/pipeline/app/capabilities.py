@@ -10,8 +10,9 @@ Capabilities:
 
 A clustering config declares ``provides`` (null: known only after it ran, e.g. ``best_of``);
 an explainer's needs follow from its ``fit`` protocol (:data:`pipeline.app.explainers.PROTOCOLS`).
-:func:`check_request` runs before any stage on the config alone; :func:`check_provided` runs
-again in the fit stage on what the stages actually produced. Both name the clustering
+:func:`check_capabilities` runs before any stage on the config alone (from the run plan's
+:func:`pipeline.app.plan.validate`); :func:`check_provided` runs again in the fit stage on what
+the stages actually produced (a clustering that declares ``provides: null``). Both name the clustering
 options (``conf/clustering/*.yaml``) that would satisfy the request.
 """
 
@@ -82,12 +83,8 @@ def check_targets(cfg: dict) -> None:
     check_keys_read(cfg)  # a dataset / encoder / clustering key or param the chosen option does not read
 
 
-def check_request(cfg: dict) -> None:
-    """Fail before any expensive stage on what the config alone shows to be impossible."""
-    if not cfg["explainer"]:
-        raise InvalidInputError("no explainer selected; choose at least one, e.g. explainer=[mmdt,cart].")
-    check_targets(cfg)
-    check_user_files(cfg)
+def check_capabilities(cfg: dict) -> None:
+    """Every explainer row gets what it needs from the configured clustering and concepts (before any stage)."""
     declared = cfg["clustering"].get("provides")
     have = None if declared is None else set(declared) | {"labels"}
     from pipeline.app.stages.concepts import enabled as concepts_enabled

@@ -1,11 +1,12 @@
-"""Start-up checks of every command-line value: one clear paragraph, before any stage runs.
+"""Checks of the command line and of the config's values: one clear paragraph each.
 
-:func:`resolve_config` turns OmegaConf's resolution errors (``PIPELINE_THREADS=abc``, a
-value of the wrong type) into :class:`InvalidInputError`; :func:`check_values` checks what the
-schema's types cannot say: no ``+key`` that nothing reads, a valid ``seed``, ``+force=`` names
-real stages, ``threads`` >= 1, sizes large
-enough for the stages (``dataset.n_samples`` >= 2 per cluster, ...), directories creatable,
-chunk sizes, memory budgets and compute settings (:mod:`pipeline.app.settings_checks`).
+Before Hydra composes: :func:`check_group_choices` and :func:`check_override_keys` (a misspelt
+option or key on the command line). After: :func:`resolve_config` turns OmegaConf's resolution
+errors (``PIPELINE_THREADS=abc``, a value of the wrong type) into :class:`InvalidInputError`,
+and the checks of what the schema's types cannot say — no ``+key`` that nothing reads, a valid
+``seed``, ``+force=`` names real stages, ``threads`` >= 1, sizes large enough for the stages
+(``dataset.n_samples`` >= 2 per cluster, ...), directories creatable — are run, with every other
+start-up check, by the run plan's :func:`pipeline.app.plan.validate`.
 :func:`check_cluster_sizes` repeats the size check once the data are loaded and the number of
 clusters is known.
 """
@@ -251,21 +252,6 @@ def check_seed(value) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**32 - 1:
         raise InvalidInputError(f"seed={value!r} is not a valid seed: use an integer from 0 to {2**32 - 1} "
                                 "(it seeds numpy, scikit-learn and torch), e.g. seed=0.")
-
-
-def check_values(cfg: dict, stages) -> frozenset:
-    """All start-up checks on the resolved config; returns the stage names to force."""
-    check_keys(cfg)
-    check_seed(cfg.get("seed"))
-    force = check_force(cfg.get("force"), stages)
-    check_threads(cfg.get("threads"))
-    check_code_path(cfg.get("cpu_code_path", "portable"))
-    check_sizes(cfg)
-    check_directories(cfg.get("paths") or {})
-    from pipeline.app.settings_checks import check_settings
-
-    check_settings(cfg)  # chunk sizes, memory budgets, every compute setting (a Dask address answers)
-    return force
 
 
 def _choice_values(value):

@@ -53,11 +53,13 @@ def resume_folder(ctx, name: str) -> Path | None:
     """Where the stage being computed keeps its finished chunks (None without a cache)."""
     if ctx is None or not ctx.cache.enabled:
         return None
-    return ctx.cache.root / "chunks" / name / ctx.resources.get("key", "nokey")
+    return ctx.cache.root / "chunks" / name / (ctx.key or "nokey")
 
 
 def map_rows(fn, X, chunk_rows: int, compute=None, resume: Path | None = None, desc: str = "chunks") -> dict:
-    """``fn(rows, start) -> {name: array}`` over the chunks of ``X``; the arrays concatenated in row order."""
+    """``fn(rows, start) -> {name: array}`` over the chunks of ``X``; the arrays concatenated in row order.
+    ``compute``: the backend the chunks of a view run on (the run's executor passes it; None: here).
+    Stages call it through :meth:`pipeline.app.executor.Executor.map_rows`, which sizes the chunks."""
     ranges = row_ranges(X, chunk_rows)
     if len(ranges) == 1:
         return fn(read_rows(X, *ranges[0]), 0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import ClassVar
 
 from pipeline.validation import InvalidInputError
 
@@ -41,6 +42,9 @@ class LocalCompute:
     """Chunks one after another in this process."""
 
     name: str = "local"
+    chunk_share: ClassVar[int] = 32  # a chunk fills 1/32 of dataset.memory_budget (beside the next, read meanwhile)
+    in_process: ClassVar[bool] = True  # a task may hold what does not pickle (a loaded encoder)
+    shares_workers: ClassVar[bool] = False  # no workers of its own that could encode the figures
 
     @classmethod
     def from_settings(cls, settings: dict) -> "LocalCompute":
@@ -97,6 +101,9 @@ class DaskCompute:
     """
 
     name = "dask"
+    chunk_share = 8  # the workers read their chunks themselves: fewer, larger tasks (docs/out-of-core.md)
+    in_process = False  # tasks are pickled to the workers
+    shares_workers = True  # its workers encode the run's figures too (once a pass started them)
 
     def __init__(self, address: str | None = None, n_workers: int = 2, threads_per_worker: int = 1,
                  timeout: float = 10.0, retries: int = 1, memory_limit: str = "auto"):
@@ -193,19 +200,3 @@ def make_compute(spec: dict | None):
     class's ``from_settings`` from the node's other settings."""
     settings = {k: v for k, v in (spec or {}).items() if k not in ("_target_", "name")}
     return backend_class(spec).from_settings(settings)
-
-
-def run_backend(cfg: dict, ctx):
-    """The run's compute backend (``compute=``), started on first use and shared by its stages;
-    the runner closes it after the run (:func:`close_backend`)."""
-    if ctx is None:
-        return None
-    if "compute" not in ctx.resources:
-        ctx.resources["compute"] = make_compute(cfg.get("compute"))
-    return ctx.resources["compute"]
-
-
-def close_backend(ctx) -> None:
-    compute = ctx.resources.pop("compute", None)
-    if compute is not None:
-        compute.close()

@@ -58,10 +58,10 @@ def load_data(cfg: dict):
     """The ``load`` stage's artifact for ``cfg`` (cached under ``paths.cache_dir`` as in a run)."""
     from pipeline.app.cache import StageCache
     from pipeline.app.stages.framework import RunContext, execute
-    from pipeline.app.stages.load import LOAD
+    from pipeline.app.stages.load import load_stage
 
     cache = StageCache(Path(cfg["paths"]["cache_dir"]), enabled=cfg["cache"]["enabled"], force=set())
-    return execute(LOAD, cfg, RunContext(cache, Path(cfg["paths"]["output_dir"])), {}).artifact
+    return execute(load_stage(cfg), cfg, RunContext(cache, Path(cfg["paths"]["output_dir"])), {}).artifact
 
 
 def generalisation(ex: ConceptExplainer, df: pd.DataFrame, y=None) -> pd.DataFrame:

@@ -293,7 +293,9 @@ def bundle_from_run(cfg: dict, done: dict) -> Bundle:
             from concurrent.futures import ThreadPoolExecutor
 
             keep = spaced(len(X))
-            with ThreadPoolExecutor(max_workers=int(cfg.get("threads") or os.cpu_count() or 1)) as pool:
+            from pipeline.threads import worker_processes
+
+            with ThreadPoolExecutor(max_workers=worker_processes(cfg.get("threads"))) as pool:
                 # np.sort releases the GIL: the columns sorted side by side, each thinned before they are stacked
                 values = np.column_stack(list(pool.map(lambda m: _sorted_column(project.units[m], X[:, m])[keep],
                                                        range(X.shape[1]))))

@@ -135,7 +135,9 @@ def store(cache: StageCache, key: str, out_dir: Path, files: list[str], summary:
                 os.link(Path(out_dir) / rel, target)
             except OSError:  # another file system, or links not allowed: a copy
                 shutil.copyfile(Path(out_dir) / rel, target)
-        with ThreadPoolExecutor(max_workers=2) as pool:  # hashlib leaves the GIL: two files at a time
+        from pipeline.threads import helper_threads
+
+        with ThreadPoolExecutor(max_workers=helper_threads(None)) as pool:  # hashlib leaves the GIL: two at a time
             digests = list(pool.map(lambda rel: file_digest(tmp / FILES / rel), files))
         for rel, digest in zip(files, digests):
             manifest["files"][rel] = {"size": (tmp / FILES / rel).stat().st_size, "sha256": digest}

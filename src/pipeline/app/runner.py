@@ -1,16 +1,17 @@
 """``run(cfg)``: the whole pipeline from a composed config (no Hydra decorator; tests and
 notebooks call it with :func:`pipeline.app.config.compose_config`).
 
-One run is a loop over :func:`pipeline.app.stages.declared_stages` (load -> train -> encode ->
-concepts -> cluster -> project -> fit.<row> -> evaluate -> [counterfactuals] -> report), after
-one capability check (:func:`pipeline.app.capabilities.check_request`); printing the summary is
-a separate step after the loop (:func:`print_summary`).
+One run: the config checked once and planned (:func:`pipeline.app.plan.validate`: a
+:class:`~pipeline.app.plan.RunPlan` with the stage list and the callbacks), then a loop over the
+plan's stages (:func:`run_pipeline`) that calls the callbacks at its events
+(:class:`~pipeline.app.stages.framework.RunCallback`) and knows no stage by name; where work runs
+besides the loop is the run's :class:`~pipeline.app.executor.Executor`, closed when the run ends.
+Printing the summary is a separate step after the loop (:mod:`pipeline.app.run_summary`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import os
 import sys
@@ -19,36 +20,17 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
+from pipeline.app.artifacts import ReportArtifact
 from pipeline.app.cache import StageCache
-from pipeline.app.capabilities import check_request
 from pipeline.app.checks import parse_force  # noqa: F401 - part of the runner's interface
+from pipeline.app.executor import Executor
+from pipeline.app.plan import RunPlan, draw_up, to_plain, validate  # noqa: F401 - to_plain: the runner's interface
 from pipeline.app.report.writer import write_final_status, write_status, write_tables
-from pipeline.app.stages import declared_stages
-from pipeline.app.stages.framework import Ahead, RunContext, StageOutput, execute, execute_ahead, warm_ahead
+from pipeline.app.run_summary import print_summary, save_explainer, show_summary
+from pipeline.app.stages.framework import Later, RowFailed, RunContext, StageOutput, execute
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
-
-
-def to_plain(cfg) -> dict:
-    """The resolved config as plain dicts/lists; a clear error if ``paths.output_dir`` is unset."""
-    if isinstance(cfg, dict):
-        return copy.deepcopy(cfg)
-    from omegaconf import OmegaConf
-
-    cfg = copy.deepcopy(cfg)
-    OmegaConf.set_struct(cfg, False)
-    cfg.pop("hydra", None)
-    try:
-        str(cfg.paths.output_dir)
-    except Exception:
-        raise InvalidInputError(
-            "paths.output_dir is not set: outside `python -m pipeline` (compose API, notebooks) pass "
-            "paths.output_dir=<dir> as an override."
-        ) from None
-    from pipeline.app.checks import resolve_config
-
-    return resolve_config(cfg)  # a bad value (PIPELINE_THREADS=abc) is one paragraph, not a traceback
 
 
 def run_pipeline(cfg: dict, ctx: RunContext, stages, until: str | None = None,
@@ -56,11 +38,11 @@ def run_pipeline(cfg: dict, ctx: RunContext, stages, until: str | None = None,
     """Execute ``stages`` in order (stopping before the stage named ``until``; those in ``done``
     have finished already); returns the finished ones.
 
-    A failing explainer row (``fit.<row>``, an :class:`InvalidInputError`: e.g. Concept-MMDT on
-    concept means that no concept separates) never aborts the run: it is recorded in
-    ``ctx.errors`` (an error row in the results, saying why and which option fixes it) and the
-    other rows are fitted and reported. Only when every row failed does the run stop with the
-    first row's error (nothing would be left to report), unless ``ctx.keep_going`` (studies).
+    A stage that is one row of several of its kind and cannot be computed (``RowFailed``: e.g.
+    Concept-MMDT on concept means that no concept separates) never aborts the run: it is recorded
+    in ``ctx.errors`` (an error row in the results, saying why and which option fixes it) and the
+    other rows go on. Only when every row of its kind failed does the run stop with the first
+    row's error (nothing would be left to report), unless ``ctx.keep_going`` (studies).
     """
     done = dict(done or {})
     try:
@@ -73,38 +55,34 @@ def run_pipeline(cfg: dict, ctx: RunContext, stages, until: str | None = None,
 
 
 def _run_stages(cfg: dict, ctx: RunContext, stages, until, done: dict) -> None:
-    fit_rows = [s.name for s in stages if s.name.startswith("fit.")]
     names = [s.name for s in stages]
-    warm: dict[str, list] = {}  # stage name -> the later stages (before ``until``) it warms (Stage.warm)
-    for s in stages[:names.index(until) if until in names else len(stages)]:
-        if s.warm is not None:
-            warm.setdefault(s.warm_before, []).append(s)
-    for stage in stages:
-        if stage.name == until:
-            break
-        for later in warm.pop(stage.name, ()):
-            later.warm(cfg, ctx)
+    loop = list(stages[:names.index(until)] if until in names else stages)
+    callbacks = ctx.plan.callbacks if ctx.plan is not None else ()
+    for callback in callbacks:
+        callback.on_loop_start(loop, ctx)
+    for stage in loop:
         if stage.name in done:
             continue
-        if stage.ahead is not None and stage.is_cached(cfg) and stage.ahead(cfg, done):
-            done[stage.name] = execute_ahead(stage, cfg, ctx, done)  # read when a later stage needs it
+        taken = None
+        for callback in callbacks:
+            taken = taken or callback.on_stage_start(stage, cfg, ctx, done)
+        if taken is not None:  # computed elsewhere (a worker process); read when a later stage needs it
+            done[stage.name] = taken
             continue
         try:
             done[stage.name] = execute(stage, cfg, ctx, done)
-        except InvalidInputError as exc:
-            if not stage.name.startswith("fit."):
-                raise
-            row = stage.name[len("fit."):]
-            failed = [n for n in fit_rows if n in done and done[n].artifact is None] + [stage.name]
-            if not ctx.keep_going and len(failed) == len(fit_rows):
-                if len(fit_rows) > 1:
-                    raise InvalidInputError(f"every explainer row failed; {row}: {exc}") from None
-                raise
-            log.error("explainer %s failed (the other rows go on): %s", row, exc)
-            ctx.errors[row] = str(exc)
+        except RowFailed as exc:
+            kind = [s.name for s in stages if (s.store or s.name) == (stage.store or stage.name)]
+            failed = [n for n in kind if n in done and done[n].artifact is None] + [stage.name]
+            if not ctx.keep_going and len(failed) == len(kind):
+                if len(kind) > 1:
+                    raise InvalidInputError(f"every {exc.kind} row failed; {exc.row}: {exc}") from None
+                raise exc.cause from None
+            log.error("%s %s failed (the other rows go on): %s", exc.kind, exc.row, exc)
+            ctx.errors[exc.row] = str(exc)
             done[stage.name] = StageOutput("failed", None)
     for name, out in done.items():
-        if isinstance(out, Ahead):
+        if isinstance(out, Later):
             done[name] = out.finished()
 
 
@@ -113,121 +91,46 @@ def run_stages(cfg: dict, cache: StageCache, keep_going: bool = False):
 
     Returns (finished stages by name, fit artifacts by explainer row, explainer errors by row).
     """
-    ctx = RunContext(cache, Path(cfg["paths"].get("output_dir") or "."), keep_going)
-    done = run_pipeline(cfg, ctx, declared_stages(cfg), until="evaluate")
-    fits = {name[len("fit."):]: out.artifact for name, out in done.items()
-            if name.startswith("fit.") and out.artifact is not None}
+    from pipeline.app.artifacts import FitArtifact
+    from pipeline.app.stages import through_trees
+
+    plan = draw_up(cfg)
+    ctx = RunContext(cache, Path(cfg["paths"].get("output_dir") or "."), plan=plan, executor=Executor(plan),
+                     keep_going=keep_going)
+    try:
+        done = run_pipeline(plan.cfg, ctx, through_trees(list(plan.stages)))
+    finally:
+        ctx.executor.close()
+    fits = {out.artifact.row: out.artifact for out in done.values() if isinstance(out.artifact, FitArtifact)}
     return done, fits, dict(ctx.errors)
 
 
-def print_summary(cfg: dict, done: dict[str, StageOutput], show: bool = True) -> dict:
-    """Print the terminal summary of one finished run (the step after the stage loop); ``show=False``
-    prints only where the files went. Returns what was printed as :func:`show_summary` takes it
-    (the text, and where the files are relative to the run folder), for the run's kept files."""
-    report, load, ref = done["report"].artifact, done["load"].artifact, done["cluster"].artifact
-    parts = []
-    if show and cfg["report"]["summary"]:
-        from pipeline.app.report.summary import summary_text
-
-        title = (f"{load.name} ({len(ref.labels)} samples) | encoder={cfg['encoder']['name']} | "
-                 f"reference={ref.method}" + (" [chosen using labels]" if ref.uses_labels else ""))
-        from pipeline.app.report.run_report import tree_data
-
-        data = report.data if report.data is not None else tree_data(load, ref, done["project"].artifact)
-        parts.append(summary_text(title, report.df, report.fits, cfg["report"]["max_rules"], data,
-                                  stability=(ref.scores or {}).get("stability") if isinstance(ref.scores, dict) else None))
-        # a table's own columns as latents (the identity encoder) name the trees' cuts already
-        own_columns = load.kind == "tabular" and list(done["encode"].artifact.latent_names) == list(load.feature_names or [])
-        if (cfg["concepts"].get("name") or "none") == "none" and not own_columns:
-            from pipeline.app.concept_sets.definitions import concept_hint
-
-            parts.append(concept_hint(load.name, load.kind))
-        if report.table2 is not None:
-            from pipeline.app.report.concept_run import concept_summary_text
-
-            concepts = done["concepts"].artifact
-            project = done["project"].artifact
-            from pipeline.app.stages.completeness import completeness_text
-
-            parts.append(concept_summary_text(report.table2, concepts.cav_summary or [], concepts.cav_dropped or {},
-                                              project.selection, concepts.discovery, concepts.cav_test,
-                                              concepts.provenance, concepts.concept_notes,
-                                              completeness=completeness_text(done["completeness"].artifact
-                                                                             if "completeness" in done else None),
-                                              tests=done["concept_tests"].artifact if "concept_tests" in done else None,
-                                              used=project.concept_names, measures=concepts.measures))
-    out_dir = Path(report.csv).parent
-
-    def rel(path):
-        return None if path is None else Path(path).relative_to(out_dir).as_posix()
-
-    record = {"text": "\n".join(parts), "csv": rel(report.csv), "html": rel(report.html),
-              "counterfactuals_csv": rel(report.counterfactuals_csv),
-              "counterfactual_space": done["counterfactuals"].artifact.space if report.counterfactuals_csv else None}
-    show_summary(record, out_dir)
-    return record
-
-
-def show_summary(record: dict, out_dir: Path) -> None:
-    """Print a summary :func:`print_summary` returned, with the paths of the run folder ``out_dir``."""
-    if record["text"]:
-        print(record["text"])
-    if record.get("counterfactuals_csv"):
-        print(f"counterfactual explanations ({record['counterfactual_space']} space) written to "
-              f"{Path(out_dir) / record['counterfactuals_csv']}")
-    print(f"results written to {Path(out_dir) / record['csv']}")
-    if record.get("html"):
-        print(f"report: {Path(out_dir) / record['html']}")
-
-
-def save_explainer(cfg: dict, done: dict[str, StageOutput], out_dir: Path) -> None:
-    """``<run>/explainer/``, the run applied to new data (docs/explain.md). The run's results stand
-    without it: a bundle that cannot be written is a warning naming why, not a failed run."""
-    from pipeline.app.explainer_bundle import write_run_bundle
-    from pipeline.app.write_errors import WriteFailedError
-
-    try:
-        write_run_bundle(cfg, done, out_dir)
-    except (InvalidInputError, WriteFailedError, OSError, ValueError, KeyError) as exc:
-        log.warning("the run's explainer (%s) was not saved: %s: %s; python -m pipeline.explain cannot use this "
-                    "run", out_dir / "explainer", type(exc).__name__, exc)
-
-
-def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = False, summary: bool = True,
-               reuse_files: bool = False):
+def run_single(plan: RunPlan | dict, cache: StageCache, out_dir: Path, keep_going: bool = False,
+               summary: bool = True, reuse_files: bool = False, executor: Executor | None = None):
     """One dataset: the stage loop, then the summary. Returns the results DataFrame.
 
-    The same stages at every size: latents larger than ``dataset.memory_budget`` are handled out
-    of core by those stages (docs/out-of-core.md); ``compute=dask`` runs their chunk passes as
-    Dask tasks (the backend is closed after the loop). ``reuse_files``: a run whose every stage
-    key equals an earlier run's restores that run's files and summary from the cache
-    (:mod:`pipeline.app.run_outputs`) instead of reading every artifact and writing them again.
+    ``plan``: the run's plan (a resolved config is checked and planned first). The same stages at
+    every size: latents larger than ``dataset.memory_budget`` are handled out of core by those
+    stages (docs/out-of-core.md); ``compute=dask`` runs their chunk passes as Dask tasks (the
+    executor is closed after the loop). ``reuse_files``: a run whose every stage key equals an
+    earlier run's restores that run's files and summary from the cache (:mod:`pipeline.app.run_outputs`)
+    instead of reading every artifact and writing them again.
     """
     from pipeline.app import run_outputs
-    from pipeline.app.compute import close_backend
-    from pipeline.app.stages.report import close_figures
-    from pipeline.app.workers import release_workers
 
-    stages = None
-    if not (reuse_files and run_outputs.checked_before(cache, cfg)):
-        with contextlib.suppress(Exception):  # a bad config is said by check_request, next
-            stages = declared_stages(cfg)
-            warm_ahead(cfg, stages)  # a worker for a stage ahead imports while the request is checked
-        try:
-            check_request(cfg)
-        except BaseException:
-            release_workers()  # the run ends here: the worker is not left to finish its imports
-            raise
-        if reuse_files:
-            run_outputs.mark_checked(cache, cfg)
+    if not isinstance(plan, RunPlan):
+        plan = validate(plan)
+    if executor is None:
+        executor = Executor(plan)
+        for callback in plan.callbacks:
+            callback.on_plan(plan, executor)
     before = run_outputs.snapshot(Path(out_dir)) if reuse_files else {}
-    ctx = RunContext(cache, Path(out_dir), keep_going)
-    stages = stages or declared_stages(cfg)
+    ctx = RunContext(cache, Path(out_dir), plan=plan, executor=executor, keep_going=keep_going)
     try:
-        done, keys = stage_keys(cfg, ctx, stages)
+        done, keys = stage_keys(plan, ctx)
         files_key = None
         if reuse_files:
-            files_key = run_outputs.outputs_key(cfg, keys)
+            files_key = run_outputs.outputs_key(plan.config, keys)
             kept = run_outputs.restore(cache, files_key, Path(out_dir))
             if kept is not None:
                 log.info("every stage unchanged: the files and summary of an earlier run restored (%s [%s]); "
@@ -236,48 +139,38 @@ def run_single(cfg: dict, cache: StageCache, out_dir: Path, keep_going: bool = F
                 import pandas as pd
 
                 return pd.read_csv(Path(out_dir) / kept["csv"])
-        done = run_pipeline(cfg, ctx, stages, done=done)
+        done = run_pipeline(plan.cfg, ctx, plan.stages, done=done)
     finally:
-        close_figures(ctx)  # a run that stopped before its report: its figure workers
-        close_backend(ctx)
-        release_workers()
-    save_explainer(cfg, done, Path(out_dir))
-    record = print_summary(cfg, done, show=summary)
+        executor.close()  # figure workers, the Dask cluster, a worker nobody took
+    save_explainer(plan.config, done, Path(out_dir))
+    record = print_summary(plan, done, show=summary)
     if files_key is not None and not ctx.errors:
         run_outputs.store(cache, files_key, Path(out_dir), run_outputs.run_files(Path(out_dir), before), record)
-    return done["report"].artifact.df
+    return next(out.artifact.df for out in done.values() if isinstance(out.artifact, ReportArtifact))
 
 
-def stage_keys(cfg: dict, ctx: RunContext, stages) -> tuple[dict[str, StageOutput], dict[str, str]]:
-    """Every stage's cache key before any stage runs. A stage named by its product
-    (``Stage.output_key``: a trained encoder is keyed by its checkpoint's sha256) runs, with the
-    stages before it; returns those finished stages and the keys of all."""
-    last = max((i for i, s in enumerate(stages) if s.output_key is not None), default=-1)
-    done = run_pipeline(cfg, ctx, stages[:last + 1])
+def stage_keys(plan: RunPlan, ctx: RunContext) -> tuple[dict[str, StageOutput], dict[str, str]]:
+    """Every stage's cache key before any stage runs. A stage named by its product (its artifact
+    is ``keyed_by_product``: a trained encoder by its checkpoint's sha256) runs, with the stages
+    before it; returns those finished stages and the keys of all."""
+    stages = list(plan.stages)
+    last = max((i for i, s in enumerate(stages) if s.artifact.keyed_by_product), default=-1)
+    done = run_pipeline(plan.cfg, ctx, stages[:last + 1])
     keys = {name: out.key for name, out in done.items()}
     for stage in stages[last + 1:]:
-        keys[stage.name] = stage.key(cfg, {name: StageOutput(key, None) for name, key in keys.items()})
+        keys[stage.name] = stage.key(plan.cfg, {name: StageOutput(key, None) for name, key in keys.items()})
     return done, keys
 
 
-def run_study(cfg: dict, cache: StageCache, out_dir: Path):
+def run_study(plan: RunPlan, cache: StageCache, out_dir: Path):
     """An experiment over several datasets (``study.runs``); writes results + the published comparison."""
     import pandas as pd
 
     from pipeline.study import compare_with_published
 
+    cfg = plan.config
     frames = []
-    for name, spec in cfg["study"]["runs"].items():
-        sub = copy.deepcopy(cfg)
-        sub["dataset"] = spec["dataset"]
-        if spec.get("clustering"):
-            sub["clustering"] = spec["clustering"]
-        if spec.get("explainers") is not None:
-            unknown = sorted(set(spec["explainers"]) - set(cfg["explainer"]))
-            if unknown:
-                raise InvalidInputError(f"study run {name!r} lists explainers {unknown} that are not in the explainer "
-                                        f"config {sorted(cfg['explainer'])}.")
-            sub["explainer"] = {row: cfg["explainer"][row] for row in spec["explainers"]}
+    for name, sub in plan.studies.items():
         log.info("study %s: run %s", cfg["study"]["name"], name)
         df = run_single(sub, cache, out_dir / name, keep_going=True, summary=False)
         df.insert(0, "run", name)
@@ -328,44 +221,69 @@ def pin_code_path(setting: str) -> bool:
 
 def run(cfg):
     """Run the configured pipeline (a DictConfig or plain dict); returns the results table
-    (a pandas DataFrame, also written to ``results.csv``)."""
-    from pipeline.app.checks import check_values
+    (a pandas DataFrame, also written to ``results.csv``).
+
+    The config is checked and planned first (:func:`pipeline.app.plan.validate`); once its values
+    are checked the run starts (its status.json, the thread cap, a worker a stage ahead will want)
+    while the request checks import the run's libraries; a config checked before with the same code
+    is not checked again (:func:`pipeline.app.run_outputs.checked_before`)."""
+    from pipeline.app import run_outputs
     from pipeline.app.status import mark_interrupted, numerics, remove_stale_temporaries, running_status
 
     plain = to_plain(cfg)
-    stages = [s.store or s.name for s in declared_stages(plain)] + ["counterfactuals"]
-    force = check_values(plain, stages)  # +force names, threads, sizes, directories: before any stage
-    plain.pop("force", None)
-    out_dir = Path(plain["paths"]["output_dir"])
-    cache = StageCache(Path(plain["paths"]["cache_dir"]), enabled=plain["cache"]["enabled"], force=force)
-    if plain["paths"].get("model_cache_dir") is not None or plain.get("offline") is not None:
-        from pipeline.app.environment import configure_model_caches
-
-        configure_model_caches(plain["paths"].get("model_cache_dir"), offline=plain.get("offline"))
-    start = time.time()
-    if plain["paths"].get("log_dir"):
-        for path in mark_interrupted(plain["paths"]["log_dir"]):  # runs that died without a word
-            log.warning("run %s was interrupted (its process is gone); status.json now says so", path.parent)
-        for path in remove_stale_temporaries(plain["paths"]["log_dir"]):
-            log.info("removed %s, a temporary file an earlier run left behind", path)
-    write_status(out_dir, running_status(start))
-    env = {"threads": plain.get("threads")}
+    paths = plain.get("paths") or {}
+    probe = StageCache(Path(paths.get("cache_dir") or "."), enabled=bool((plain.get("cache") or {}).get("enabled")))
+    reuse = bool((plain.get("cache") or {}).get("reuse_files", True)) and not (plain.get("study") or {}).get("runs")
+    checked = reuse and run_outputs.checked_before(probe, {k: v for k, v in plain.items() if k != "force"})
     code_path = plain.get("cpu_code_path", "native")
-    pinned = pin_code_path(code_path)
-    try:
-        with thread_limit(plain.get("threads")):
-            if plain["study"]["runs"]:
-                df = run_study(plain, cache, out_dir)
+    started: dict = {}
+    env = {"threads": plain.get("threads")}
+    with contextlib.ExitStack() as stack:
+
+        def start(plan: RunPlan) -> None:  # the values are checked: the run starts
+            if paths.get("model_cache_dir") is not None or plain.get("offline") is not None:
+                from pipeline.app.environment import configure_model_caches
+
+                configure_model_caches(paths.get("model_cache_dir"), offline=plain.get("offline"))
+            started["at"] = time.time()
+            if paths.get("log_dir"):
+                for path in mark_interrupted(paths["log_dir"]):  # runs that died without a word
+                    log.warning("run %s was interrupted (its process is gone); status.json now says so", path.parent)
+                for path in remove_stale_temporaries(paths["log_dir"]):
+                    log.info("removed %s, a temporary file an earlier run left behind", path)
+            write_status(Path(paths["output_dir"]), running_status(started["at"]))
+            started["pinned"] = pin_code_path(code_path)
+            stack.enter_context(thread_limit(plan.threads))
+            if not plan.studies:
+                started["executor"] = executor = Executor(plan)
+                if not checked:  # a worker for a stage ahead imports while the request is checked
+                    for callback in plan.callbacks:
+                        callback.on_plan(plan, executor)
+
+        try:
+            plan = validate(plain, checked=lambda config: checked, drawn=start)
+            if reuse:
+                run_outputs.mark_checked(probe, plan.config)
+            out_dir = Path(plan.config["paths"]["output_dir"])
+            cache = StageCache(Path(paths["cache_dir"]), enabled=plain["cache"]["enabled"], force=plan.force)
+            if plan.studies:
+                df = run_study(plan, cache, out_dir)
             else:
-                df = run_single(plain, cache, out_dir, reuse_files=plain["cache"].get("reuse_files", True))
-            env = numerics(plain.get("threads"), code_path, pinned)  # inside the limit: the thread counts the run used
-        write_status(out_dir, {"status": "ok", "seconds": time.time() - start,
-                               "results": str(out_dir / "results.csv"), "cache": [vars(e) for e in cache.events],
-                               "numerics": env})
-    except BaseException as exc:
-        state = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-        write_final_status(out_dir, {"status": state, "error": f"{type(exc).__name__}: {exc}",
-                                     "traceback": traceback.format_exc(), "seconds": time.time() - start,
-                                     "numerics": env})
-        raise
+                df = run_single(plan, cache, out_dir, reuse_files=reuse, executor=started["executor"])
+            env = numerics(plan.threads, code_path, started["pinned"])  # inside the limit: the threads the run used
+        except BaseException as exc:
+            if "executor" in started:
+                started["executor"].close()  # a run that ends early: its worker is not left to finish its imports
+            if "at" in started:
+                _failed(Path(paths["output_dir"]), exc, started["at"], env)
+            raise
+    write_status(out_dir, {"status": "ok", "seconds": time.time() - started["at"],
+                           "results": str(out_dir / "results.csv"), "cache": [vars(e) for e in cache.events],
+                           "numerics": env})
     return df
+
+
+def _failed(out_dir: Path, exc: BaseException, start: float, env: dict) -> None:
+    state = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+    write_final_status(out_dir, {"status": state, "error": f"{type(exc).__name__}: {exc}",
+                                 "traceback": traceback.format_exc(), "seconds": time.time() - start, "numerics": env})

@@ -1,6 +1,7 @@
 """Settings that cannot work, refused when the run is planned (docs/out-of-core.md, "Settings").
 
-Chunk sizes, memory budgets and every ``compute`` setting are checked before any stage runs,
+Chunk sizes, memory budgets and every ``compute`` setting are checked before any stage runs
+(by the run plan's :func:`pipeline.app.plan.validate`),
 each failure one paragraph naming the setting: ``dataset.chunk_rows`` (a positive whole
 number), ``dataset.memory_budget`` (a size), ``compute.n_workers`` / ``threads_per_worker``
 (>= 1), ``compute.timeout`` (> 0 s), ``compute.retries`` (>= 0), ``compute.memory_limit`` (at
@@ -135,11 +136,5 @@ def worker_count(spec: dict, quiet: bool = False) -> int:
     return min(wanted, cap)
 
 
-def check_settings(cfg: dict) -> None:
-    """The checks of the module docstring on a run's resolved config."""
-    check_dataset_settings(cfg.get("dataset") or {})
-    check_compute_settings(cfg.get("compute"))
-
-
-__all__ = ["available_cores", "check_address", "check_compute_settings", "check_dataset_settings", "check_settings",
+__all__ = ["available_cores", "check_address", "check_compute_settings", "check_dataset_settings",
            "worker_count"]

@@ -1,6 +1,7 @@
-"""Work handed to a spawned process of its own, with its log lines brought back.
+"""Work handed to spawned processes, with its log lines brought back: the one place worker
+processes are started (:func:`spawn_pool`), for the run's executor (:mod:`pipeline.app.executor`).
 
-A stage that runs ahead (:attr:`pipeline.app.stages.framework.Stage.ahead`: the CAV fits while
+A stage that runs ahead (:class:`pipeline.app.stages.framework.RunAhead`: the CAV fits while
 the clustering is fitted) computes in a worker process rather than a thread: a thread would take
 Python's GIL from the stage loop on every small call, and it would change the process-wide
 BLAS/OpenMP limits (threadpoolctl) under the loop's own computations, whose results could then
@@ -74,29 +75,28 @@ def _call(fn, args: tuple, threads: int | None, level: int):
         return False, exc, handler.records
 
 
-_warm: list[ProcessPoolExecutor] = []  # a worker started early (warm_worker), for the next call_in_worker
+def spawn_pool(workers: int, what: str) -> ProcessPoolExecutor | None:
+    """A pool of ``workers`` spawned processes for ``what``, or None (logged, with why) where none can
+    start: a program started as a script (``python script.py``) whose workers would run it again,
+    or a sandbox without processes. The one place worker processes are started (stages computed
+    ahead, figures encoded): the caller then does the work in this process."""
+    if not main_is_importable():
+        log.info("%s in this process: a worker process would run this program's script again (%s)", what,
+                 getattr(sys.modules.get("__main__"), "__file__", "?"))
+        return None
+    try:
+        return ProcessPoolExecutor(int(workers), mp_context=multiprocessing.get_context("spawn"))
+    except (OSError, ValueError) as exc:  # no processes here (a sandbox)
+        log.info("%s in this process: no worker process could start (%s)", what, exc)
+        return None
 
 
-def _import(modules: tuple[str, ...]) -> None:
+def import_modules(modules: tuple[str, ...]) -> None:
+    """In a worker: import ``modules`` before the work arrives."""
     import importlib
 
     for name in modules:
         importlib.import_module(name)
-
-
-def warm_worker(modules: tuple[str, ...]) -> None:
-    """Start a worker now and have it import ``modules`` while this process goes on; the next
-    :func:`call_in_worker` uses it (a worker takes ~2-3 s to start and import scikit-learn).
-    :func:`release_workers` stops one that no call took."""
-    if _warm or not main_is_importable():
-        return
-    try:
-        pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-        pool.submit(_import, tuple(modules))
-    except (OSError, ValueError) as exc:  # no processes here (a sandbox): call_in_worker will say so
-        log.debug("no worker started early: %s", exc)
-        return
-    _warm.append(pool)
 
 
 def pool_processes(pool: ProcessPoolExecutor) -> list:
@@ -115,21 +115,16 @@ def kill_pool(pool: ProcessPoolExecutor) -> None:
         process.join(timeout=10)
 
 
-def release_workers() -> None:
-    """Stop a worker :func:`warm_worker` started that no call took (killed: it holds nothing but
-    imports, and the exit would otherwise wait for them)."""
-    while _warm:
-        kill_pool(_warm.pop())
-
-
-def call_in_worker(fn, *args, threads: int | None = None):
-    """``fn(*args)`` in a spawned process of its own (the one :func:`warm_worker` started, if any);
-    its log records are logged here. Raises what ``fn`` raised, or :class:`WorkerLost` when no
-    worker could do it (the process died, or could not start, or ``fn`` or its arguments do not
-    pickle)."""
+def call_in_worker(fn, *args, threads: int | None = None, pool: ProcessPoolExecutor | None = None):
+    """``fn(*args)`` in a spawned process of its own (``pool``, a one-process pool started earlier,
+    if given; it is shut down after); its log records are logged here. Raises what ``fn`` raised,
+    or :class:`WorkerLost` when no worker could do it (the process died, or could not start, or
+    ``fn`` or its arguments do not pickle)."""
     level = logging.getLogger().getEffectiveLevel()
     try:
-        pool = _warm.pop() if _warm else ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        pool = pool or spawn_pool(1, "the stage is computed")
+        if pool is None:
+            raise OSError("no worker process")
         with pool:
             ok, value, records = pool.submit(_call, fn, args, threads, level).result()
     except BrokenProcessPool as exc:

@@ -26,12 +26,13 @@ import numpy as np
 
 from pipeline.concepts.discovery import (ConceptDiscovery, association_text, concept_associations, distinctive_words,
                                          label_table, name_concepts, top_columns, top_examples)
+from pipeline.app.data.budget import SAMPLES
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
 
-DISCOVERY_ROWS = 50_000  # latents on disk: rows the factorisation sees
+DISCOVERY_ROWS = SAMPLES["discovery"]  # latents on disk: rows the factorisation sees (the row plan's sample)
 
 
 def discovered(Z, dataset, cfg: dict, n_concepts: int = 5, method: str = "auto", names: dict | None = None,

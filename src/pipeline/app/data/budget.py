@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -59,74 +60,123 @@ def parse_bytes(value, key: str = "dataset.memory_budget") -> int:
     return out
 
 
-def memory_budget(cfg: dict) -> int:
-    """``dataset.memory_budget`` in bytes."""
-    value = (cfg.get("dataset") or {}).get("memory_budget", "auto")
+def budget_bytes(value) -> int:
+    """A ``dataset.memory_budget`` setting (``auto``, a size, a number of bytes) in bytes."""
     if value in (None, "auto"):
         return max(machine_memory() // AUTO_FRACTION, MIN_AUTO)
     return parse_bytes(value)
 
 
-def out_of_core(cfg: dict, Z) -> bool:
-    """True when the latents ``Z`` (an array or a view) are larger than the memory budget."""
-    return int(np.prod(Z.shape, dtype=np.int64)) * np.dtype(Z.dtype).itemsize > memory_budget(cfg)
+#: The rows each purpose reads at most, where it samples (docs/out-of-core.md): the clustering's fit
+#: out of core, the trees' fit when every row's coordinates exceed a quarter of the budget, the leaf
+#: annotations of coordinates on disk (at most ANNOTATION_BYTES of them as float64, at least 10,000
+#: rows), the factorisation of ``concepts=discovered`` on latents on disk, the completeness probes.
+SAMPLES = {"clustering": CLUSTER_SAMPLE, "trees": 50_000, "annotation": 100_000, "discovery": 50_000,
+           "completeness": 5_000}
+ANNOTATION_BYTES = 64 << 20
 
 
-def likely_out_of_core(cfg: dict) -> bool:
-    """A guess before anything is read: the configured ``dataset.path`` (a file, or the ``.npy``
-    shards of a folder) is larger than the memory budget."""
-    path = (cfg.get("dataset") or {}).get("path")
-    if not path:
-        return False
-    p = Path(str(path)).expanduser()
-    try:
-        size = p.stat().st_size if p.is_file() else sum(f.stat().st_size for f in p.glob("*.npy"))
-    except OSError:
-        return False
-    return size > memory_budget(cfg)
+@dataclass(frozen=True)
+class RowPlan:
+    """How many rows a run holds and reads at a time, decided once from its config (the run plan's
+    row plan, :func:`pipeline.app.plan.validate`; docs/out-of-core.md).
 
+    Attributes
+    ----------
+    budget : int
+        ``dataset.memory_budget`` in bytes: latents larger than this are out of core.
+    setting : object
+        The budget as given (``auto``, ``2GB`` ...), for messages.
+    chunk_rows : int or None
+        ``dataset.chunk_rows`` (None: from the budget).
+    chunk_share : int
+        The share of the budget one chunk fills (the compute backend's: 1/32 in this process,
+        1/8 on Dask workers, which read their chunks themselves).
+    samples : dict
+        Configured sample sizes by purpose (``clustering.sample_rows``, ``fit.sample_rows``;
+        None: the purpose's default of :data:`SAMPLES`).
+    """
 
-def chunk_rows(cfg: dict, row_bytes: int) -> int:
-    """Rows per chunk: ``dataset.chunk_rows``, else as many as fill 1/32 of the budget (a chunk,
-    its float64 copy and what is computed from it stay well inside it, beside the next chunk
-    being read meanwhile); with ``compute=dask``, 1/8 (the chunks are read by the workers, one at a
-    time each, and this process holds only their results; fewer, larger tasks: a pass over 1M x 512
-    in 43 tasks took 2.1 s on two workers, in 171 tasks 2.9 s, against 2.4 s in this process)."""
-    check_budget(cfg, row_bytes)
-    given = (cfg.get("dataset") or {}).get("chunk_rows")
-    if given is not None:
-        if int(given) < 1:
-            raise InvalidInputError(f"dataset.chunk_rows={given}: give a positive number of rows per chunk.")
-        budget = memory_budget(cfg)
-        if int(given) * row_bytes > budget:
+    budget: int
+    setting: object = "auto"
+    chunk_rows: int | None = None
+    chunk_share: int = 32
+    samples: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, cfg: dict, chunk_share: int = 32) -> "RowPlan":
+        ds = cfg.get("dataset") or {}
+        setting = ds.get("memory_budget", "auto")
+        return cls(budget=budget_bytes(setting), setting=setting, chunk_rows=ds.get("chunk_rows"),
+                   chunk_share=chunk_share,
+                   samples={"clustering": (cfg.get("clustering") or {}).get("sample_rows"),
+                            "trees": (cfg.get("fit") or {}).get("sample_rows")})
+
+    def out_of_core(self, Z) -> bool:
+        """True when the latents ``Z`` (an array or a view) are larger than the memory budget."""
+        return int(np.prod(Z.shape, dtype=np.int64)) * np.dtype(Z.dtype).itemsize > self.budget
+
+    def likely_out_of_core(self, path) -> bool:
+        """A guess before anything is read: the file ``path`` (or the ``.npy`` shards of a folder)
+        is larger than the memory budget."""
+        if not path:
+            return False
+        p = Path(str(path)).expanduser()
+        try:
+            size = p.stat().st_size if p.is_file() else sum(f.stat().st_size for f in p.glob("*.npy"))
+        except OSError:
+            return False
+        return size > self.budget
+
+    def chunk(self, row_bytes: int) -> int:
+        """Rows per chunk of a pass over rows of ``row_bytes`` bytes: ``dataset.chunk_rows``, else as
+        many as fill ``1/chunk_share`` of the budget (a chunk, its float64 copy and what is computed
+        from it stay well inside it, beside the next chunk being read meanwhile; Dask workers read
+        their chunks themselves, so fewer, larger tasks: a pass over 1M x 512 in 43 tasks took 2.1 s
+        on two workers, in 171 tasks 2.9 s, against 2.4 s in this process)."""
+        if self.budget < 8 * row_bytes:
             raise InvalidInputError(
-                f"dataset.chunk_rows={given}: one chunk of {given} rows x {row_bytes} bytes is "
-                f"{int(given) * row_bytes / 1e6:.0f} MB, more than dataset.memory_budget ({budget / 1e6:.0f} MB). "
-                "Give fewer rows per chunk, or a larger dataset.memory_budget.")
-        return int(given)
-    share = 8 if ((cfg.get("compute") or {}).get("name") or "local") == "dask" else 32
-    return max(memory_budget(cfg) // share // max(int(row_bytes), 1), 1)
+                f"dataset.memory_budget={self.setting} ({self.budget} bytes) is below one chunk of this data (8 rows "
+                f"of {row_bytes} bytes each); nothing can be processed within it. Give at least a few MB (e.g. "
+                "dataset.memory_budget=256MB), or auto.")
+        if self.chunk_rows is not None:
+            if int(self.chunk_rows) * row_bytes > self.budget:
+                raise InvalidInputError(
+                    f"dataset.chunk_rows={self.chunk_rows}: one chunk of {self.chunk_rows} rows x {row_bytes} bytes "
+                    f"is {int(self.chunk_rows) * row_bytes / 1e6:.0f} MB, more than dataset.memory_budget "
+                    f"({self.budget / 1e6:.0f} MB). Give fewer rows per chunk, or a larger dataset.memory_budget.")
+            return int(self.chunk_rows)
+        return max(self.budget // self.chunk_share // max(int(row_bytes), 1), 1)
 
-
-def check_budget(cfg: dict, row_bytes: int) -> None:
-    """A budget below one row (or one chunk) cannot run: one paragraph, before anything is read."""
-    budget = memory_budget(cfg)
-    if budget < 8 * row_bytes:
-        raise InvalidInputError(
-            f"dataset.memory_budget={(cfg.get('dataset') or {}).get('memory_budget')} ({budget} bytes) is below one "
-            f"chunk of this data (8 rows of {row_bytes} bytes each); nothing can be processed within it. Give at "
-            "least a few MB (e.g. dataset.memory_budget=256MB), or auto.")
-
-
-def sample_rows(value, n: int, default: int, key: str) -> int | None:
-    """A configured sample size (``clustering.sample_rows`` / ``fit.sample_rows``): None = every
-    row; checked against the number of rows."""
-    if value in (None, "auto"):
+    def sample_size(self, purpose: str, X, latents=None) -> int | None:
+        """Rows ``purpose`` (a key of :data:`SAMPLES`) reads of the rows of ``X`` (an array or a
+        view), or None for every row: a configured size (``clustering.sample_rows`` /
+        ``fit.sample_rows``; larger than the data is an error), else the purpose's default. The
+        clustering and the trees sample only out of core (the latents, ``latents`` or else ``X``,
+        larger than the budget); the trees then only when every row's float64 coordinates would
+        take more than a quarter of it."""
+        n, width = len(X), int(np.prod(X.shape[1:]))
+        given = self.samples.get(purpose)
+        key = {"clustering": "clustering.sample_rows", "trees": "fit.sample_rows"}.get(purpose, purpose)
+        if given is not None:
+            if int(given) > n:
+                raise InvalidInputError(f"{key}={given} is larger than the data ({n} rows): a sample cannot hold more "
+                                        f"rows than there are. Use {key}=null for the default, or a number up to {n}.")
+            return None if int(given) == n else int(given)
+        if purpose in ("clustering", "trees") and not self.out_of_core(latents if latents is not None else X):
+            return None
+        default = SAMPLES[purpose]
+        if purpose == "trees":  # every row while their float64 coordinates fit a quarter of the budget
+            fits = max(self.budget // 4 // (8 * max(width, 1)), 1)
+            default = n if n <= fits else min(fits, default)
+        elif purpose == "annotation":
+            default = min(default, max(10_000, ANNOTATION_BYTES // (8 * max(width, 1))))
         return None if n <= default else default
-    value = int(value)
-    if value < 1:
-        raise InvalidInputError(f"{key}={value}: give a positive number of rows, or null for the default.")
-    if value > n:
-        raise InvalidInputError(f"{key}={value} is larger than the data ({n} rows): a sample cannot hold more rows "
-                                f"than there are. Use {key}=null for the default, or a number up to {n}.")
-    return None if value == n else value
+
+
+def check_sample_setting(value, key: str) -> None:
+    """A configured sample size is a positive whole number (or null)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(f"{key}={value!r}: give a positive number of rows, or null for the default.")

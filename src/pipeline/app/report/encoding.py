@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import io
 import logging
-import multiprocessing
-import sys
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -33,7 +31,7 @@ from contextlib import contextmanager
 import matplotlib as mpl
 from matplotlib.figure import Figure
 
-from pipeline.app.workers import kill_pool, main_is_importable, pool_processes
+from pipeline.app.workers import kill_pool, pool_processes, spawn_pool
 
 log = logging.getLogger(__name__)
 
@@ -196,15 +194,8 @@ class Encoder:
             self.here = True
             return None
         if self._pool is None:
-            if not main_is_importable():
-                log.info("figures are encoded in this process: a worker process would run this program's script "
-                         "again (%s)", getattr(sys.modules.get("__main__"), "__file__", "?"))
-                self.here = True
-                return None
-            try:
-                self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
-            except (OSError, ValueError) as exc:  # no processes here (a sandbox): encode in this process
-                log.info("figures are encoded in this process: no worker process could start (%s)", exc)
+            self._pool = spawn_pool(self.workers, "figures are encoded")
+            if self._pool is None:  # a script's program, or no processes here (a sandbox): encode here
                 self.here = True
                 return None
         return self._pool.submit

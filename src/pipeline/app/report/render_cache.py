@@ -58,9 +58,11 @@ def _array_digest(a: np.ndarray) -> bytes:
         return hit[1]
     from concurrent.futures import ThreadPoolExecutor
 
+    from pipeline.threads import helper_threads
+
     flat = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
     step = 1 << 26
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=helper_threads(None)) as pool:
         pieces = list(pool.map(lambda i: hashlib.sha256(flat[i:i + step]).digest(), range(0, flat.size, step)))
     h = hashlib.sha256(b"pieces:%d;" % step)
     for piece in pieces:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pipeline.app.data.budget import ANNOTATION_BYTES, SAMPLES
 from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, CounterfactualsArtifact, FitArtifact, LoadArtifact, ProjectArtifact
 from pipeline.app.report.stability import stability_text
 from pipeline.trees.tree import ExplanationTree
@@ -23,8 +24,8 @@ if TYPE_CHECKING:  # matplotlib and pandas are imported only when a figure or re
 
     from pipeline.trees.tree import Reading
 
-SAMPLE_ROWS = 100_000  # rows that annotate leaves when the coordinates are read from disk ...
-SAMPLE_BYTES = 64 << 20  # ... at most this much of them as float64 (wide latents: fewer rows, at least 10,000)
+SAMPLE_ROWS = SAMPLES["annotation"]  # rows that annotate leaves when the coordinates are read from disk ...
+SAMPLE_BYTES = ANNOTATION_BYTES  # ... at most this much of them as float64 (wide latents: fewer rows, at least 10,000)
 
 
 def sample_rows_of(n: int, d: int) -> np.ndarray:

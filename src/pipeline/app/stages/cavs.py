@@ -274,11 +274,12 @@ def cav_calibration(fitter, Zex: np.ndarray, examples) -> np.ndarray:
 
 
 def select_for_reference(cfg: dict, concepts: ConceptsArtifact, cluster: ClusterArtifact,
-                         Z: np.ndarray) -> ConceptsArtifact:
+                         X: np.ndarray) -> ConceptsArtifact:
     """Keep the concepts chosen by greedy q-maximising selection (``concepts.params.select``).
 
     Uses the reference mixture when it has one, else the pooled within-cluster spread of
-    the concept coordinates ``Z Cᵀ``. Returns ``concepts`` unchanged when selection is off.
+    the concept coordinates ``X`` (= ``Z Cᵀ`` of these concepts, the coordinates stage's).
+    Returns ``concepts`` unchanged when selection is off.
     """
     params = cfg["concepts"].get("params") or {}
     if not concepts.enabled or not params.get("select"):
@@ -289,14 +290,6 @@ def select_for_reference(cfg: dict, concepts: ConceptsArtifact, cluster: Cluster
     if cluster.means is not None and cluster.covariances is not None:
         mu, sigma = concept_mixture(C, cluster.means, cluster.covariances, concept_names=names)
     else:
-        from pipeline.app.data.chunked import is_view
-
-        if is_view(Z):  # latents on disk: Z Cᵀ chunk by chunk
-            from pipeline.app.chunk_map import map_rows
-
-            X = map_rows(lambda rows, start: {"X": project(rows, C)}, Z, 65_536, desc="Z Cᵀ")["X"]
-        else:
-            X = project(Z, C)  # float32 Z: no float64 copy
         mu, sigma = pooled_concept_sigma(X, cluster.labels)
     res = select_concepts(mu, sigma, int(params["select"]), names=names, tol=float(params.get("select_tol", 0.0)))
     log.info("concept selection: %s (q %.3f of %.3f with all %d concepts)", res.names, res.q_selected, res.q_all,
@@ -308,17 +301,14 @@ def select_for_reference(cfg: dict, concepts: ConceptsArtifact, cluster: Cluster
                                cav_calibration=calibration)
 
 
-def display_units(cfg: dict, concepts: ConceptsArtifact, X: np.ndarray, names) -> tuple[str, list | None]:
+def display_units(cfg: dict, concepts: ConceptsArtifact, X: np.ndarray, names,
+                  asked: str | None = None) -> tuple[str, list | None]:
     """(units kind, one display map per concept or None) for the concept coordinates ``X``:
-    ``concepts.units`` when set (an error if it cannot be honoured), else the concept set's
-    default (probability for calibrated CAVs, percentile otherwise; a concept without a usable
-    calibration then reads in percentiles, with a log line)."""
-    from pipeline.concepts.units import UNITS, column_ranges, concept_units, percentile_units, probability_units
+    ``asked`` (``concepts.units``, a report setting the run's plan checked) when set (an error if it
+    cannot be honoured), else the concept set's default (probability for calibrated CAVs, percentile
+    otherwise; a concept without a usable calibration then reads in percentiles, with a log line)."""
+    from pipeline.concepts.units import column_ranges, concept_units, percentile_units, probability_units
 
-    asked = cfg["concepts"].get("units")
-    if asked is not None and asked not in UNITS:
-        raise InvalidInputError(f"concepts.units={asked!r} is not a unit; choose one of {list(UNITS)} (or null for "
-                                "the default: probability for calibrated CAVs, else percentile).")
     calibration = concepts.cav_calibration
     kind = asked or concepts.units or "percentile"
     if asked is not None or kind != "probability":

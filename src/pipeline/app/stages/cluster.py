@@ -25,10 +25,11 @@ if TYPE_CHECKING:  # scikit-learn loads with pipeline.clustering: only when a cl
 log = logging.getLogger(__name__)
 
 
-def resolve_n_clusters(cfg: dict, y, Z=None) -> int:
-    """``clustering.n_clusters``, else the number of ground-truth classes, else (no labels) the K
-    with the lowest BIC among 2..10 (:func:`pipeline.clustering.choose_n_clusters`) on the latents ``Z``."""
-    k = cfg["clustering"].get("n_clusters")
+def resolve_n_clusters(plan, y, Z=None) -> int:
+    """The plan's ``n_clusters`` (``clustering.n_clusters``), else the number of ground-truth classes,
+    else (no labels) the K with the lowest BIC among 2..10 (:func:`pipeline.clustering.choose_n_clusters`)
+    on the latents ``Z``."""
+    k = plan.n_clusters
     if k is not None:
         return int(k)
     if y is None:
@@ -37,7 +38,7 @@ def resolve_n_clusters(cfg: dict, y, Z=None) -> int:
                                     "number of classes; set clustering.n_clusters=<K>.")
         from pipeline.clustering import choose_n_clusters
 
-        k, bic = choose_n_clusters(Z, random_state=cfg["seed"])
+        k, bic = choose_n_clusters(Z, random_state=plan.cfg["seed"])
         log.info("no labels and no clustering.n_clusters: K=%d chosen by BIC over %s (set clustering.n_clusters=<K> "
                  "to choose)", k, {j: round(b) for j, b in bic.items()})
         return k
@@ -93,33 +94,29 @@ def _budget_key(cfg: dict) -> dict:
     return {} if budget in (None, "auto") else {"memory_budget": budget}
 
 
-def sample_of(cfg: dict, Z) -> np.ndarray | None:
-    """Sorted rows the clustering is fitted on (uniform, seeded), or None for every row:
-    ``clustering.sample_rows``, else 20,000 when the latents exceed ``dataset.memory_budget``."""
-    from pipeline.app.data.budget import CLUSTER_SAMPLE, out_of_core, sample_rows
-
-    n = len(Z)
-    default = CLUSTER_SAMPLE if out_of_core(cfg, Z) else n
+def sample_of(cfg: dict, plan, Z) -> np.ndarray | None:
+    """Sorted rows the clustering is fitted on (uniform, seeded), or None for every row: the plan's
+    sample for the clustering (``clustering.sample_rows``, else 20,000 when the latents exceed
+    ``dataset.memory_budget``)."""
     from pipeline.app.instantiate import locate
 
     if getattr(locate(cfg["clustering"]["_target_"], "clustering"), "labels_every_row", False):
         return None  # the encoder's head labelled every row already
-    rows = sample_rows(cfg["clustering"].get("sample_rows"), n, default, "clustering.sample_rows")
+    rows = plan.rows.sample_size("clustering", Z)
     if rows is None:
         return None
-    return np.sort(np.random.default_rng(cfg["seed"]).choice(n, rows, replace=False))
+    return np.sort(np.random.default_rng(cfg["seed"]).choice(len(Z), rows, replace=False))
 
 
-def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, ctx=None) -> ClusterArtifact:
-    from pipeline.app.data.chunked import is_view
+def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, plan, ctx) -> ClusterArtifact:
     from pipeline.clustering import Clustering
 
     spec = cfg["clustering"]
     y = load.y
     Z = encode.Z
-    rows = sample_of(cfg, Z)
-    if rows is None:
-        Zfit, y_fit = (check_finite_chunk(np.asarray(Z), 0, Z) if is_view(Z) else Z), y
+    rows = sample_of(cfg, plan, Z)
+    if rows is None:  # every row, in memory (a view is read whole here: it fits the budget)
+        Zfit, y_fit = check_finite_chunk(np.asarray(Z), 0, Z), y
     else:
         Zfit = check_finite_chunk(Z[rows], 0, Z, rows)
         y_fit = None if y is None else y[rows]
@@ -128,7 +125,7 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, ctx=None) ->
     offered = {"random_state": cfg["seed"], "y_true": y_fit, "candidates": spec.get("candidates") or (),
                "encode": encode}
     if accepts(spec, "n_clusters", "clustering"):
-        offered["n_clusters"] = resolve_n_clusters(cfg, y, Zfit)
+        offered["n_clusters"] = resolve_n_clusters(plan, y, Zfit)
         from pipeline.app.checks import check_cluster_sizes
 
         check_cluster_sizes(len(Z), offered["n_clusters"])  # 2 samples per cluster, else ARI/q mean nothing
@@ -169,26 +166,16 @@ class AssignChunk:
 
     predictor: object
     source: object = None
-    cavs: np.ndarray | None = None  # also the chunk's concept coordinates (for the project stage)
 
     def __call__(self, rows: np.ndarray, start: int) -> dict:
-        if self.cavs is None:
-            check_finite_chunk(rows, start, self.source)
-            return {"labels": self.predictor.predict(rows, check_input=False)}
-        # finite coordinates prove the chunk finite (a NaN or inf reaches every coordinate of its row);
-        # the nearest centres come with the coordinates from one pass over the chunk
-        try:
-            labels, X = self.predictor.predict_projected(rows, self.cavs)
-        except InvalidInputError:
-            check_finite_chunk(rows, start, self.source)  # names the rows holding NaN/inf
-            raise  # finite latents whose coordinates overflow
-        return {"labels": labels, "X": X}
+        check_finite_chunk(rows, start, self.source)
+        return {"labels": self.predictor.predict(rows, check_input=False)}
 
 
 def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clustering:
-    from pipeline.app.chunk_map import map_rows, resume_folder
-    from pipeline.app.compute import run_backend
-    from pipeline.app.data.budget import chunk_rows
+    """Every row's label under the predictor of the clustering fitted on the sample ``rows``: one
+    pass over the latents by the run's executor (which the concept coordinates' pass rides along)."""
+    from pipeline.app.chunk_map import resume_folder
     from pipeline.cluster_heads import NearestRowPredictor, predictor_of
     from pipeline.clustering import Clustering
 
@@ -199,17 +186,9 @@ def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clusterin
         if agree < 1:
             log.info("%s: %.4f of the sample's rows keep their fitted label under the assignment rule",
                      c.method, agree)
-    cavs, coordinates = _coordinates_wanted(cfg, ctx)
-    task = AssignChunk(predictor, getattr(Z, "source", None), cavs)
+    task = AssignChunk(predictor, getattr(Z, "source", None))
     row_bytes = int(np.prod(Z.shape[1:])) * 8
-    out = map_rows(task, Z, chunk_rows(cfg, row_bytes), run_backend(cfg, ctx), resume_folder(ctx, "cluster"),
-                   desc="assign" if cavs is None else "assign, Z Cᵀ")
-    labels = out["labels"]
-    if cavs is not None:  # kept for the project stage: in the cache, and handed over in memory
-        X = out.pop("X")
-        ctx.cache.store_later("coordinates", coordinates, {"X": X})
-        ctx.resources.setdefault("coordinates", {})[coordinates] = X
-        del X
+    labels = ctx.work(cfg).map_rows(task, Z, row_bytes, resume_folder(ctx, "cluster"), desc="assign")["labels"]
     if c.graph is not None:
         log.info("%s's graph covers the %d sampled rows only; it is not kept (graph explainers need the in-memory "
                  "run: clustering.sample_rows=null with a larger dataset.memory_budget)", c.method, len(rows))
@@ -220,29 +199,9 @@ def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clusterin
                       covariances=c.covariances, graph=None, uses_labels=c.uses_labels, scores=scores)
 
 
-def _coordinates_wanted(cfg: dict, ctx) -> tuple[np.ndarray | None, str | None]:
-    """The CAVs to project the latents on during the assignment pass, and the cache key of those
-    coordinates: when concepts were fitted (a side input), the project stage will want them, and
-    no cache entry holds them yet (one read of latents on disk instead of two). (None, None) otherwise."""
-    from pipeline.app.stages.project import coordinates_key, projects_in_cluster_pass
-
-    if ctx is None or not ctx.cache.enabled or ctx.cache.forced("project") or ctx.cache.forced("coordinates"):
-        return None, None
-    concepts = (ctx.resources.get("side") or {}).get("concepts")
-    if not projects_in_cluster_pass(cfg, concepts):
-        return None, None
-    key = coordinates_key(concepts.cavs, ctx.resources["input_keys"]["encode"])
-    from pipeline.app.cache import MANIFEST
-
-    if (ctx.cache.path("coordinates", key) / MANIFEST).is_file():
-        return None, None
-    return np.asarray(concepts.cavs, dtype=np.float64), key
-
-
 # version 2 (issue 36): GMM restarts fitted one by one, a restart with a degenerate component not
 # chosen, and the restarts' stability kept in the artifact's scores; version 3 (issue 50): the kept
 # restart's agreement with the others and each kept cluster's best Jaccard index in each of them;
 # version 4 (issue 49): a fit on a sample keeps its rows and their fitted labels (the nearest-row
 # predictor of the saved explainer)
-CLUSTER = Stage("cluster", ("load", "encode"), _config, _compute, version=4, artifact=ClusterArtifact, context=True,
-                side_inputs=("concepts",))
+CLUSTER = Stage("cluster", ("load", "encode"), _config, _compute, version=4, artifact=ClusterArtifact)

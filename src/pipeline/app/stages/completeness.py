@@ -23,6 +23,7 @@ import logging
 import numpy as np
 
 from pipeline.app.artifacts import ClusterArtifact, CompletenessArtifact, EncodeArtifact, FitArtifact, ProjectArtifact
+from pipeline.app.data.budget import SAMPLES
 from pipeline.app.stages.framework import Stage
 from pipeline.validation import InvalidInputError
 
@@ -57,7 +58,7 @@ def completeness_stage(rows) -> Stage:
 
         names = list(project.feature_names)
         labels = np.asarray(cluster.labels)
-        rows = sample_rows(labels, 5000, random_state=cfg["seed"])
+        rows = sample_rows(labels, SAMPLES["completeness"], random_state=cfg["seed"])  # the row plan's sample
         head, rule = reference_head(cluster, np.asarray(encode.Z[rows], dtype=np.float64), rows)
         try:
             table = completeness_table(encode.Z, project.cavs, labels, head, random_state=cfg["seed"])

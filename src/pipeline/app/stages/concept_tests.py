@@ -67,8 +67,7 @@ def _compute(cfg: dict, encode: EncodeArtifact, concepts: ConceptsArtifact,
     from pipeline.app.stages.completeness import reference_head
     from pipeline.concepts.completeness_probe import sample_rows
 
-    tests = cfg["concepts"]["tests"]
-    check_tests_config(tests)
+    tests = cfg["concepts"]["tests"]  # checked by the run's plan (check_tests_config)
     names = list(concepts.concept_names)
     labels = np.asarray(cluster.labels)
     rows = sample_rows(labels, int(tests["rows"]), random_state=cfg["seed"])
@@ -164,11 +163,6 @@ def _tcav(cfg, tests, concepts: ConceptsArtifact, head, Zr, clusters, K, pool):
                      n_random=int(tests["n_random"]), max_set=int(tests["max_set"]), alpha=float(tests["alpha"]), random_state=cfg["seed"])
 
 
-def _cached(cfg: dict) -> bool:
-    from pipeline.app.stages.concepts import enabled
-
-    return enabled(cfg)
-
-
+# cached on concept runs (the plan's stage list says so; without concepts its artifact is empty)
 CONCEPT_TESTS = Stage("concept_tests", ("encode", "concepts", "cluster"), _config, _compute,
-                      artifact=ConceptTestsArtifact, cached=_cached, version=3)
+                      artifact=ConceptTestsArtifact, version=3)

@@ -40,8 +40,8 @@ def _config(cfg: dict) -> dict:
         return {"concepts": "none"}
     # Concept selection runs in the project stage (pipeline.app.stages.cavs), so it is not part of this key.
     params = {k: v for k, v in (cfg["concepts"].get("params") or {}).items() if k not in STAGE_ONLY}
-    # units: display only (report); tests: the concept_tests stage's
-    node = {k: v for k, v in cfg["concepts"].items() if k not in ("units", "tests")}
+    # tests: the concept_tests stage's (concepts.units is a report setting: the plan keeps it out of cfg)
+    node = {k: v for k, v in cfg["concepts"].items() if k != "tests"}
     return {"concepts": {**node, "params": params}, "cav": cfg["cav"], "seed": cfg["seed"]}
 
 
@@ -161,25 +161,27 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, latents=None
     return dataclasses.replace(out, cavs=cavs, concept_names=[str(n) for n in names])
 
 
-def _ahead(cfg: dict, done: dict) -> bool:
+def runs_ahead(plan, done: dict) -> bool:
     """The CAVs are fitted by a worker process while the clustering is fitted where the latents
     exceed the memory budget (``dataset.memory_budget``): there the clustering is fitted on a
     sample, on one thread, for seconds, while the CAV fits (hundreds of small fits bound by
     Python's GIL) take another core, and the stage's inputs are views of files that pickle in a
     few bytes. Smaller runs fit them here, as they always did (a worker costs ~2 s to start).
-    Before any stage ran (no ``encode`` in ``done``): a guess from the configured files' sizes, to
-    start the worker early (:func:`pipeline.app.workers.warm_worker`)."""
-    from pipeline.app.data.budget import likely_out_of_core, out_of_core
+    Before any stage ran (no ``encode`` in ``done``): a guess from the configured file's size, to
+    start the worker early (:class:`pipeline.app.stages.framework.RunAhead`)."""
     from pipeline.app.workers import main_is_importable
 
-    if not (enabled(cfg) and main_is_importable()):
+    if not (plan.concepts and main_is_importable()):
         return False
-    return out_of_core(cfg, done["encode"].artifact.Z) if "encode" in done else likely_out_of_core(cfg)
+    if "encode" in done:
+        return plan.rows.out_of_core(done["encode"].artifact.Z)
+    return plan.rows.likely_out_of_core((plan.cfg.get("dataset") or {}).get("path"))
 
+
+#: what the worker computing the concepts ahead imports while it waits
+AHEAD_IMPORTS = ("pipeline.app.stages.cavs", "pipeline.concepts.cav", "sklearn.linear_model")
 
 # version 9 (issue 34): provenance, marks and example-based duplicates (prov34: 4, 5), held-out Platt
 # calibration and cav standardize "auto" as the fitters' default (units34); version 10 (issue 47): measured
 # concepts (measurements, measures, fit_rows); a merge takes one above both
-CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=10, artifact=ConceptsArtifact,
-                 ahead=_ahead, ahead_imports=("pipeline.app.stages.cavs", "pipeline.concepts.cav",
-                                              "sklearn.linear_model"))
+CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=10, artifact=ConceptsArtifact)

@@ -27,7 +27,7 @@ from pipeline.app.artifacts import EncodeArtifact, LoadArtifact, TrainArtifact
 from pipeline.app.cache import checked_sha256, localize, make_key, portable
 from pipeline.app.instantiate import call, factory
 from pipeline.app.stages.framework import RunContext, Stage, StageOutput, execute
-from pipeline.app.stages.load import LOAD, artifact_to_dataset
+from pipeline.app.stages.load import LOAD, artifact_to_dataset, load_stage
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,7 @@ def _train(cfg: dict, load: LoadArtifact, ctx: RunContext) -> TrainArtifact:
     if train_cfg is cfg:  # trained on the run's own data: the load stage's artifact, not a second read
         train = StageOutput(LOAD.key(cfg, {}), load)
     else:
-        train = execute(LOAD, train_cfg, ctx, {})  # the same stage, cached under the training split's key
+        train = execute(load_stage(train_cfg), train_cfg, ctx, {})  # the same stage, cached under the split's key
     path = checkpoint_path(cfg, train.key)
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):
@@ -225,13 +225,8 @@ def fit_with_epoch_checkpoints(encoder, X, path: Path, restart: bool = False) ->
     encoder.fit(X, None, resume_state=resume, epoch_callback=save_epoch)
 
 
-def _train_key(key: str, artifact: TrainArtifact) -> str:
-    return make_key("train", {"checkpoint_sha256": artifact.checkpoint_sha256, "model_used": artifact.model_used},
-                    [key])
-
-
-TRAIN = Stage("train", ("load",), encoder_key_config, _train, cached=False, context=True, output_key=_train_key,
-              artifact=TrainArtifact)
+# its artifact names the key later stages see: the checkpoint's sha256 (TrainArtifact.product_key)
+TRAIN = Stage("train", ("load",), encoder_key_config, _train, cached=False, artifact=TrainArtifact)
 
 
 def fitted_encoder(cfg: dict, artifact: TrainArtifact | EncodeArtifact):
@@ -319,12 +314,9 @@ def chunk_items(cfg: dict) -> int:
     """Items per chunk of the encode stage: ``dataset.chunk_rows``, else about
     :data:`DEFAULT_CHUNK_ITEMS` rounded up to a multiple of ``encoder.batch_size`` (so the batches
     inside ``encoder.transform`` are those of one call on the whole array)."""
-    given = cfg["dataset"].get("chunk_rows")
+    given = cfg["dataset"].get("chunk_rows")  # checked by the run's plan (pipeline.app.settings_checks)
     if given is not None:
-        if isinstance(given, bool) or not isinstance(given, int) or given < 1:
-            raise InvalidInputError(f"dataset.chunk_rows={given!r}: give a positive number of rows (items) per chunk, "
-                                    "or null for the default.")
-        return given
+        return int(given)
     batch = cfg["encoder"].get("batch_size")
     batch = int(batch) if isinstance(batch, int) and batch > 0 else 1
     return batch * -(-DEFAULT_CHUNK_ITEMS // batch)
@@ -487,7 +479,6 @@ def _encode_through_store(cfg: dict, load: LoadArtifact, train: TrainArtifact, c
     """Z from the embedding store; the items it lacks embedded in chunks of :func:`chunk_items`
     (locally or as Dask tasks), each chunk committed to the store when it is done, so a killed run
     resumes after its last finished chunk. Cluster head and mixture prior as :func:`embed`."""
-    from pipeline.app.compute import run_backend
     from pipeline.app.data.chunked import is_view, read_rows
     from pipeline.app.embedding_store import EmbeddingStore, item_hashes, store_root
 
@@ -513,15 +504,15 @@ def _encode_through_store(cfg: dict, load: LoadArtifact, train: TrainArtifact, c
              missing.size, len(chunks), size)
     encoder = train.encoder
     if chunks:
-        compute = run_backend(cfg, ctx)  # the run's backend (closed by the runner)
+        executor = ctx.work(cfg)  # the run's executor (closed by the runner)
         task = EmbedChunk(cfg, train.checkpoint, train.checkpoint_sha256, train.model_used, identity,
                           str(store.root) if store is not None else None)
         desc = f"embedding ({cfg['encoder']['name']})"
-        if compute.name == "local":
+        if executor.in_process:  # the encoder built here serves every chunk
             task.encoder = encoder = encoder if encoder is not None else fitted_encoder(cfg, train)
-            parts = compute.map(lambda idx: task((_take(inputs, idx), [hashes[i] for i in idx])), chunks, desc)
+            parts = executor.map(lambda idx: task((_take(inputs, idx), [hashes[i] for i in idx])), chunks, desc)
         else:
-            parts = compute.map(task, [(_take(inputs, idx), [hashes[i] for i in idx]) for idx in chunks], desc)
+            parts = executor.map(task, [(_take(inputs, idx), [hashes[i] for i in idx]) for idx in chunks], desc)
         if Z is None:
             Z = np.empty((n, parts[0].shape[1]), dtype=np.float32)
         for idx, part in zip(chunks, parts):
@@ -542,8 +533,8 @@ def _encode_through_store(cfg: dict, load: LoadArtifact, train: TrainArtifact, c
     return out
 
 
-ENCODE = Stage("encode", ("load", "train"), _encode_config, _encode, version=2, context=True, artifact=EncodeArtifact,
-               cached=lambda cfg: not passes_through(cfg))
+# not cached when the latents are an array read by row range (passes_through): the plan's stage list says so
+ENCODE = Stage("encode", ("load", "train"), _encode_config, _encode, version=2, artifact=EncodeArtifact)
 
 __all__ = ["TRAIN", "ENCODE", "EmbedChunk", "build", "check_latents", "checkpoint_path", "chunk_items", "embed",
            "fitted_encoder", "head_outputs", "latent_names", "store_identity"]

@@ -111,5 +111,5 @@ def evaluate_stage(rows) -> Stage:
                 for row, err in ctx.errors.items()]
         return EvaluateArtifact(rows=out)
 
-    return Stage("evaluate", ("load", "cluster", *fit_names), lambda cfg: {}, compute, cached=False, context=True,
+    return Stage("evaluate", ("load", "cluster", *fit_names), lambda cfg: {}, compute, cached=False,
                  artifact=EvaluateArtifact)

@@ -11,7 +11,7 @@ import numpy as np
 from pipeline.app.artifacts import ClusterArtifact, FitArtifact, ProjectArtifact
 from pipeline.app.capabilities import check_provided
 from pipeline.app.explainers import FitInputs, fit_explainer, protocol
-from pipeline.app.stages.framework import Stage
+from pipeline.app.stages.framework import RowFailed, Stage
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -64,34 +64,28 @@ def fit_stage(row: str) -> Stage:
         explainer = {k: v for k, v in cfg["explainer"][row].items() if k != "title"}  # display only
         return {"explainer": explainer, "seed": cfg["seed"], **sample}
 
-    def compute(cfg: dict, project: ProjectArtifact, cluster: ClusterArtifact, ctx=None) -> FitArtifact:
-        return fit_row(cfg, row, project, cluster, ctx)
+    def compute(cfg: dict, project: ProjectArtifact, cluster: ClusterArtifact, plan, ctx) -> FitArtifact:
+        try:
+            return fit_row(cfg, row, project, cluster, plan, ctx)
+        except InvalidInputError as exc:  # this row only: the runner reports it and the other rows go on
+            raise RowFailed(row, "explainer", exc) from None
 
     # version 2 (issue 36): the tree keeps the training values around each cut (exact printed rules)
-    return Stage(f"fit.{row}", ("project", "cluster"), config, compute, store="fit", version=2, artifact=FitArtifact,
-                 context=True)
+    return Stage(f"fit.{row}", ("project", "cluster"), config, compute, store="fit", version=2, artifact=FitArtifact)
 
 
-TREE_SAMPLE = 50_000  # rows of the stratified sample the trees see when every row's coordinates do not fit
-
-
-def tree_sample(cfg: dict, X, labels, latents=None) -> np.ndarray | None:
-    """Sorted rows the trees are fitted on, or None for every row: ``fit.sample_rows``, else every
-    row, unless the run is out of core (``latents`` larger than ``dataset.memory_budget``) and the
-    coordinates of every row (float64) would take more than a quarter of the budget: then a
-    stratified sample (by reference cluster) of ``TREE_SAMPLE`` rows (fewer if those do not fit)."""
-    from pipeline.app.data.budget import memory_budget, out_of_core, sample_rows
-
-    n, d = len(X), int(np.prod(X.shape[1:]))
-    fits = max(memory_budget(cfg) // 4 // (8 * max(d, 1)), 1)
-    big = out_of_core(cfg, latents if latents is not None else X)
-    default = n if not big or n <= fits else min(fits, TREE_SAMPLE)
-    rows = sample_rows((cfg.get("fit") or {}).get("sample_rows"), n, default, "fit.sample_rows")
+def tree_sample(plan, seed: int, X, labels, latents=None) -> np.ndarray | None:
+    """Sorted rows the trees are fitted on, or None for every row: the plan's sample for the trees
+    (``fit.sample_rows``, else every row, unless the run is out of core — ``latents`` larger than
+    ``dataset.memory_budget`` — and the coordinates of every row (float64) would take more than a
+    quarter of the budget: then a stratified sample, by reference cluster, of 50,000 rows, fewer if
+    those do not fit)."""
+    rows = plan.rows.sample_size("trees", X, latents)
     if rows is None:
         return None
     from pipeline.clustering import stratified_sample  # scikit-learn's clusterings: only for a sample
 
-    return stratified_sample(np.asarray(labels), rows, cfg["seed"])
+    return stratified_sample(np.asarray(labels), rows, seed)
 
 
 @dataclass(frozen=True)
@@ -111,21 +105,17 @@ class PredictChunk:
         return {"pred": pred} if leaves is None else {"pred": pred, "leaves": leaves}
 
 
-def _fit_sampled(cfg: dict, row: str, spec: dict, inputs: FitInputs, rows, ctx):
+def _fit_sampled(cfg: dict, row: str, spec: dict, inputs: FitInputs, rows, plan, ctx):
     """The tree fitted on the stratified sample ``rows`` (:func:`tree_sample`; None: every row, of
     coordinates read from disk), then every row predicted chunk by chunk."""
     import dataclasses
-
-    from pipeline.app.chunk_map import map_rows
-    from pipeline.app.compute import run_backend
-    from pipeline.app.data.budget import chunk_rows
 
     n = len(inputs.labels)
     idx = np.arange(n) if rows is None else rows
     latent = inputs.latent
     on_latent = protocol(spec).on_latents
     if latent is not None and (rows is not None or on_latent):
-        latent_rows = idx if rows is not None else tree_sample(cfg, latent, inputs.labels, latent)
+        latent_rows = idx if rows is not None else tree_sample(plan, cfg["seed"], latent, inputs.labels, latent)
         latent = latent[latent_rows if latent_rows is not None else idx]
     else:
         latent = None
@@ -144,8 +134,7 @@ def _fit_sampled(cfg: dict, row: str, spec: dict, inputs: FitInputs, rows, ctx):
     if rows is None and not on_latent:
         return est, pred, leaves, fit_rows
     width = int(np.prod(source.shape[1:])) * 8
-    out = map_rows(PredictChunk(est, leaves=not on_latent), source, chunk_rows(cfg, width), run_backend(cfg, ctx),
-                   desc=f"predict {row}")
+    out = ctx.work(cfg).map_rows(PredictChunk(est, leaves=not on_latent), source, width, desc=f"predict {row}")
     return est, out["pred"], out.get("leaves"), fit_rows
 
 
@@ -163,7 +152,7 @@ def fix_hint(cfg: dict, row: str, message: str, concepts: bool) -> str:
             f"{keep if others else 'explainer=[cart]'}.")
 
 
-def fit_row(cfg: dict, row: str, project: ProjectArtifact, cluster: ClusterArtifact, ctx=None) -> FitArtifact:
+def fit_row(cfg: dict, row: str, project: ProjectArtifact, cluster: ClusterArtifact, plan, ctx) -> FitArtifact:
     """Fit explainer row ``row`` on the projected data and the reference clustering."""
     from pipeline.app.data.chunked import is_view
 
@@ -173,9 +162,9 @@ def fit_row(cfg: dict, row: str, project: ProjectArtifact, cluster: ClusterArtif
     check_provided(row, spec, inputs.capabilities(), cfg["clustering"]["name"], inputs.cavs is None)
     fit_rows = None
     try:
-        rows = tree_sample(cfg, inputs.X, inputs.labels, inputs.latent)
+        rows = tree_sample(plan, cfg["seed"], inputs.X, inputs.labels, inputs.latent)
         if rows is not None or is_view(inputs.X) or is_view(inputs.latent):
-            est, pred, leaves, fit_rows = _fit_sampled(cfg, row, spec, inputs, rows, ctx)
+            est, pred, leaves, fit_rows = _fit_sampled(cfg, row, spec, inputs, rows, plan, ctx)
         else:
             est, pred, leaves = fit_explainer(row, spec, inputs, cfg["seed"])
     except InvalidInputError as exc:

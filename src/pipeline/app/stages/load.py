@@ -59,5 +59,11 @@ def reads_by_row_range(cfg: dict) -> bool:
 
 # version 2: entries written before dataset.n_samples above the dataset's size became an error
 # (issue 29) held the whole dataset under that key; they must not hit any more.
-LOAD = Stage("load", (), _config, _compute, version=2, artifact=LoadArtifact,
-             cached=lambda cfg: not reads_by_row_range(cfg))
+LOAD = Stage("load", (), _config, _compute, version=2, artifact=LoadArtifact)
+
+
+def load_stage(cfg: dict) -> Stage:
+    """The load stage of ``cfg``: not cached when it reads an array by row range (the file is its own cache)."""
+    import dataclasses
+
+    return dataclasses.replace(LOAD, cached=not reads_by_row_range(cfg))

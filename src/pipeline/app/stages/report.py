@@ -19,52 +19,48 @@ from pipeline.app.report.render_cache import RenderCache
 from pipeline.app.report.run_report import read_tree, render_key, rules_json, rules_text, tree_data, tree_figure
 from pipeline.app.report.tables import results_frame
 from pipeline.app.report.writer import atomic_write, write_tables
-from pipeline.app.stages.framework import RunContext, Stage
+from pipeline.app.stages.framework import RunCallback, RunContext, Stage
 
 
 def figures_stage(rows) -> Stage:
-    """Stage ``figures`` (not cached): the trees' figures handed to worker processes as soon as the
-    trees are evaluated (the ARIs are in their titles), so that they are drawn while the completeness
-    probes and the report's other files are computed; the report stage writes them. Its encoder is
-    kept in ``ctx.resources["figures"]`` until then (:func:`close_figures` when a run stops early)."""
+    """Stage ``figures`` (not cached): the trees' figures handed to the executor's figure workers as
+    soon as the trees are evaluated (the ARIs are in their titles), so that they are drawn while the
+    completeness probes and the report's other files are computed; the report stage writes them
+    (the executor stops the workers when a run stops early)."""
     fit_names = tuple(f"fit.{row}" for row in rows)
 
     def compute(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArtifact,
-                evaluate: EvaluateArtifact, ctx: RunContext, **fits) -> FiguresArtifact:
+                evaluate: EvaluateArtifact, plan, ctx: RunContext, **fits) -> FiguresArtifact:
         fits = {name[len("fit."):]: fits[name] for name in fit_names if fits.get(name) is not None}
         df = results_frame(evaluate.rows, {"dataset": load.name, "clustering": cfg["clustering"]["name"]})
         data = tree_data(load, cluster, project)  # leaf annotations: size, purity, majority class
         ari = dict(zip(df["explainer"], df["ari"])) if "ari" in df.columns else {}
         renders = render_cache(cfg, ctx)
-        if not cfg["report"]["figures"]:
+        if not plan.display.figures:
             return FiguresArtifact(data=data, ari=ari, renders=renders, finish=list)
-        encoder = ctx.resources.get("figures") or figure_encoder(cfg, ctx)
-        ctx.resources["figures"] = encoder
+        encoder = ctx.work(cfg).figure_encoder()
         finish = tree_figures(Path(ctx.out_dir), fits, data, load.name, ari, renders, encoder)
         return FiguresArtifact(data=data, ari=ari, renders=renders, finish=finish, encoder=encoder)
 
-    # its workers start (and import) while the trees are fitted
     return Stage("figures", ("load", "cluster", "project", "evaluate", *fit_names), lambda cfg: {}, compute,
-                 cached=False, context=True, artifact=FiguresArtifact, warm=start_figure_workers,
-                 warm_before=fit_names[0] if fit_names else None)
+                 cached=False, artifact=FiguresArtifact)
 
 
-def start_figure_workers(cfg: dict, ctx: RunContext) -> None:
-    """Start the figures stage's worker processes ahead (:meth:`Encoder.start`), as the trees are
-    fitted: their imports then take the core the tree fits leave idle. Not with ``compute=dask``,
-    whose workers encode the figures (its cluster may start only with a later pass)."""
-    dask = ((cfg.get("compute") or {}).get("name") or "local") == "dask"
-    if cfg["report"]["figures"] and not dask and "figures" not in ctx.resources:
-        encoder = ctx.resources["figures"] = figure_encoder(cfg, ctx)
-        encoder.start()
+class WarmFigures(RunCallback):
+    """Starts the figure workers (:meth:`pipeline.app.executor.Executor.warm_figures`) when the loop
+    reaches the stage ``at`` (the first tree's fit), if it will run the figures stage: their imports
+    then take the core the tree fits leave idle."""
 
+    def __init__(self, at: str) -> None:
+        self.at, self.armed = at, False
 
-def close_figures(ctx: RunContext, wait: bool = True) -> None:
-    """Stop the figure workers (of a run that ends before its report stage wrote their figures:
-    waiting for them; ``wait=False`` once every figure was received)."""
-    encoder = ctx.resources.pop("figures", None)
-    if encoder is not None:
-        encoder.close(wait=wait)
+    def on_loop_start(self, stages: list, ctx: RunContext) -> None:
+        self.armed = any(s.name == "figures" for s in stages)
+
+    def on_stage_start(self, stage, cfg, ctx, done):
+        if self.armed and stage.name == self.at:
+            ctx.work(cfg).warm_figures()
+        return None
 
 
 def report_stage(rows, counterfactuals: bool = False, completeness: bool = False) -> Stage:
@@ -77,26 +73,27 @@ def report_stage(rows, counterfactuals: bool = False, completeness: bool = False
 
     def compute(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, concepts: ConceptsArtifact,
                 concept_tests: ConceptTestsArtifact, project: ProjectArtifact, evaluate: EvaluateArtifact,
-                figures: FiguresArtifact, ctx: RunContext,
+                figures: FiguresArtifact, plan, ctx: RunContext,
                 completeness: CompletenessArtifact | None = None, counterfactuals: CounterfactualsArtifact | None = None,
                 **fits) -> ReportArtifact:
         out_dir = Path(ctx.out_dir)
         fits = {name[len("fit."):]: fits[name] for name in fit_names if fits.get(name) is not None}
         df = results_frame(evaluate.rows, {"dataset": load.name, "clustering": cfg["clustering"]["name"]})
+        executor = ctx.work(cfg)
         try:  # the figures are encoded while the other files are written
-            out = _write_files(cfg, out_dir, df, figures.data, figures.ari, figures.renders, load, cluster, concepts,
-                               project, fits, completeness, counterfactuals, concept_tests)
+            out = _write_files(cfg, plan, out_dir, df, figures.data, figures.ari, figures.renders, load, cluster,
+                               concepts, project, fits, completeness, counterfactuals, concept_tests)
             figures.finish()
         except BaseException:
-            close_figures(ctx)
+            executor.close_figures()
             raise
-        close_figures(ctx, wait=False)
+        executor.close_figures(wait=False)
         return ReportArtifact(**out)
 
-    return Stage("report", inputs, lambda cfg: {}, compute, cached=False, context=True, artifact=ReportArtifact)
+    return Stage("report", inputs, lambda cfg: {}, compute, cached=False, artifact=ReportArtifact)
 
 
-def _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, project, fits, completeness,
+def _write_files(cfg, plan, out_dir, df, data, ari, renders, load, cluster, concepts, project, fits, completeness,
                  counterfactuals, tests=None) -> dict:
     """Every file of the report but the tree figures; the fields of its artifact. With more than one
     thread, ``assignments.parquet`` and the notebook's ``concepts/run.npz`` are written by threads of
@@ -104,13 +101,17 @@ def _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, 
     one, 1 s at 1M for the other)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from pipeline.threads import helper_threads
+
+    helpers = helper_threads(plan.threads)
+
     def aside(fn, *args):  # fn(*args) by a background thread (threads=1: here, now)
-        if cfg.get("threads") == 1:
+        if not helpers:
             fn(*args)
             return None
         return background.submit(fn, *args)
 
-    with ThreadPoolExecutor(max_workers=2) as background:
+    with ThreadPoolExecutor(max_workers=max(helpers, 1)) as background:
         waits = [aside(write_assignments, out_dir, cfg, load, cluster, fits)]
         write_trees(out_dir, fits, False, data, load.name, ari, cache=renders)
         csv, _ = write_tables(out_dir, df)
@@ -137,8 +138,8 @@ def _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, 
         if counterfactuals is not None:  # issue 8: TGT / DBM between clusters
             from pipeline.app.report.counterfactual_plots import write_counterfactuals
 
-            out["counterfactuals_csv"] = write_counterfactuals(out_dir, counterfactuals, cfg["report"]["figures"])[0]
-        if cfg["report"]["html"]:  # one self-contained page (issue 14)
+            out["counterfactuals_csv"] = write_counterfactuals(out_dir, counterfactuals, plan.display.figures)[0]
+        if plan.display.html:  # one self-contained page (issue 14)
             from pipeline.app.report.run_report import run_report_html
 
             page = run_report_html(cfg, load, cluster, project, df, fits, concepts if concepts.enabled else None,
@@ -148,21 +149,6 @@ def _write_files(cfg, out_dir, df, data, ari, renders, load, cluster, concepts, 
             if wait is not None:
                 wait.result()
     return out
-
-
-def figure_encoder(cfg: dict, ctx: RunContext | None = None):
-    """Where the report's figures are encoded (:class:`pipeline.app.report.encoding.Encoder`): by the
-    run's Dask workers when a ``compute=dask`` stage started them, else in as many worker
-    processes as the run has ``threads`` (all cores for ``threads=null``), here for 1."""
-    import os
-
-    from pipeline.app.report.encoding import Encoder
-
-    client = getattr((ctx.resources if ctx is not None else {}).get("compute"), "client", None)
-    if client is not None:
-        return Encoder(client=client)
-    threads = cfg.get("threads")
-    return Encoder(int(threads) if threads is not None else (os.cpu_count() or 1))
 
 
 def row_ids(cfg: dict, load: LoadArtifact):
