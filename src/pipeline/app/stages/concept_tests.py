@@ -165,4 +165,4 @@ def _tcav(cfg, tests, concepts: ConceptsArtifact, head, Zr, clusters, K, pool):
 
 # cached on concept runs (the plan's stage list says so; without concepts its artifact is empty)
 CONCEPT_TESTS = Stage("concept_tests", ("encode", "concepts", "cluster"), _config, _compute,
-                      artifact=ConceptTestsArtifact, version=3)
+                      artifact=ConceptTestsArtifact, version=4)  # 4: scaled slopes (saturated posteriors)
