@@ -184,4 +184,4 @@ AHEAD_IMPORTS = ("pipeline.app.stages.cavs", "pipeline.concepts.cav", "sklearn.l
 # version 9 (issue 34): provenance, marks and example-based duplicates (prov34: 4, 5), held-out Platt
 # calibration and cav standardize "auto" as the fitters' default (units34); version 10 (issue 47): measured
 # concepts (measurements, measures, fit_rows); a merge takes one above both
-CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=10, artifact=ConceptsArtifact)
+CONCEPTS = Stage("concepts", ("load", "encode"), _config, _compute, version=11, artifact=ConceptsArtifact)  # 11: measured concepts never †
