@@ -37,6 +37,7 @@ RUNS = {
                   "dataset.labels=topic", "encoder=sbert", "concepts=examples",
                   "concepts.path=examples/small_text/concepts", "explainer=[concept_mmdt,concept_cart]"],
     "discdigits": ["dataset=digits", "concepts=discovered", "concepts.params.n_concepts=5"],
+    "digits": ["dataset=digits"],  # issue 48's check: the completeness table of `dataset=digits` (measured digits)
 }
 
 
