@@ -80,3 +80,15 @@ def test_the_change_column_speaks_the_rules_units(pixel_concepts):
             assert m.group(1) in ranked and 0 <= float(m.group(2)) <= 100 and 0 <= float(m.group(3)) <= 100
         assert any(f"{name}" in changes for name in ranked | probabilities)
     assert np.isfinite(df["concept_mmdt.change_size"]).any()
+
+
+def test_untested_concepts_sharing_a_reason_are_said_once():
+    from pipeline.app.report.concept_run import untested_text
+
+    why = ("too few examples for the test (20 CAVs, each on its own 5 positives and 5 random examples, need 100 "
+           "positive examples and a pool of 200 random ones; the pool has 40)")
+    text = untested_text({"food": f"{why}; it has 10", "plants": f"{why}; it has 12",
+                          "sport": "the reference clustering has no head: DBSCAN"})
+    assert text.count("too few examples") == 1
+    assert text.startswith("food, plants (10, 12 positive examples): too few examples")
+    assert text.endswith("sport: the reference clustering has no head: DBSCAN")

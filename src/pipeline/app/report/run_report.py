@@ -366,12 +366,14 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
 def concept_notes(concepts: ConceptsArtifact | None, tests=None) -> list[str]:
     """What the report says under the concept table: the concepts kept out of the trees and why,
     what each measured concept measures, the concepts learned from the run itself (with their
-    marks), unavailable concepts, near-parallel CAVs and discovery notes."""
+    marks), why significance was not tested, unavailable concepts, near-parallel CAVs and discovery notes."""
     if concepts is None:
         return []
-    from pipeline.app.report.concept_run import provenance_lines
+    from pipeline.app.report.concept_run import provenance_lines, untested_text
 
     out = [f"Kept out of the trees: {k}: {v}" for k, v in ((tests.excluded or {}) if tests is not None else {}).items()]
+    if tests is not None and tests.untested:
+        out.append("Significance not tested: " + untested_text(tests.untested))
     out += [f"{m['name']}: {m['description']}; + {m['positive']}, − {m['negative']}" for m in concepts.measures or []]
     return out + provenance_lines(concepts.provenance, concepts.cav_dropped) + list(concepts.concept_notes or [])
 
