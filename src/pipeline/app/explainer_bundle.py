@@ -192,9 +192,9 @@ def _coordinates(X, sample=None) -> tuple[np.ndarray, tuple]:
     read from disk (latents out of core) are summarised chunk by chunk; the rules are then printed
     against the report's uniform sample of rows (:data:`pipeline.app.report.run_report.SAMPLE_ROWS`;
     ``sample``: those rows, when the report has read them already)."""
-    from pipeline.app.data.chunked import is_view, read_rows, row_ranges
+    from pipeline.app.data.chunked import held, read_rows, row_ranges
 
-    if not is_view(X):
+    if held(X) is not None:
         X = np.asarray(X, dtype=np.float64)
         if not len(X):
             return X, (X.min(axis=0), X.max(axis=0), np.ones(X.shape[1]))

@@ -31,10 +31,10 @@ WARN_SHARE = 0.05
 
 def _rows(X, rows=None) -> np.ndarray:
     """Rows of an array or a view, flattened to (n, p) float64."""
-    from pipeline.app.data.chunked import is_view
+    from pipeline.app.data.chunked import as_array
 
     if rows is not None:
-        X = X[rows] if is_view(X) else np.asarray(X)[rows]
+        X = as_array(X)[rows]
     X = np.asarray(X)
     return X.reshape(len(X), -1).astype(np.float64, copy=False)
 

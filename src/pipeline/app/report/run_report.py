@@ -52,9 +52,9 @@ def tree_data(load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArti
     """Keyword arguments for annotating a tree fitted on ``project.X``: ``X``, ``reference``,
     ``y``, ``class_names`` and, for galleries, ``kind``, ``data``, ``data_feature_names``.
     Entries whose length does not match the tree's rows are left out rather than misaligned."""
-    from pipeline.app.data.chunked import is_view
+    from pipeline.app.data.chunked import held
 
-    if is_view(project.X):  # latents on disk: leaves annotated from a uniform sample of rows
+    if held(project.X) is None:  # latents on disk: leaves annotated from a uniform sample of rows
         n_all = len(project.X)
         rows = sample_rows_of(n_all, project.X.shape[1])
         out = {"X": sampled_rows(project.X, rows), "reference": np.asarray(cluster.labels)[rows],

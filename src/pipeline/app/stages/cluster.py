@@ -116,7 +116,9 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, plan, ctx) -
     Z = encode.Z
     rows = sample_of(cfg, plan, Z)
     if rows is None:  # every row, in memory (a view is read whole here: it fits the budget)
-        Zfit, y_fit = check_finite_chunk(np.asarray(Z), 0, Z), y
+        from pipeline.app.data.budget import rows_in_memory
+
+        Zfit, y_fit = check_finite_chunk(rows_in_memory(Z, plan, "the clustering is fitted on every row", "clustering"), 0, Z), y
     else:
         Zfit = check_finite_chunk(Z[rows], 0, Z, rows)
         y_fit = None if y is None else y[rows]

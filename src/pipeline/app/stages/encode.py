@@ -461,11 +461,13 @@ def passes_through(cfg: dict) -> bool:
 
 
 def _encode(cfg: dict, load: LoadArtifact, train: TrainArtifact, ctx: RunContext) -> EncodeArtifact:
-    from pipeline.app.data.chunked import is_view
+    from pipeline.app.data.chunked import viewed_as
 
-    if is_view(load.X) and latents_are_inputs(cfg):
-        return EncodeArtifact(Z=load.X.as_dtype(np.float32), latent_names=latent_names(cfg, load, load.X.shape[1]))
-    if latents_are_inputs(cfg):  # the input is the embedding: nothing to store
+    same = latents_are_inputs(cfg)
+    view = viewed_as(load.X, np.float32) if same else None
+    if view is not None:  # an array on disk: the latents are that array, read as float32 when used
+        return EncodeArtifact(Z=view, latent_names=latent_names(cfg, load, load.X.shape[1]))
+    if same:  # the input is the embedding: nothing to store
         out = embed(fitted_encoder(cfg, train), load.inputs)
     else:
         out = _encode_through_store(cfg, load, train, ctx)
@@ -479,7 +481,7 @@ def _encode_through_store(cfg: dict, load: LoadArtifact, train: TrainArtifact, c
     """Z from the embedding store; the items it lacks embedded in chunks of :func:`chunk_items`
     (locally or as Dask tasks), each chunk committed to the store when it is done, so a killed run
     resumes after its last finished chunk. Cluster head and mixture prior as :func:`embed`."""
-    from pipeline.app.data.chunked import is_view, read_rows
+    from pipeline.app.data.chunked import chunks_of
     from pipeline.app.embedding_store import EmbeddingStore, item_hashes, store_root
 
     inputs = load.inputs
@@ -488,10 +490,7 @@ def _encode_through_store(cfg: dict, load: LoadArtifact, train: TrainArtifact, c
         raise InvalidInputError("the dataset has no items to embed; check dataset.classes / dataset.n_samples.")
     identity = store_identity(cfg, train)
     size = chunk_items(cfg)
-    if is_view(inputs):  # an array on disk: hashed chunk by chunk, never read whole
-        hashes = [h for start in range(0, n, size) for h in item_hashes(read_rows(inputs, start, start + size))]
-    else:
-        hashes = item_hashes(inputs)
+    hashes = [h for part in chunks_of(inputs, size) for h in item_hashes(part)]  # a view is never read whole
     store = EmbeddingStore(store_root(cfg["paths"]["cache_dir"], identity), identity) if ctx.cache.enabled else None
     if store is not None and not ctx.cache.forced("encode"):
         Z, found = store.read(hashes)

@@ -18,11 +18,11 @@ log = logging.getLogger(__name__)
 
 
 def fit_inputs(project: ProjectArtifact, cluster: ClusterArtifact) -> FitInputs:
-    from pipeline.app.data.chunked import is_view
+    from pipeline.app.data.chunked import as_array
 
     labels = cluster.labels
     return FitInputs(
-        X=project.X if is_view(project.X) else np.asarray(project.X, dtype=np.float64), labels=labels,
+        X=as_array(project.X, np.float64), labels=labels,
         feature_names=list(project.feature_names),
         n_clusters=_n_labels(labels), centers=project.centers,
         mixture=project.mixture, graph=cluster.graph(), latent=project.latent_X,
@@ -110,6 +110,8 @@ def _fit_sampled(cfg: dict, row: str, spec: dict, inputs: FitInputs, rows, plan,
     coordinates read from disk), then every row predicted chunk by chunk."""
     import dataclasses
 
+    from pipeline.app.data.budget import rows_in_memory
+
     n = len(inputs.labels)
     idx = np.arange(n) if rows is None else rows
     latent = inputs.latent
@@ -119,7 +121,9 @@ def _fit_sampled(cfg: dict, row: str, spec: dict, inputs: FitInputs, rows, plan,
         latent = latent[latent_rows if latent_rows is not None else idx]
     else:
         latent = None
-    sub = dataclasses.replace(inputs, X=np.asarray(inputs.X[idx] if rows is not None else inputs.X, dtype=np.float64),
+    X = inputs.X[idx] if rows is not None else rows_in_memory(inputs.X, plan, "the trees are fitted on every row",
+                                                                     "trees")
+    sub = dataclasses.replace(inputs, X=np.asarray(X, dtype=np.float64),
                               labels=np.asarray(inputs.labels)[idx], latent=latent,
                               graph=inputs.graph if rows is None else None)
     if rows is not None:
@@ -154,8 +158,6 @@ def fix_hint(cfg: dict, row: str, message: str, concepts: bool) -> str:
 
 def fit_row(cfg: dict, row: str, project: ProjectArtifact, cluster: ClusterArtifact, plan, ctx) -> FitArtifact:
     """Fit explainer row ``row`` on the projected data and the reference clustering."""
-    from pipeline.app.data.chunked import is_view
-
     inputs = fit_inputs(project, cluster)
     spec = cfg["explainer"][row]
     start = time.perf_counter()
@@ -163,7 +165,7 @@ def fit_row(cfg: dict, row: str, project: ProjectArtifact, cluster: ClusterArtif
     fit_rows = None
     try:
         rows = tree_sample(plan, cfg["seed"], inputs.X, inputs.labels, inputs.latent)
-        if rows is not None or is_view(inputs.X) or is_view(inputs.latent):
+        if rows is not None or not inputs.held():
             est, pred, leaves, fit_rows = _fit_sampled(cfg, row, spec, inputs, rows, plan, ctx)
         else:
             est, pred, leaves = fit_explainer(row, spec, inputs, cfg["seed"])

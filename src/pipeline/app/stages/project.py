@@ -110,13 +110,12 @@ def sort_ahead(plan, units) -> None:
 def table_units(load: LoadArtifact | None, encode: EncodeArtifact) -> list | None:
     """A standardised table explained on its own columns (encoder=identity): one map per column
     back to the table's units, so thresholds print as ``alcohol <= 13.05``, not in z-scores."""
-    from pipeline.app.data.chunked import is_view
+    from pipeline.app.data.chunked import held
 
-    if is_view(encode.Z):
-        return None
     record = (load.meta or {}).get("standardized") if load is not None else None
-    if record is None or load.raw is None or list(encode.latent_names) != list(load.feature_names or []):
-        return None
+    if (held(encode.Z) is None or record is None or load.raw is None
+            or list(encode.latent_names) != list(load.feature_names or [])):
+        return None  # latents on disk, or not a standardised table explained on its own columns
     Z = np.asarray(encode.Z, dtype=np.float64)  # the trees' coordinates (the identity encoder keeps float32)
     if Z.shape != load.raw.shape or not np.array_equal(Z, np.asarray(load.X).astype(encode.Z.dtype)):
         return None
