@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from pipeline.app.cache import StageCache
-from pipeline.app.report.writer import atomic_write, write_final_status
+from pipeline.app.report.writer import write_final_status
 from pipeline.app.status import remove_stale_temporaries, running_status
-from pipeline.app.write_errors import WriteFailedError
+from pipeline.app.write_errors import WriteFailedError, atomic_write
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["dataset=iris", "explainer=[cart]", "report.summary=false"]

@@ -137,8 +137,8 @@ def fsync_path(path: Path) -> None:
 
 def write_file_atomic(path: Path, data: bytes, suffix: str = ".tmp", fsync: bool = True) -> None:
     """Write ``data`` to ``path`` atomically and (``fsync``) fsynced, in the cache (a full disk
-    names paths.cache_dir): :func:`pipeline.app.report.writer.atomic_write`."""
-    from pipeline.app.report.writer import atomic_write
+    names paths.cache_dir): :func:`pipeline.app.write_errors.atomic_write`."""
+    from pipeline.app.write_errors import atomic_write
 
     atomic_write(path, data, fsync=fsync, suffix=suffix, fix=MOVE_CACHE)
 

@@ -87,7 +87,7 @@ def check_capabilities(cfg: dict) -> None:
     """Every explainer row gets what it needs from the configured clustering and concepts (before any stage)."""
     declared = cfg["clustering"].get("provides")
     have = None if declared is None else set(declared) | {"labels"}
-    from pipeline.app.stages.concepts import enabled as concepts_enabled
+    from pipeline.app.config import concepts_enabled
 
     concepts_off = not concepts_enabled(cfg)
     for row, spec in cfg["explainer"].items():
@@ -108,7 +108,7 @@ def check_user_files(cfg: dict) -> None:
     does not exist fails now, not after the stages before the one reading it."""
     from pathlib import Path
 
-    from pipeline.app.stages.concepts import enabled as concepts_enabled
+    from pipeline.app.config import concepts_enabled
 
     concepts_on = concepts_enabled(cfg)
     for group, key, used in (("dataset", "path", True), ("concepts", "path", concepts_on),

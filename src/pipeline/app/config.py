@@ -49,9 +49,34 @@ import pipeline.app.rundir  # noqa: E402,F401 - registers ${unique_dir:} for hyd
 def file_fingerprint(path) -> str | None:
     """``${file_fingerprint:<path>}``: a digest of a user's file or folder (size, mtime), so a
     stage whose config holds it is recomputed when the file changes (None when unset/missing)."""
-    from pipeline.app.data.readers import fingerprint
-
     return fingerprint(path)
+
+
+
+def fingerprint(path) -> str | None:
+    """A short digest of a file's or folder's path, sizes and modification times (None when unset
+    or missing): part of a stage's cache key, so editing a user's file recomputes its stages."""
+    import hashlib
+
+    if path is None:
+        return None
+    p = Path(str(path)).expanduser()
+    if not p.exists():
+        return None
+    h = hashlib.sha256(str(p.resolve()).encode())
+    if p.is_dir():  # a folder's shards are read in natural name order since issue 51 (a9 before a10): new keys
+        h.update(b"shard-order:natural;")
+    files = sorted(q for q in p.rglob("*") if q.is_file()) if p.is_dir() else [p]
+    for q in files:
+        st = q.stat()
+        h.update(f"{q.relative_to(p) if p.is_dir() else q.name}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()[:16]
+
+
+def concepts_enabled(cfg: dict) -> bool:
+    """A concept run: ``concepts._target_`` set and ``concepts=`` not none."""
+    concepts = cfg.get("concepts") or {}
+    return bool(concepts.get("_target_")) and concepts.get("name", "none") != "none"
 
 
 if not OmegaConf.has_resolver("file_fingerprint"):

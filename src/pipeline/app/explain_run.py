@@ -228,7 +228,7 @@ def _write(out: Path, files: dict) -> None:
     import shutil
     import uuid
 
-    from pipeline.app.report.writer import atomic_write
+    from pipeline.app.write_errors import atomic_write
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.tmp")

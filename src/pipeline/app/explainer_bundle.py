@@ -42,6 +42,7 @@ import numpy as np
 
 from pipeline.app.bundle_checks import DERIVED, FORMAT, SUMS, array_record, content_digest, tree_digest, verify_bundle
 from pipeline.app.cache import file_digest, fsync_path
+from pipeline.app.data.budget import PERCENTILE_ROWS, sorts_every_column
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -166,15 +167,6 @@ def _upgrade(doc: dict, arrays: dict) -> None:
         ref["assign"] = "nearest_row"
         if "ref_centers" in arrays:
             arrays["ref_rows"], arrays["ref_labels"] = arrays.pop("ref_centers"), arrays.pop("ref_center_labels")
-
-
-PERCENTILE_ROWS = 100_001
-
-
-def sorts_every_column(n_rows: int) -> bool:
-    """Whether the bundle's percentile table is read from every row's sorted coordinates (up to
-    about a million rows), rather than from a uniform sample of them."""
-    return n_rows <= 10 * PERCENTILE_ROWS
 
 
 def _sorted_column(units, column: np.ndarray) -> np.ndarray:
@@ -359,7 +351,7 @@ def bundle_from_run(cfg: dict, done: dict) -> Bundle:
 def write_bundle(bundle: Bundle, path: Path, copy_weights: bool = False, checkpoint: Path | None = None) -> Path:
     """Write ``bundle`` to the folder ``path`` (created; must not exist yet) atomically: every file
     into a temporary sibling folder, ``SHA256SUMS`` last, then one rename."""
-    from pipeline.app.report.writer import atomic_write
+    from pipeline.app.write_errors import atomic_write
 
     path = Path(path)
     if path.exists():

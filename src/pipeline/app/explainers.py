@@ -63,13 +63,6 @@ class FitInputs:
     cavs: np.ndarray | None = None
     concept_names: list | None = None
 
-    def held(self) -> bool:
-        """Whether the coordinates and the latents are held in memory (the explainer can be fitted on
-        them whole); views of files are read by the fit stage as its row plan allows."""
-        from pipeline.app.data.chunked import held
-
-        return held(self.X) is not None and (self.latent is None or held(self.latent) is not None)
-
     def capabilities(self) -> set[str]:
         have = {"labels"}
         if self.centers is not None:

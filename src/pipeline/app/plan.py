@@ -121,8 +121,9 @@ def draw_up(cfg: dict, force: frozenset = frozenset()) -> RunPlan:
     from pipeline.app.compute import backend_class
 
     backend = backend_class(config.get("compute"))
-    concepts = bool((config.get("concepts") or {}).get("_target_")) and (config.get("concepts") or {}).get(
-        "name", "none") != "none"
+    from pipeline.app.config import concepts_enabled
+
+    concepts = concepts_enabled(config)
     plan = RunPlan(cfg=compute_cfg, config=config, rows=RowPlan.from_config(config, backend.chunk_share),
                    backend=backend, force=frozenset(force), n_clusters=(config.get("clustering") or {}).get("n_clusters"),
                    display=display, concepts=concepts, threads=config.get("threads"))

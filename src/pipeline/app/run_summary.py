@@ -44,7 +44,7 @@ def print_summary(plan, done: dict[str, StageOutput], show: bool = True) -> dict
 
             concepts = done["concepts"].artifact
             project = done["project"].artifact
-            from pipeline.app.stages.completeness import completeness_text
+            from pipeline.app.report.completeness_table import completeness_text
 
             parts.append(concept_summary_text(report.table2, concepts.cav_summary or [], concepts.cav_dropped or {},
                                               project.selection, concepts.discovery, concepts.cav_test,

@@ -115,7 +115,7 @@ def status_files(log_dir: str | os.PathLike):
 
 def mark_interrupted(log_dir: str | os.PathLike) -> list[Path]:
     """Rewrite every "running" status under ``log_dir`` whose process died as "interrupted"."""
-    from pipeline.app.report.writer import atomic_write
+    from pipeline.app.write_errors import atomic_write
 
     changed = []
     for path in status_files(log_dir):

@@ -74,6 +74,14 @@ def budget_bytes(value) -> int:
 SAMPLES = {"clustering": CLUSTER_SAMPLE, "trees": 50_000, "annotation": 100_000, "discovery": 50_000,
            "completeness": 5_000}
 ANNOTATION_BYTES = 64 << 20
+#: the rows of the saved explainer's percentile table (:mod:`pipeline.app.explainer_bundle`)
+PERCENTILE_ROWS = 100_001
+
+
+def sorts_every_column(n_rows: int) -> bool:
+    """Whether the saved explainer's percentile table is read from every row's sorted coordinates
+    (up to about a million rows), rather than from a uniform sample of them."""
+    return n_rows <= 10 * PERCENTILE_ROWS
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, LoadArtifact, ProjectArtifact
-from pipeline.app.report.writer import atomic_write
+from pipeline.app.write_errors import atomic_write
 from pipeline.concepts.units import units_from_dicts, units_to_dicts
 from pipeline.trees.tree import ExplanationTree
 

@@ -16,7 +16,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from pipeline.app.artifacts import CounterfactualsArtifact
-from pipeline.app.report.writer import atomic_write, write_tables
+from pipeline.app.report.writer import write_tables
+from pipeline.app.write_errors import atomic_write
 from pipeline.validation import InvalidInputError, check_vector
 
 

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pipeline.app.report.writer import atomic_write
+from pipeline.app.write_errors import atomic_write
 
 log = logging.getLogger(__name__)
 

@@ -377,7 +377,7 @@ def concept_notes(concepts: ConceptsArtifact | None, tests=None) -> list[str]:
 
 
 def _completeness_lines(completeness) -> list[str]:
-    from pipeline.app.stages.completeness import completeness_text
+    from pipeline.app.report.completeness_table import completeness_text
 
     return completeness_text(completeness)
 

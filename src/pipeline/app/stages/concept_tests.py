@@ -34,7 +34,7 @@ CHECKS = {"tracking": ("tracks its measurement (Spearman ρ, held-out rows)", "m
 
 
 def _config(cfg: dict) -> dict:
-    from pipeline.app.stages.concepts import enabled
+    from pipeline.app.config import concepts_enabled as enabled
 
     if not enabled(cfg):
         return {"concepts": "none"}
@@ -60,7 +60,7 @@ def check_tests_config(tests: dict) -> None:
 
 def _compute(cfg: dict, encode: EncodeArtifact, concepts: ConceptsArtifact,
              cluster: ClusterArtifact) -> ConceptTestsArtifact:
-    from pipeline.app.stages.concepts import enabled
+    from pipeline.app.config import concepts_enabled as enabled
 
     if not enabled(cfg) or not concepts.enabled:
         return ConceptTestsArtifact()

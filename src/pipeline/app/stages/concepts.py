@@ -21,6 +21,7 @@ import logging
 import numpy as np
 
 from pipeline.app.artifacts import ArtifactFieldError, ConceptsArtifact, EncodeArtifact, LoadArtifact
+from pipeline.app.config import concepts_enabled as enabled
 from pipeline.app.instantiate import accepts, call, factory
 from pipeline.app.stages.framework import Stage
 from pipeline.app.stages.load import artifact_to_dataset
@@ -29,10 +30,6 @@ from pipeline.validation import InvalidInputError
 log = logging.getLogger(__name__)
 
 STAGE_ONLY = ("select", "select_tol")  # concepts.params used by the project stage, not by the concept source
-
-
-def enabled(cfg: dict) -> bool:
-    return bool(cfg["concepts"].get("_target_")) and cfg["concepts"]["name"] != "none"
 
 
 def _config(cfg: dict) -> dict:

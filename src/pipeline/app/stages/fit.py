@@ -30,6 +30,14 @@ def fit_inputs(project: ProjectArtifact, cluster: ClusterArtifact) -> FitInputs:
     )
 
 
+def held_whole(inputs: FitInputs) -> bool:
+    """Whether the coordinates and the latents are held in memory (the explainer is fitted on them
+    whole); views of files are read as the row plan allows (:func:`_fit_sampled`)."""
+    from pipeline.app.data.chunked import held
+
+    return held(inputs.X) is not None and (inputs.latent is None or held(inputs.latent) is not None)
+
+
 def _n_labels(labels) -> int:
     """How many distinct non-negative labels (noise, -1, left out): counted for integer labels of a
     small range (10M cluster ids: no sort of them)."""
@@ -165,7 +173,7 @@ def fit_row(cfg: dict, row: str, project: ProjectArtifact, cluster: ClusterArtif
     fit_rows = None
     try:
         rows = tree_sample(plan, cfg["seed"], inputs.X, inputs.labels, inputs.latent)
-        if rows is not None or not inputs.held():
+        if rows is not None or not held_whole(inputs):
             est, pred, leaves, fit_rows = _fit_sampled(cfg, row, spec, inputs, rows, plan, ctx)
         else:
             est, pred, leaves = fit_explainer(row, spec, inputs, cfg["seed"])

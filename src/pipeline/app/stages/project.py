@@ -89,14 +89,14 @@ def measured_columns(concepts: ConceptsArtifact) -> dict | None:
 
 def sort_ahead(plan, units) -> None:
     """Sort the percentile maps' columns, where the explainer bundle will (its percentile table: up
-    to about a million rows, :func:`pipeline.app.explainer_bundle.sorts_every_column`), on a
+    to about a million rows, :func:`pipeline.app.data.budget.sorts_every_column`), on a
     background thread while the trees are fitted: ``np.sort`` leaves Python's GIL, so at a million
     rows its 1.2 s of sorting take a core the trees leave idle instead of the end of the run. The
     same arrays either way; a run on one thread, or a small one, sorts them when first asked, and a
     larger one only a column a printed percentile needs (10M rows: 80 MB a column)."""
     import threading
 
-    from pipeline.app.explainer_bundle import sorts_every_column
+    from pipeline.app.data.budget import sorts_every_column
     from pipeline.threads import helper_threads
 
     maps = [m for u in units or () for m in (u, getattr(u, "fallback", None))

@@ -18,7 +18,8 @@ from pipeline.app.artifacts import (
 from pipeline.app.report.render_cache import RenderCache
 from pipeline.app.report.run_report import read_tree, render_key, rules_json, rules_text, tree_data, tree_figure
 from pipeline.app.report.tables import results_frame
-from pipeline.app.report.writer import atomic_write, write_tables
+from pipeline.app.report.writer import write_tables
+from pipeline.app.write_errors import atomic_write
 from pipeline.app.stages.framework import RunCallback, RunContext, Stage
 
 
