@@ -74,7 +74,7 @@ def budget_bytes(value) -> int:
 SAMPLES = {"clustering": CLUSTER_SAMPLE, "trees": 50_000, "annotation": 100_000, "discovery": 50_000,
            "completeness": 5_000}
 ANNOTATION_BYTES = 64 << 20
-#: the rows of the saved explainer's percentile table (:mod:`pipeline.app.explainer_bundle`)
+#: the rows of the saved explainer's percentile table (:mod:`pipeline.app.explainer.explainer_bundle`)
 PERCENTILE_ROWS = 100_001
 
 
@@ -87,7 +87,7 @@ def sorts_every_column(n_rows: int) -> bool:
 @dataclass(frozen=True)
 class RowPlan:
     """How many rows a run holds and reads at a time, decided once from its config (the run plan's
-    row plan, :func:`pipeline.app.plan.validate`; docs/out-of-core.md).
+    row plan, :func:`pipeline.app.running.plan.validate`; docs/out-of-core.md).
 
     Attributes
     ----------

@@ -3,7 +3,7 @@ how much the concepts explain, against random and principal directions)."""
 
 from __future__ import annotations
 
-from pipeline.app.artifacts import CompletenessArtifact
+from pipeline.app.stores.artifacts import CompletenessArtifact
 
 
 

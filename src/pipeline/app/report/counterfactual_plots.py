@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from pipeline.app.artifacts import CounterfactualsArtifact
+from pipeline.app.stores.artifacts import CounterfactualsArtifact
 from pipeline.app.report.writer import write_tables
-from pipeline.app.write_errors import atomic_write
+from pipeline.app.stores.writing import atomic_write
 from pipeline.validation import InvalidInputError, check_vector
 
 

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline.app.data.budget import ANNOTATION_BYTES, SAMPLES
-from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, CounterfactualsArtifact, FitArtifact, LoadArtifact, ProjectArtifact
+from pipeline.app.stores.artifacts import (ClusterArtifact, ConceptsArtifact, CounterfactualsArtifact, FitArtifact,
+                                           LoadArtifact, ProjectArtifact)
 from pipeline.app.report.stability import stability_text
 from pipeline.trees.tree import ExplanationTree
 
@@ -221,7 +222,7 @@ def sample_note(data: dict | None) -> str:
 def rules_text(row: str, fit: FitArtifact, data: dict | None = None) -> str:
     """``trees/<row>.rules.txt``: simplified annotated rules (every term of an oblique test), the raw
     path rules, the tree drawn as text."""
-    from pipeline.app.explainers import method_name  # no matplotlib: a warm run draws nothing
+    from pipeline.app.configuration.explainers import method_name  # no matplotlib: a warm run draws nothing
 
     tree, reading = read_tree(fit, data)
     rules = tree.rules(reading=reading)

@@ -2,7 +2,7 @@
 
 The bottom of ``pipeline.app.report``: it imports no other report module but the tables
 (the report stage writes the trees with these helpers, :func:`pipeline.app.stages.report.write_trees`);
-each file through :func:`pipeline.app.write_errors.atomic_write`."""
+each file through :func:`pipeline.app.stores.writing.atomic_write`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.app.write_errors import atomic_write
+from pipeline.app.stores.writing import atomic_write
 
 if TYPE_CHECKING:
     import pandas as pd

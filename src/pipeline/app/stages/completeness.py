@@ -22,7 +22,8 @@ import logging
 
 import numpy as np
 
-from pipeline.app.artifacts import ClusterArtifact, CompletenessArtifact, EncodeArtifact, FitArtifact, ProjectArtifact
+from pipeline.app.stores.artifacts import (ClusterArtifact, CompletenessArtifact, EncodeArtifact, FitArtifact,
+                                           ProjectArtifact)
 from pipeline.app.data.budget import SAMPLES
 from pipeline.app.stages.framework import Stage
 from pipeline.validation import InvalidInputError

@@ -20,9 +20,9 @@ import logging
 
 import numpy as np
 
-from pipeline.app.artifacts import ArtifactFieldError, ConceptsArtifact, EncodeArtifact, LoadArtifact
-from pipeline.app.config import concepts_enabled as enabled
-from pipeline.app.instantiate import accepts, call, factory
+from pipeline.app.stores.artifacts import ArtifactFieldError, ConceptsArtifact, EncodeArtifact, LoadArtifact
+from pipeline.app.configuration.config import concepts_enabled as enabled
+from pipeline.app.configuration.instantiate import accepts, call, factory
 from pipeline.app.stages.framework import Stage
 from pipeline.app.stages.load import artifact_to_dataset
 from pipeline.validation import InvalidInputError
@@ -168,7 +168,7 @@ def runs_ahead(plan, done: dict) -> bool:
     few bytes. Smaller runs fit them here, as they always did (a worker costs ~2 s to start).
     Before any stage ran (no ``encode`` in ``done``): a guess from the configured file's size, to
     start the worker early (:class:`pipeline.app.stages.framework.RunAhead`)."""
-    from pipeline.app.workers import main_is_importable
+    from pipeline.app.execution.workers import main_is_importable
 
     if not (plan.concepts and main_is_importable()):
         return False

@@ -39,7 +39,7 @@ from pipeline.counterfactuals import (
     top_k,
     tune_l1,
 )
-from pipeline.app.artifacts import (
+from pipeline.app.stores.artifacts import (
     ClusterArtifact, CounterfactualsArtifact, EncodeArtifact, LoadArtifact, ProjectArtifact,
 )
 from pipeline.app.stages.framework import Stage
@@ -127,7 +127,7 @@ SHIPPED_METHODS = (TGTMethod, DBMMethod)
 def methods_of(spec: dict) -> list:
     """The counterfactual methods ``counterfactuals.methods`` lists (default every shipped one), each a
     class with a ``name`` and ``fit``: a shipped method by its ``name``, any other by its dotted path."""
-    from pipeline.app.instantiate import locate
+    from pipeline.app.configuration.instantiate import locate
 
     out, unknown = [], []
     for entry in spec.get("methods") or [m.name for m in SHIPPED_METHODS]:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.app.artifacts import ClusterArtifact, FitArtifact, ProjectArtifact
-from pipeline.app.capabilities import check_provided
-from pipeline.app.explainers import FitInputs, fit_explainer, protocol
+from pipeline.app.stores.artifacts import ClusterArtifact, FitArtifact, ProjectArtifact
+from pipeline.app.startup.capabilities import check_provided
+from pipeline.app.configuration.explainers import FitInputs, fit_explainer, protocol
 from pipeline.app.stages.framework import RowFailed, Stage
 from pipeline.validation import InvalidInputError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.app.artifacts import LoadArtifact
+from pipeline.app.stores.artifacts import LoadArtifact
 from pipeline.app.data.chunked import as_array
 from pipeline.app.data.dataset import Dataset
 from pipeline.app.data.loading import load_dataset
@@ -51,7 +51,7 @@ def reads_by_row_range(cfg: dict) -> bool:
     ds = cfg["dataset"]
     if not ds.get("path") or ds.get("classes") or ds.get("n_samples"):
         return False  # no file, or a subset loaded into memory (and cached) as before
-    from pipeline.app.instantiate import locate
+    from pipeline.app.configuration.instantiate import locate
 
     reads = getattr(locate(ds["_target_"], "dataset"), "reads_by_row_range", None)  # the loader says which paths
     return bool(reads is not None and reads(ds["path"]))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.app.artifacts import (ClusterArtifact, ConceptsArtifact, ConceptTestsArtifact, CoordinatesArtifact,
+from pipeline.app.stores.artifacts import (ClusterArtifact, ConceptsArtifact, ConceptTestsArtifact, CoordinatesArtifact,
                                    EncodeArtifact, LoadArtifact, ProjectArtifact)
 from pipeline.app.stages.framework import Stage
 from pipeline.concepts.projection import project, project_mixture
