@@ -1,13 +1,14 @@
 """The architecture's numbers (issue 23): import cycles counting every import, arrows that run
 back up against the stated layer order, the package modules a plain iris run imports, and the
-longest function.
+longest function, and the modules' sizes (how many, median and largest lines, the application's
+share, the modules loose at the top of ``app/``).
 
 Every import counts: top-of-file, inside functions, under ``try``/``if``, and
 ``importlib.import_module("<literal>")``. A module's imports of its own parent package are
 left out (``pipeline.trees.cart`` importing ``pipeline.trees`` runs ``pipeline/trees/__init__``
 first anyway, so it cannot close a loop the interpreter would notice); everything else counts.
 
-    python benchmarks/architecture.py                     # this checkout -> benchmarks/results/architecture.json
+    python benchmarks/architecture.py                     # this checkout -> benchmarks/results/architecture.{json,md}
     python benchmarks/architecture.py --src /tmp/before/src --label before --no-write
 
 The layer order (top first) is :data:`LAYERS`; ``tests/test_layers.py`` asserts zero cycles
@@ -34,7 +35,19 @@ OUT = HERE.parent / "results" / "architecture.json"
 #: layers below it. Each entry is a tuple of module prefixes forming one layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline.__main__", "pipeline.collect", "pipeline.explain"),
-    ("pipeline.app",),
+    ("pipeline.app", "pipeline.app.console", "pipeline.app.sweep_command", "pipeline.app.explain_run"),
+    # the application's rooms, top first (import-linter's app-rooms contract in pyproject.toml)
+    ("pipeline.app.running",),
+    ("pipeline.app.explainer",),
+    ("pipeline.app.stages",),
+    ("pipeline.app.report",),
+    ("pipeline.app.concept_sets",),
+    ("pipeline.app.execution",),
+    ("pipeline.app.startup",),
+    ("pipeline.app.data",),
+    ("pipeline.app.models",),
+    ("pipeline.app.stores",),
+    ("pipeline.app.configuration",),
     ("pipeline.study", "pipeline.concept_quality"),
     ("pipeline.counterfactuals",),
     ("pipeline.encoders",),
@@ -183,6 +196,44 @@ def longest_function(src: Path, skip: tuple[str, ...] = ()) -> tuple[int, str]:
     return best
 
 
+def module_sizes(src: Path) -> dict:
+    """Lines of the package's modules (``__init__`` files left out): how many, the median, the
+    largest; the application's share of the lines and the modules loose at the top of ``app/``."""
+    import statistics
+
+    sizes = {name: len(path.read_text().splitlines()) for name, path in package_modules(src).items()
+             if path.name != "__init__.py"}
+    largest = max(sizes, key=sizes.get)
+    app = sum(n for name, n in sizes.items() if name.startswith("pipeline.app."))
+    loose = sorted(p.stem for p in (src / "pipeline" / "app").glob("*.py") if p.name != "__init__.py")
+    return {"module_files": len(sizes), "module_lines_median": statistics.median(sizes.values()),
+            "module_lines_largest": sizes[largest], "largest_module": largest,
+            "app_share_of_lines": round(app / sum(sizes.values()), 3),
+            "app_top_level_modules": len(loose), "app_top_level": loose}
+
+
+def markdown(result: dict) -> str:
+    """The numbers as a Markdown table (before / after when both were measured)."""
+    cols = [k for k in ("before", "after") if k in result]
+    rows = [("package modules (import graph)", "modules"), ("module files (no `__init__`)", "module_files"),
+            ("median module lines", "module_lines_median"), ("largest module lines", "module_lines_largest"),
+            ("largest module", "largest_module"), ("app/ share of the lines", "app_share_of_lines"),
+            ("modules loose at the top of app/", "app_top_level_modules"), ("import edges", "import_edges"),
+            ("import cycles", "import_cycles"), ("arrows back up the layers", "arrows_back_up"),
+            ("longest function (lines)", "longest_function_lines"),
+            ("longest function outside the kernels", "longest_function_outside_kernels_lines"),
+            ("package modules an iris run imports", "iris_run_package_modules")]
+    head = "| | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols) + "\n"
+    body = "".join(f"| {label} | " + " | ".join(str(result[c].get(key, "")) for c in cols) + " |\n"
+                   for label, key in rows)
+    load = ", ".join(f"{v:.2f}" for v in result["load_average"])
+    note = ("\nArrows back up are counted against this checkout's `LAYERS`. Code from before the application's "
+            "rooms has its modules loose at the top of `app/`, which fall in the application's top layer there: its "
+            "count is the imports from `app/`'s sub-packages into those loose modules.\n" if "before" in result else "")
+    return ("# Architecture numbers\n\n`python benchmarks/architecture.py` (load average " + load + ")\n\n"
+            + head + body + note)
+
+
 def iris_run_modules(src: Path) -> list[str]:
     """The ``pipeline`` modules in ``sys.modules`` at the end of ``python -m pipeline dataset=iris``."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -219,6 +270,7 @@ def measure(src: Path, run: bool = True) -> dict:
     }
     length, where = longest_function(src, skip=KERNELS)
     out.update(longest_function_outside_kernels_lines=length, longest_function_outside_kernels=where)
+    out.update(module_sizes(src))
     if run:
         mods = iris_run_modules(src)
         out["iris_run_package_modules"] = len(mods)
@@ -242,6 +294,7 @@ def main(argv=None) -> None:
     if not args.no_write:
         OUT.parent.mkdir(parents=True, exist_ok=True)
         OUT.write_text(text + "\n")
+        OUT.with_suffix(".md").write_text(markdown(result))
 
 
 if __name__ == "__main__":

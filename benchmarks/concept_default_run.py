@@ -34,11 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.app.cache import StageCache
+from pipeline.app.stores.cache import StageCache
 from pipeline.concepts import CAVFitter, concept_mixture
-from pipeline.app.config import compose_config
-from pipeline.metrics import ari, concept_explainability_to_noise_ratio, explainability_to_noise_ratio, misassignment_rate, theorem1_upper_bound
-from pipeline.app.runner import run_stages, to_plain
+from pipeline.app.configuration.config import compose_config
+from pipeline.metrics import (ari, concept_explainability_to_noise_ratio, explainability_to_noise_ratio,
+                              misassignment_rate, theorem1_upper_bound)
+from pipeline.app.running.runner import run_stages, to_plain
 from pipeline.app.report.concept_plots import plot_cav_accuracy, plot_concept_scatter
 from pipeline.trees import CART, MMDT, ConceptMMDT
 

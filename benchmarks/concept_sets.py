@@ -55,7 +55,7 @@ RUNS = {
                         "explainer=[concept_mmdt,concept_cart]"],
                "sets": {"topic phrases (email_topics)": ["concepts=email_topics"],
                         "measured (text_measured)": ["concepts=text_measured"]},
-               "measure": "pipeline.app.measured_text.text_measurements"},
+               "measure": "pipeline.app.concept_sets.measured_text.text_measurements"},
 }
 TCAV_TABLES = {("mnist", "measured (mnist_measured)"), ("fashion679", "measured (fashion_measured)")}
 
@@ -69,9 +69,9 @@ def sentence(rule: dict, check: str) -> str:
 
 
 def one_run(name: str, label: str, overrides: list[str], work: Path) -> dict:
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import run_single, to_plain
-    from pipeline.app.cache import StageCache
+    from pipeline.app.configuration.config import compose_config
+    from pipeline.app.running.runner import run_single, to_plain
+    from pipeline.app.stores.cache import StageCache
 
     out = work / f"{name}-{label.split()[0]}"
     cfg = to_plain(compose_config([f"paths.output_dir={out}", "report.figures=false", *overrides]))
@@ -109,9 +109,9 @@ def one_run(name: str, label: str, overrides: list[str], work: Path) -> dict:
 
 def measurement_time(name: str, spec: dict) -> dict | None:
     """Seconds per 1,000 items of the run's measurement function (warm, median of 3), and the load."""
-    from pipeline.app.config import compose_config
+    from pipeline.app.configuration.config import compose_config
     from pipeline.app.data.loading import load_dataset
-    from pipeline.app.runner import to_plain
+    from pipeline.app.running.runner import to_plain
     from hydra.utils import get_object
 
     cfg = to_plain(compose_config(["paths.output_dir=/tmp/x", *spec["base"]]))

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -31,8 +31,8 @@ import numpy as np
 
 # ------------------------------------------------------------------ helpers
 def _run(tmp: Path, *overrides: str) -> Path:
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import run
+    from pipeline.app.configuration.config import compose_config
+    from pipeline.app.running.runner import run
 
     out = tmp / "run"
     run(compose_config([*overrides, f"paths.output_dir={out}", f"paths.cache_dir={tmp / 'cache'}",
@@ -239,8 +239,8 @@ def input_cases(tmp: Path, iris: Path, table: Path, digits: Path) -> dict:
 
 
 def setting_cases(tmp: Path) -> dict:
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import run
+    from pipeline.app.configuration.config import compose_config
+    from pipeline.app.running.runner import run
 
     port = _closed_port()
     settings = {

@@ -31,7 +31,7 @@ from sklearn.cluster import KMeans
 from sklearn.datasets import load_digits
 from sklearn.metrics import adjusted_rand_score
 
-from pipeline.app.weights import SBERTEncoder
+from pipeline.app.models.weights import SBERTEncoder
 from pipeline.encoders import ContrastiveClusteringEncoder, VaDEEncoder
 
 RESULTS = Path(__file__).parent / "results"

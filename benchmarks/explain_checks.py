@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def stages(overrides: list[str]):
-    from pipeline.app.cache import StageCache
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import run_stages, to_plain
+    from pipeline.app.stores.cache import StageCache
+    from pipeline.app.configuration.config import compose_config
+    from pipeline.app.running.runner import run_stages, to_plain
 
     cfg = to_plain(compose_config([*overrides, f"paths.output_dir={tempfile.mkdtemp()}"]))
     return run_stages(cfg, StageCache(Path(cfg["paths"]["cache_dir"])))[:2]
@@ -96,9 +96,9 @@ def check_digits(run_dir: str, models_dir: str | None, mnist_style: bool = False
 
 def check_unseen_emails(run_dir: str, overrides: list[str], rows: int | None) -> None:
     from pipeline import ConceptExplainer
-    from pipeline.app.config import compose_config
+    from pipeline.app.configuration.config import compose_config
     from pipeline.app.explain_run import load_data
-    from pipeline.app.runner import to_plain
+    from pipeline.app.running.runner import to_plain
 
     done, _ = stages(overrides)
     seen = set((done["load"].artifact.meta or {}).get("ids") or [])

@@ -62,7 +62,7 @@ def measurer(name: str):
         return digit_measurements
     if name == "fashion":
         return silhouette_measurements
-    from pipeline.app.measured_text import text_measurements
+    from pipeline.app.concept_sets.measured_text import text_measurements
 
     return text_measurements
 
@@ -202,7 +202,7 @@ def text_ends(texts, m, k: int = 2, chars: int = 90) -> dict:
 
 def text_parts(texts) -> dict:
     """Time per 1,000 e-mails of the counts with the lexicon, the sentiment and the readability alone."""
-    from pipeline.app import measured_text
+    from pipeline.app.concept_sets import measured_text
     from pipeline.concepts.measures.texts import text_measurements
 
     parts = {"counts and lexicon": dict(lexicon=measured_text.lexicon()),

@@ -37,8 +37,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
 
 RESULTS = Path(__file__).parent / "results"
 PAPER = {"samples": 60000, "CAVs": 4, "K": 10, "base": 0.68, "mmdt": 0.32, "cart": 0.36,

@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
 
 
 def timed_run(cache: Path, out: Path, overrides: list[str]) -> float:

@@ -48,7 +48,7 @@ THROUGHPUT = r"""
 import json, statistics, sys, time
 import torch
 from pipeline.app.data.fashion_mnist import default_root, read_split
-from pipeline.app.efficientnet import build_efficientnet_lite
+from pipeline.app.models.efficientnet import build_efficientnet_lite
 from pipeline.encoders.torch_module import TorchModuleEncoder
 size, n, batch, repeats, threads = (int(a) for a in sys.argv[1:6])
 torch.set_num_threads(threads)

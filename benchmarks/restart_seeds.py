@@ -27,10 +27,10 @@ import numpy as np
 from sklearn.metrics import adjusted_rand_score
 
 import pipeline.clustering as clustering
-from pipeline.app.config import compose_config
+from pipeline.app.configuration.config import compose_config
 from pipeline.app.report.summary import stability_text
-from pipeline.app.cache import StageCache
-from pipeline.app.runner import run_stages, to_plain
+from pipeline.app.stores.cache import StageCache
+from pipeline.app.running.runner import run_stages, to_plain
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"

@@ -61,7 +61,7 @@ MODELS = {
 def throughput(image_size: int | None, device: str, root: str | None = None, n: int = 256) -> dict:
     """Images/s of EfficientNet-Lite0 features on ``n`` Fashion-MNIST images (after one warm-up batch)."""
     from pipeline.app.data.fashion_mnist import default_root, read_split
-    from pipeline.app.efficientnet import build_efficientnet_lite
+    from pipeline.app.models.efficientnet import build_efficientnet_lite
 
     X = read_split(default_root({"root": root}, {"data_dir": "data"}), "test")[0][:n, :, :, None]
     enc = build_efficientnet_lite("lite0", image_size=image_size, batch_size=64, device=device, progress=False)

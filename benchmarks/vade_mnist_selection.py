@@ -30,7 +30,7 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.mixture import GaussianMixture
 from sklearn.preprocessing import StandardScaler
 
-from pipeline.app.checkpoint import read_checkpoint
+from pipeline.app.stores.checkpoint import read_checkpoint
 from pipeline.app.data.mnist import load_mnist
 from pipeline.encoders.vade import VaDEEncoder
 

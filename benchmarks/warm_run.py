@@ -11,7 +11,7 @@ stage reads the sha256 its sidecar recorded (``pipeline.app.stages.encode``).
     python benchmarks/warm_run.py --cache-dir .cache/pipeline --repeats 5
     python benchmarks/warm_run.py -- report.figures=false   # extra Hydra overrides
 
-Also times ``import pipeline`` and ``import pipeline.app.runner`` (fresh interpreters,
+Also times ``import pipeline`` and ``import pipeline.app.running.runner`` (fresh interpreters,
 medians) and lists the slowest imports of the warm run (``-X importtime``).
 """
 
@@ -77,7 +77,7 @@ def main(argv=None):
     env = dict(os.environ)
     print(f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     res: dict = {"load_start": os.getloadavg()}
-    for module in ("pipeline", "pipeline.trees", "pipeline.app.runner"):
+    for module in ("pipeline", "pipeline.trees", "pipeline.app.running.runner"):
         w, c = import_time(module, max(3, args.repeats), env)
         res[f"import {module}"] = {"wall_s": w, "cpu_s": c}
         print(f"import {module:<22} wall {w:6.2f} s  cpu {c:6.2f} s (median, fresh interpreter)", flush=True)

@@ -60,8 +60,8 @@ def kernel_files() -> set[str]:
 
 
 def main() -> int:
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import run
+    from pipeline.app.configuration.config import compose_config
+    from pipeline.app.running.runner import run
 
     before, t0 = kernel_files(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="pipeline-warm-") as tmp:

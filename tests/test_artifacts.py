@@ -11,16 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.app import artifacts
-from pipeline.app.artifacts import (ArtifactFieldError, ClusterArtifact, ConceptsArtifact, EncodeArtifact,
+from pipeline.app.stores import artifacts
+from pipeline.app.stores.artifacts import (ArtifactFieldError, ClusterArtifact, ConceptsArtifact, EncodeArtifact,
                                     FitArtifact, LoadArtifact)
-from pipeline.app.cache import StageCache
-from pipeline.app.config import compose_config
-from pipeline.app.runner import to_plain
+from pipeline.app.stores.cache import StageCache
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import to_plain
 from pipeline.app.stages import declared_stages
 from pipeline.app.stages.framework import Stage, execute
 
-APP = Path(artifacts.__file__).resolve().parent
+APP = Path(artifacts.__file__).resolve().parents[1]  # src/pipeline/app
 TYPES = {name: cls for name, cls in vars(artifacts).items()
          if inspect.isclass(cls) and issubclass(cls, artifacts.Artifact) and cls is not artifacts.Artifact}
 
@@ -100,7 +100,7 @@ def test_code_reads_only_fields_the_artifact_types_declare():
 
 def test_a_misspelt_field_is_found_by_that_check(tmp_path, monkeypatch):
     probe = APP / "stages" / "_probe_artifact_typo.py"
-    probe.write_text("from pipeline.app.artifacts import EncodeArtifact\n\n\n"
+    probe.write_text("from pipeline.app.stores.artifacts import EncodeArtifact\n\n\n"
                      "def f(encode: EncodeArtifact):\n    return encode.latent_X\n")
     try:
         reads = artifact_reads()

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
 from pipeline.validation import InvalidInputError
 
 FILES = ["SHA256SUMS", "explainer.json", "arrays.npz", "trees/cart.json", "trees/mmdt.json"]
@@ -72,7 +72,7 @@ def refused(folder: Path, *words: str) -> str:
 
 # ------------------------------------------------------------------ SHA256SUMS in sha256sum's formats
 def test_a_saved_bundle_records_what_it_is_checked_against(bundles):
-    from pipeline.app.bundle_checks import content_digest
+    from pipeline.app.explainer.bundle_checks import content_digest
 
     doc = json.loads((bundles[0] / "explainer.json").read_text())
     assert doc["version"] == 3 and doc["content_sha256"] == content_digest(doc)
@@ -321,8 +321,8 @@ def test_any_single_file_changed_added_removed_or_renamed_is_refused_or_immateri
 def test_copied_weights_are_part_of_the_bundle_and_stay_inside_it(bundles, tmp_path):
     """A bundle saved with copy_weights=True names weights/<checkpoint> (and its sidecar): listed,
     checked, inside the folder; a copied path leading out is refused."""
-    from pipeline.app.bundle_checks import content_digest
-    from pipeline.app.cache import file_digest
+    from pipeline.app.explainer.bundle_checks import content_digest
+    from pipeline.app.stores.cache import file_digest
 
     def with_weights(folder, copied):
         (folder / "weights").mkdir()

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from pipeline.app.cache import CorruptArtifactError, StageCache, load_artifact, save_artifact
+from pipeline.app.stores.cache import CorruptArtifactError, StageCache, load_artifact, save_artifact
 
 
 def _artifact(seed: int = 0) -> dict:
@@ -54,7 +54,7 @@ def test_corrupt_entry_is_quarantined_and_recomputed(tmp_path, caplog, damage):
 
     first = cache.get_or_compute("encode", "abc123", compute)
     damage(tmp_path / "encode" / "abc123")
-    with caplog.at_level(logging.WARNING, logger="pipeline.app.cache"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.app.stores.cache"):
         again = StageCache(tmp_path).get_or_compute("encode", "abc123", compute)
     assert len(calls) == 2  # recomputed, not failed
     np.testing.assert_array_equal(again["Z"], first["Z"])
@@ -100,7 +100,7 @@ def test_entry_without_manifest_still_loads(tmp_path):
 
 
 def test_writes_are_fsynced_before_the_rename(tmp_path, monkeypatch):
-    import pipeline.app.cache as mod
+    import pipeline.app.stores.cache as mod
 
     log = []
     real_fsync, real_rename = os.fsync, os.rename
@@ -116,8 +116,8 @@ def test_writes_are_fsynced_before_the_rename(tmp_path, monkeypatch):
 
 
 def test_run_with_a_damaged_entry_succeeds_with_a_warning(tmp_path, caplog):
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import run
+    from pipeline.app.configuration.config import compose_config
+    from pipeline.app.running.runner import run
 
     def cfg(out):
         return compose_config([f"paths.output_dir={tmp_path / out}", f"paths.cache_dir={tmp_path / 'cache'}",
@@ -128,7 +128,7 @@ def test_run_with_a_damaged_entry_succeeds_with_a_warning(tmp_path, caplog):
     for entry in (tmp_path / "cache").glob("cluster/*"):
         if entry.is_dir():
             flip_64_bytes(entry) if (entry / "arrays.npz").exists() else damage_meta(entry)
-    with caplog.at_level(logging.WARNING, logger="pipeline.app.cache"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.app.stores.cache"):
         second = run(cfg("b"))
     assert first.equals(second)
     assert any("'cluster'" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
@@ -137,7 +137,7 @@ def test_run_with_a_damaged_entry_succeeds_with_a_warning(tmp_path, caplog):
 
 
 def test_portable_config_has_no_absolute_paths_under_the_roots(tmp_path):
-    from pipeline.app.cache import make_key, portable
+    from pipeline.app.stores.cache import make_key, portable
 
     def roots(base):
         return {"root_dir": str(base), "models_dir": str(base / "models"), "cache_dir": str(base / "cache"),
@@ -168,7 +168,7 @@ def test_store_later_writes_in_the_background_and_flush_reports_its_error(tmp_pa
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("pipeline.app.cache.save_artifact", full)
+    monkeypatch.setattr("pipeline.app.stores.cache.save_artifact", full)
     cache.store_later("coordinates", "k3", _artifact(3))
     with pytest.raises(Exception, match="space|full|write"):
         cache.flush()

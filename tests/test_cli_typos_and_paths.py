@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.app import checks, network
-from pipeline.app.config import CONFIG_DIR, compose_config
-from pipeline.app.plan import check_values
-from pipeline.app.runner import run, to_plain
+from pipeline.app.configuration import network
+from pipeline.app.startup import checks
+from pipeline.app.configuration.config import CONFIG_DIR, compose_config
+from pipeline.app.running.plan import check_values
+from pipeline.app.running.runner import run, to_plain
 from pipeline.validation import InvalidInputError
 
 from shared_data import skip_without_benchmarks
@@ -202,11 +203,11 @@ def test_every_documented_command_composes_and_passes_the_start_up_checks(source
                           f"paths.models_dir={tmp_path / 'models'}"])
     plain = checks.resolve_config(cfg)
     check_values(plain)
-    from pipeline.app.option_keys import check_keys_read
+    from pipeline.app.configuration.option_keys import check_keys_read
 
     check_keys_read(plain)  # no documented key is one its option does not read (issue 50)
     for row, spec in (plain.get("explainer") or {}).items():
-        from pipeline.app.instantiate import check_params
+        from pipeline.app.configuration.instantiate import check_params
 
         check_params(spec, f"explainer.{row}")
     if " ".join(args) in RUN_TO_THE_END:
@@ -273,7 +274,7 @@ def test_a_load_entry_cached_before_the_n_samples_check_no_longer_hits(tmp_path)
     under that key; the load stage's version moved, so such an entry is never read again."""
     import dataclasses
 
-    from pipeline.app.cache import StageCache
+    from pipeline.app.stores.cache import StageCache
     from pipeline.app.stages.framework import execute
     from pipeline.app.stages.load import LOAD
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
 
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
 from pipeline.concepts.discovery import (ConceptDiscovery, association_text, concept_associations,
                                          distinctive_words, label_table, name_concepts, top_columns, top_examples)
 from pipeline.validation import InvalidInputError

@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.app.concept_sets.definitions import (applicable_concept_sets, build_examples, concept_hint,
                                                    load_concept_spec)
-from pipeline.app.runner import run
+from pipeline.app.running.runner import run
 from pipeline.validation import InvalidInputError
 from test_own_data_cli import _blob_images, cfg
 

@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 from sklearn.datasets import load_digits
 
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
 
 
 @pytest.fixture(scope="module")

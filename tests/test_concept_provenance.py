@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from pipeline.app.config import compose_config
+from pipeline.app.configuration.config import compose_config
 from pipeline.app.data import Dataset
-from pipeline.app.runner import run
+from pipeline.app.running.runner import run
 from pipeline.concepts.attributes import class_attribute_examples
 from pipeline.concepts.sets import row_provenance
 from pipeline.validation import InvalidInputError

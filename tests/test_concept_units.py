@@ -366,7 +366,7 @@ def test_percentile_columns_are_sorted_ahead_only_where_the_bundle_sorts_every_r
     leaves them to be sorted when a printed percentile asks."""
     import threading
 
-    from pipeline.app.explainer_bundle import PERCENTILE_ROWS
+    from pipeline.app.data.budget import PERCENTILE_ROWS
     from pipeline.app.stages.project import sort_ahead
 
     rng = np.random.default_rng(0)

@@ -8,8 +8,8 @@ import pytest
 
 from pipeline.concepts import concept_mixture
 from pipeline.metrics import concept_explainability_to_noise_ratio
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
 from pipeline.encoders.base import Encoder
 from pipeline.validation import InvalidInputError
 
@@ -46,9 +46,9 @@ def test_deep_concept_run_end_to_end_on_small_digits(tmp_path, capsys):
     kept_out = set(meta.get("excluded") or {})  # concepts that failed their tests on this run (issue 48)
     assert [r["concept"] for r in meta["cav_summary"] if r["concept"] not in kept_out] == meta["concept_names"]
     # The tree's q is Eq. 6 on the VaDE prior projected onto the CAVs.
-    from pipeline.app.runner import run_stages
-    from pipeline.app.cache import StageCache
-    from pipeline.app.runner import to_plain
+    from pipeline.app.running.runner import run_stages
+    from pipeline.app.stores.cache import StageCache
+    from pipeline.app.running.runner import to_plain
 
     plain = to_plain(compose(tmp_path, *SMALL_VADE))
     done, _, _ = run_stages(plain, StageCache(tmp_path / "cache"))  # warm: all cache hits
@@ -98,7 +98,7 @@ class FakeTextTower(Encoder):  # deterministic stand-in for CLIP: one axis per p
 
 def build_cavs(cfg: dict, dataset, Z):
     """The concepts stage on a dataset and its latents (an untrained encoder: no checkpoint)."""
-    from pipeline.app.artifacts import EncodeArtifact
+    from pipeline.app.stores.artifacts import EncodeArtifact
     from pipeline.app.stages.concepts import CONCEPTS
     from pipeline.app.stages.load import dataset_to_artifact
 
@@ -119,7 +119,7 @@ def test_text_prompts_are_embedded_by_the_encoders_text_tower(tmp_path):
 
 
 def to_plain_cfg(tmp_path, overrides):
-    from pipeline.app.runner import to_plain
+    from pipeline.app.running.runner import to_plain
 
     return to_plain(compose(tmp_path, *overrides))
 

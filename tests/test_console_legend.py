@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.app.config import compose_config
+from pipeline.app.configuration.config import compose_config
 from pipeline.app.report.summary import LEGEND, rules_legend
-from pipeline.app.runner import run
+from pipeline.app.running.runner import run
 
 #: scikit-learn's digits on their pixels with the MNIST concepts (logistic CAVs: probability units);
 #: two of the three concepts are cut in a probability's tail, so they read in percentiles

@@ -10,14 +10,14 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
-from pipeline.app.artifacts import ClusterArtifact, EncodeArtifact, LoadArtifact, ProjectArtifact
-from pipeline.app.cache import StageCache
-from pipeline.app.config import compose_config
+from pipeline.app.stores.artifacts import ClusterArtifact, EncodeArtifact, LoadArtifact, ProjectArtifact
+from pipeline.app.stores.cache import StageCache
+from pipeline.app.configuration.config import compose_config
 from pipeline.counterfactuals import correctness, coverage
 from pipeline.encoders import VaDEEncoder
 from pipeline.encoders.base import Encoder, IdentityEncoder
 from pipeline.encoders.contrastive import ContrastiveClusteringEncoder
-from pipeline.app.runner import run, run_stages, to_plain
+from pipeline.app.running.runner import run, run_stages, to_plain
 from pipeline.app.stages.framework import execute
 from pipeline.app.stages.counterfactuals import counterfactuals_stage
 from pipeline.app.stages.encode import fitted_encoder

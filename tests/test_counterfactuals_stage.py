@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.app.config import compose_config
+from pipeline.app.configuration.config import compose_config
 from pipeline.app.report.counterfactual_plots import plot_translation
-from pipeline.app.runner import run
+from pipeline.app.running.runner import run
 from pipeline.validation import InvalidInputError
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.app.checks import check_code_path
+from pipeline.app.startup.checks import check_code_path
 from pipeline.threads import PORTABLE_CODE_PATH, cpu_code_path_environment
 from pipeline.validation import InvalidInputError
 
@@ -60,8 +60,8 @@ def test_settings_are_checked():
 
 
 def test_status_json_records_the_code_path_in_process(tmp_path):
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import run
+    from pipeline.app.configuration.config import compose_config
+    from pipeline.app.running.runner import run
 
     run(compose_config([f"paths.output_dir={tmp_path / 'run'}", f"paths.cache_dir={tmp_path / 'cache'}", "dataset=iris",
                         "explainer=[cart]", "report.figures=false", "report.html=false", "report.summary=false",

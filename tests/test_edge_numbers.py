@@ -267,7 +267,7 @@ def test_minus_one_is_an_ordinary_label_by_default(name):
 
 
 def test_the_pipeline_passes_the_noise_label_explicitly():
-    from pipeline.app.explainers import NOISE_LABEL, FitInputs, build
+    from pipeline.app.configuration.explainers import NOISE_LABEL, FitInputs, build
 
     spec = {"_target_": "pipeline.trees.SpExKNN", "name": "spex_knn", "params": {}}
     inputs = FitInputs(X=X0, labels=np.where(Y0 == 0, -1, Y0), feature_names=None, n_clusters=2)

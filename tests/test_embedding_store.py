@@ -1,4 +1,4 @@
-"""The embedding store (pipeline.app.embedding_store) behind the encode stage: rows reused across
+"""The embedding store (pipeline.app.stores.embedding_store) behind the encode stage: rows reused across
 subsets, resume after a kill, changed shards re-embedded, another encoder's store refused, nothing
 half-written, and the same Z as one ``transform`` on the whole array (docs/encoders.md)."""
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.app.config import compose_config
-from pipeline.app.embedding_store import EmbeddingStore, identity_id, item_hashes, store_root
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.stores.embedding_store import EmbeddingStore, identity_id, item_hashes, store_root
+from pipeline.app.running.runner import run
 from pipeline.encoders.base import Encoder
 from pipeline.validation import InvalidInputError
 
@@ -188,7 +188,7 @@ def test_compute_dask_embeds_chunks_as_tasks(tmp_path):
 
 
 def test_a_dask_worker_without_the_weights_gets_one_paragraph(tmp_path):
-    from pipeline.app.artifacts import TrainArtifact
+    from pipeline.app.stores.artifacts import TrainArtifact
     from pipeline.app.stages.encode import worker_encoder
 
     cfg = compose_config([f"paths.cache_dir={tmp_path / 'cache'}", f"paths.models_dir={tmp_path / 'm'}",
@@ -199,7 +199,7 @@ def test_a_dask_worker_without_the_weights_gets_one_paragraph(tmp_path):
 
 
 def test_a_dask_worker_without_a_weights_file_is_told_the_key(tmp_path):
-    from pipeline.app.artifacts import TrainArtifact
+    from pipeline.app.stores.artifacts import TrainArtifact
     from pipeline.app.stages.encode import worker_encoder
 
     cfg = compose_config([f"paths.cache_dir={tmp_path / 'cache'}", "dataset=iris", "encoder=torch",
@@ -214,7 +214,7 @@ def test_bad_chunk_rows_is_refused():
     assert chunk_items({"dataset": {}, "encoder": {"batch_size": 16}}) == 4096
     assert chunk_items({"dataset": {}, "encoder": {"batch_size": 100}}) == 4100
     assert chunk_items({"dataset": {"chunk_rows": 500}, "encoder": {"batch_size": 16}}) == 500
-    from pipeline.app.settings_checks import check_dataset_settings
+    from pipeline.app.startup.settings_checks import check_dataset_settings
 
     with pytest.raises(InvalidInputError, match="dataset.chunk_rows=0"):  # refused by the run's plan, before any stage
         check_dataset_settings({"chunk_rows": 0})
@@ -260,7 +260,7 @@ def test_a_changed_shard_is_dropped_with_a_warning_and_its_items_are_missing(tmp
     data = bytearray(shard.read_bytes())
     data[-1] ^= 1  # one bit of one number, as a bad copy would
     shard.write_bytes(bytes(data))
-    with caplog.at_level(logging.WARNING, logger="pipeline.app.embedding_store"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.app.stores.embedding_store"):
         Z, found = store.read(["c", "a", "b"])
     assert found.tolist() == [True, False, False]
     assert str(shard) in caplog.text and "changed on disk" in caplog.text and "embedded again" in caplog.text
@@ -270,7 +270,7 @@ def test_a_changed_shard_is_dropped_with_a_warning_and_its_items_are_missing(tmp
 
 
 def test_nothing_half_written_is_ever_read(tmp_path, monkeypatch):
-    import pipeline.app.embedding_store as es
+    import pipeline.app.stores.embedding_store as es
 
     store = EmbeddingStore(tmp_path / "s", IDENTITY)
     store.add(["a"], np.ones((1, 2), np.float32))

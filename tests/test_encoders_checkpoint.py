@@ -7,9 +7,9 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
-from pipeline.app.checkpoint import load_encoder, save_encoder
+from pipeline.app.stores.checkpoint import load_encoder, save_encoder
 from pipeline.encoders import IdentityEncoder, VaDEEncoder
-from pipeline.app.checkpoint import read_checkpoint, sidecar_path
+from pipeline.app.stores.checkpoint import read_checkpoint, sidecar_path
 from pipeline.validation import InvalidInputError
 
 TINY = dict(n_clusters=3, latent_dim=4, hidden_dims=(16, 16), pretrain_epochs=2, epochs=2, batch_size=64,
@@ -116,8 +116,8 @@ def test_untrainable_encoder_has_no_checkpoint(tmp_path):
 
 
 def test_pipeline_loads_a_named_checkpoint_and_rejects_another_k(saved, tmp_path, caplog):
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import run
+    from pipeline.app.configuration.config import compose_config
+    from pipeline.app.running.runner import run
 
     _, path, _ = saved
 
@@ -175,8 +175,8 @@ def test_checkpoint_from_another_torch_names_both_versions(saved, tmp_path, data
 def test_truncated_checkpoint_in_models_dir_is_retrained_with_force_train(tmp_path):
     """The pipeline stops with one clear error offering +force=train, which retrains the very
     same bytes (training is deterministic for a seed and thread count)."""
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import run
+    from pipeline.app.configuration.config import compose_config
+    from pipeline.app.running.runner import run
 
     def config(out, *extra):
         return compose_config([

@@ -49,9 +49,9 @@ def test_bad_input(clip, X, match):
 
 
 def test_missing_weights_name_the_config_key(tmp_path):
-    from pipeline.app.weights import CLIPEncoder as AppCLIPEncoder
+    from pipeline.app.models.weights import CLIPEncoder as AppCLIPEncoder
 
-    with pytest.raises(InvalidInputError, match="does not fetch weights.*pipeline.app.weights.CLIPEncoder"):
+    with pytest.raises(InvalidInputError, match="does not fetch weights.*pipeline.app.models.weights.CLIPEncoder"):
         CLIPEncoder(pretrained="not-a-known-tag", model_config=TINY, device="cpu").fit()
     enc = AppCLIPEncoder(pretrained="not-a-known-tag", model_config=TINY, cache_dir=str(tmp_path), device="cpu")
     with pytest.raises(InvalidInputError, match="encoder.pretrained"):
@@ -59,7 +59,7 @@ def test_missing_weights_name_the_config_key(tmp_path):
 
 
 def test_the_config_builds_the_loading_clip():
-    from pipeline.app.weights import CLIPEncoder as AppCLIPEncoder
+    from pipeline.app.models.weights import CLIPEncoder as AppCLIPEncoder
 
     enc = AppCLIPEncoder()
     assert isinstance(enc, CLIPEncoder)

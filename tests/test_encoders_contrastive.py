@@ -13,7 +13,7 @@ from pipeline.encoders import ContrastiveClusteringEncoder
 from pipeline.encoders import resnet as resnet_module
 from pipeline.encoders.contrastive import (ContrastiveClusteringNet, cluster_loss, instance_loss,
                                            map_authors_state_dict)
-from pipeline.app.checkpoint import read_weights
+from pipeline.app.stores.checkpoint import read_weights
 from pipeline.validation import InvalidInputError
 
 SMALL = dict(n_clusters=3, backbone="resnet34", backbone_weights="none", image_size=32, batch_size=8, epochs=1,
@@ -148,7 +148,7 @@ def test_imagenet_weights_unavailable_falls_back_to_random(monkeypatch, caplog):
     def offline(*args, **kwargs):
         raise OSError("no internet")
 
-    from pipeline.app.weights import imagenet_weights
+    from pipeline.app.models.weights import imagenet_weights
 
     monkeypatch.setattr(resnet_module.torchvision.models, "get_model_weights", offline)
     net, _ = resnet_module.build_backbone("resnet34")
@@ -194,7 +194,7 @@ def test_registry():
 
 @pytest.mark.slow
 def test_checkpoint_round_trip(trained, tmp_path):
-    from pipeline.app.checkpoint import load_encoder, save_encoder
+    from pipeline.app.stores.checkpoint import load_encoder, save_encoder
 
     enc, X, _ = trained
     path = tmp_path / "contrastive" / "k.pt"

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.app.environment import configure_model_caches
+from pipeline.app.configuration.environment import configure_model_caches
 from pipeline.encoders import IdentityEncoder, select_device
 from pipeline.encoders.device import seed_everything
-from pipeline.app.environment import OFFLINE_VARIABLES, is_offline, open_clip_cache_dir
+from pipeline.app.configuration.environment import OFFLINE_VARIABLES, is_offline, open_clip_cache_dir
 from pipeline.validation import InvalidInputError
 
 KEYS = ("TORCH_HOME", "HF_HOME", "HF_HUB_CACHE", "SENTENCE_TRANSFORMERS_HOME", "OPEN_CLIP_CACHE_DIR") + OFFLINE_VARIABLES

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pipeline.app.weights import SBERTEncoder, offline_model_dir
+from pipeline.app.models.weights import SBERTEncoder, offline_model_dir
 from pipeline.validation import InvalidInputError
 
 TOPICS = {

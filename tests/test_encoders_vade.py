@@ -92,7 +92,7 @@ def test_decoder_starts_at_the_mean_image(digits3):
 
 def test_pretraining_is_cached(digits3, tmp_path, caplog):
     X, _ = digits3
-    from pipeline.app.checkpoint import StateDir  # the app's store; VaDE itself never touches files
+    from pipeline.app.stores.checkpoint import StateDir  # the app's store; VaDE itself never touches files
 
     params = {**TINY, "epochs": 1, "pretrain_cache": StateDir(tmp_path)}
     first = VaDEEncoder(**params).fit(X)

@@ -207,7 +207,7 @@ def test_the_runs_mixture_trees_keep_the_runs_rows():
     lets their trees keep the run's rows, so the tree JSON prints exact rules without the data."""
     from sklearn.mixture import GaussianMixture
 
-    from pipeline.app.explainers import PROTOCOLS, FitInputs
+    from pipeline.app.configuration.explainers import PROTOCOLS, FitInputs
     from pipeline.trees import MMDT, ConceptMMDT
 
     rng = np.random.default_rng(0)

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.app.cache import StageCache
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run, run_stages, to_plain
+from pipeline.app.stores.cache import StageCache
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run, run_stages, to_plain
 from pipeline.trees.leaf_moves import nearest_other_leaf, path_margins
 from pipeline.trees.tree import ExplanationTree
 from pipeline.validation import InvalidInputError
@@ -164,8 +164,8 @@ def test_a_missing_encoder_checkpoint_is_one_paragraph(iris_run):
 
 def test_a_replaced_checkpoint_and_other_package_versions_are_named(iris_run, tmp_path):
     from pipeline import ConceptExplainer
-    from pipeline.app.cache import file_digest
-    from pipeline.app.explainer_bundle import version_differences
+    from pipeline.app.stores.cache import file_digest
+    from pipeline.app.explainer.explainer_bundle import version_differences
 
     ckpt = tmp_path / "vade" / "abc.pt"
     ckpt.parent.mkdir()
@@ -255,7 +255,7 @@ def rule_holds(text: str, x: np.ndarray, names: list[str]) -> bool:
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), n_leaves=st.integers(3, 7))
 def test_the_printed_rule_routes_every_point_as_the_tree_does(seed, n_leaves):
-    from pipeline.app.explainer_bundle import rule_texts
+    from pipeline.app.explainer.explainer_bundle import rule_texts
     from pipeline.trees.cart import CART
 
     rng = np.random.default_rng(seed)
@@ -392,7 +392,7 @@ def test_the_default_mnist_run_re_explains_its_own_digits(tmp_path):
 def test_bundle_column_summaries_equal_numpys():
     """The bundle's per-column min, max and standard deviation of in-memory coordinates, two passes
     over blocks (np.std widened a temporary of every row): min/max exact, std to rounding."""
-    from pipeline.app.explainer_bundle import _coordinates
+    from pipeline.app.explainer.explainer_bundle import _coordinates
 
     rng = np.random.default_rng(0)
     for shape in ((5, 3), (70_000, 20), (1, 2)):

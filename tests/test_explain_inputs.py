@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 from sklearn.datasets import load_digits, load_iris
 
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
 from pipeline.validation import InvalidInputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,9 +56,9 @@ def explainer(path):
 
 def drift_warnings(caplog, fn) -> list[str]:
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="pipeline.app.input_drift"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.app.explainer.input_drift"):
         fn()
-    return [r.getMessage() for r in caplog.records if r.name == "pipeline.app.input_drift"]
+    return [r.getMessage() for r in caplog.records if r.name == "pipeline.app.explainer.input_drift"]
 
 
 # ------------------------------------------------------------------ columns by name
@@ -139,7 +139,7 @@ def test_digits_on_another_scale_are_warned_about_with_the_factor(digits_run, ca
 
 def test_drift_check_by_brute_force():
     """far_rows against a per-value loop over rows and features."""
-    from pipeline.app.input_drift import MARGIN, SCALE_FACTOR, far_rows, training_stats
+    from pipeline.app.explainer.input_drift import MARGIN, SCALE_FACTOR, far_rows, training_stats
 
     rng = np.random.default_rng(3)
     train = rng.normal(size=(500, 6)) * [1, 2, 3, 4, 5, 6] + 10

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 from sklearn.datasets import load_wine
 
-from pipeline.app.config import compose_config
+from pipeline.app.configuration.config import compose_config
 from pipeline.app.data.loading import standardize_columns
-from pipeline.app.runner import run
+from pipeline.app.running.runner import run
 from pipeline.trees import ExplanationTree
 
 

@@ -9,8 +9,8 @@ import pytest
 from omegaconf import OmegaConf
 from sklearn.datasets import load_iris
 
-from pipeline.app.config import compose_config
-from pipeline.app.explainers import FitInputs, fit_explainer
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.configuration.explainers import FitInputs, fit_explainer
 from pipeline.validation import InvalidInputError
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.app.explainers import NOISE_LABEL, FitInputs
+from pipeline.app.configuration.explainers import NOISE_LABEL, FitInputs
 
 
 def test_rows_without_noise_are_handed_over_as_they_are_and_noise_is_left_out():

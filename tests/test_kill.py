@@ -28,7 +28,7 @@ def die():
 
 kind, _, arg = os.environ.get("KILL_AT", "").partition(":")
 if kind in ("after", "during"):
-    import pipeline.app.cache as cache
+    import pipeline.app.stores.cache as cache
     if kind == "after":  # the stage's entry is stored: a stage boundary
         original_write = cache.StageCache._write
         def _write(self, final, artifact):
@@ -44,7 +44,7 @@ if kind in ("after", "during"):
                 die()
         cache.save_artifact = save_artifact
 elif kind == "epoch":  # mid-training, right after the epoch checkpoint of epoch <arg>
-    import pipeline.app.checkpoint as checkpoint
+    import pipeline.app.stores.checkpoint as checkpoint
     original_state = checkpoint.save_state
     def save_state(path, state, sidecar):
         sha = original_state(path, state, sidecar)

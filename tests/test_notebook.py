@@ -7,8 +7,8 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
-from pipeline.app.config import compose_config  # noqa: E402
-from pipeline.app.runner import run  # noqa: E402
+from pipeline.app.configuration.config import compose_config  # noqa: E402
+from pipeline.app.running.runner import run  # noqa: E402
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "inspect_concept_tree.ipynb"
 

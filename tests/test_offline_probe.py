@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-import pipeline.app.network as network
+import pipeline.app.configuration.network as network
 
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
 
@@ -100,8 +100,8 @@ def test_endpoint_follows_hf_endpoint(monkeypatch):
 
 TIMING = """
 import sys, time, sentence_transformers, open_clip  # imports are not the wait being measured
-from pipeline.app.network import prepare_hub_access
-from pipeline.app.weights import CLIPEncoder, SBERTEncoder
+from pipeline.app.configuration.network import prepare_hub_access
+from pipeline.app.models.weights import CLIPEncoder, SBERTEncoder
 from pipeline.validation import InvalidInputError
 start = time.perf_counter()
 enc = SBERTEncoder(progress=False, device="cpu") if sys.argv[1] == "sbert" else CLIPEncoder(device="cpu")

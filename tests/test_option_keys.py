@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.app.config import CONFIG_DIR, compose_config
-from pipeline.app.option_keys import check_keys_read
-from pipeline.app.runner import to_plain
+from pipeline.app.configuration.config import CONFIG_DIR, compose_config
+from pipeline.app.configuration.option_keys import check_keys_read
+from pipeline.app.running.runner import to_plain
 from pipeline.validation import InvalidInputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,7 +127,7 @@ def test_a_run_on_larger_images_explains_the_digits_from_the_command_line(tmp_pa
     <run> dataset=digits dataset.image_size=16` on other digits; without the size, one paragraph naming it."""
     from test_relocation import TINY_VADE
 
-    from pipeline.app.runner import run
+    from pipeline.app.running.runner import run
 
     tiny = [o for o in TINY_VADE if not o.startswith("dataset.n_samples")] + ["dataset.n_samples=150",
                                                                               "dataset.image_size=16"]

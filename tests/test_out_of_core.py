@@ -22,9 +22,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.app.config import compose_config
+from pipeline.app.configuration.config import compose_config
 from pipeline.app.data.chunked import open_chunked
-from pipeline.app.runner import run
+from pipeline.app.running.runner import run
 from pipeline.clustering import mixture_predict
 from pipeline.clustering import stratified_sample
 from pipeline.validation import InvalidInputError
@@ -243,7 +243,7 @@ def test_assignment_pass_projects_on_the_cavs_once(data, tmp_path, monkeypatch):
     """Latents on disk are read once for the clustering's assignment and ``Z Cᵀ`` together (the
     coordinates stage's pass rides along the cluster stage's: the executor); the coordinates equal
     those of a pass of their own (``+force=coordinates`` with the clustering cached)."""
-    from pipeline.app import chunk_map
+    from pipeline.app.execution import chunk_map
 
     d, X, y = data
     rng = np.random.default_rng(1)
@@ -306,7 +306,7 @@ def test_bad_sizes_are_one_paragraph(data, tmp_path):
 @pytest.mark.parametrize("address", ["tcp://127.0.0.1:9", "no-port-here"])
 def test_unanswered_scheduler_fails_fast(address):
     pytest.importorskip("distributed")
-    from pipeline.app.compute import DaskCompute
+    from pipeline.app.execution.compute import DaskCompute
 
     t0 = time.perf_counter()
     with pytest.raises(InvalidInputError, match=rf"compute\.address={address}: no Dask scheduler answered within 2 s"):
@@ -345,7 +345,7 @@ class _DieOnce:
 @pytest.mark.slow
 def test_killed_worker_retried_or_clean_failure(data, tmp_path, monkeypatch):
     pytest.importorskip("distributed")
-    import pipeline.app.chunk_map as chunk_map
+    import pipeline.app.execution.chunk_map as chunk_map
 
     d, X, y = data
     original = chunk_map.ChunkTask
@@ -427,7 +427,7 @@ def test_docs_slurm_snippet_runs_with_a_local_cluster(doc_dir, monkeypatch):
 KILL_LAUNCHER = r'''
 import os, runpy, signal, sys
 
-import pipeline.app.chunk_map as chunk_map
+import pipeline.app.execution.chunk_map as chunk_map
 
 original, count = chunk_map._save, [0]
 def save(folder, rng, result):
@@ -502,7 +502,7 @@ def test_assignment_pass_with_the_coordinates_names_nan_rows_and_keeps_labels():
     """The coordinates' pass riding along the assignment (the executor's Together: one read of the
     chunk for both): NaN rows are still named by file and row, overflowing coordinates refused, and
     the labels and coordinates are each pass's own."""
-    from pipeline.app.executor import Together
+    from pipeline.app.execution.executor import Together
     from pipeline.app.stages.cluster import AssignChunk
     from pipeline.app.stages.coordinates import ProjectChunk
     from pipeline.cluster_heads import NearestCentreHead

@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
-from pipeline.app.weights import offline_model_dir
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
+from pipeline.app.models.weights import offline_model_dir
 
 CONCEPTS = ["striped", "round", "red"]
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torchvision
 
-from pipeline.app.torch_models import build_torch_encoder
+from pipeline.app.models.torch_models import build_torch_encoder
 from pipeline.encoders.torch_module import ImageTransform, TorchModuleEncoder, pool_activations
 from pipeline.validation import InvalidInputError
 

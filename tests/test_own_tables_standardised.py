@@ -11,9 +11,9 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.app.config import compose_config
+from pipeline.app.configuration.config import compose_config
 from pipeline.app.data.loading import standardize_columns
-from pipeline.app.runner import run
+from pipeline.app.running.runner import run
 from pipeline.concepts.units import original_units
 from pipeline.trees import CART
 

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from pipeline.app.cache import StageCache, load_artifact, make_key, save_artifact
+from pipeline.app.stores.cache import StageCache, load_artifact, make_key, save_artifact
 
 
 def test_key_depends_on_config_inputs_and_version():
@@ -42,7 +42,7 @@ def test_hit_after_miss_and_force(tmp_path):
 
 def test_crash_while_writing_leaves_no_artifact(tmp_path, monkeypatch):
     cache = StageCache(tmp_path)
-    import pipeline.app.cache as mod
+    import pipeline.app.stores.cache as mod
 
     def broken_savez(path, **arrays):
         open(path, "wb").write(b"half")  # a partial file, then the process "dies"

@@ -8,11 +8,11 @@ from omegaconf.errors import ConfigKeyError, ValidationError
 
 from omegaconf import OmegaConf
 
-from pipeline.app.capabilities import CAPABILITIES
-from pipeline.app.config import CONFIG_DIR, Config, compose_config
-from pipeline.app.explainers import protocol
-from pipeline.app.instantiate import factory
-from pipeline.app.runner import parse_force, to_plain
+from pipeline.app.startup.capabilities import CAPABILITIES
+from pipeline.app.configuration.config import CONFIG_DIR, Config, compose_config
+from pipeline.app.configuration.explainers import protocol
+from pipeline.app.configuration.instantiate import factory
+from pipeline.app.running.runner import parse_force, to_plain
 
 GROUPS = ["dataset", "encoder", "clustering", "concepts", "cav", "explainer", "experiment"]
 

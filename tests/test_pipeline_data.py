@@ -20,7 +20,7 @@ def target(option: str) -> str:
     """The loader a short dataset name stands for: ``_target_`` of conf/dataset/<option>.yaml."""
     from omegaconf import OmegaConf
 
-    from pipeline.app.config import CONFIG_DIR
+    from pipeline.app.configuration.config import CONFIG_DIR
 
     node = OmegaConf.load(CONFIG_DIR / "dataset" / f"{option}.yaml")
     return (node.get("dataset") or node)["_target_"]

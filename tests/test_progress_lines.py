@@ -62,7 +62,7 @@ def test_a_terminal_keeps_tqdm_and_a_notebook_without_ipywidgets_gets_no_warning
 
 
 def nested_run(log, inner_leave: bool, n_outer: int = 3, n_inner: int = 40):
-    """A chunk bar (leave=False, as pipeline.app.compute's) around inner bars (as sentence-transformers'
+    """A chunk bar (leave=False, as pipeline.app.execution.compute's) around inner bars (as sentence-transformers'
     ``Batches``): tqdm draws the inner one a row below with a newline and a cursor-up escape."""
     with tqdm(total=n_outer, desc="embedding (sbert)", file=log, leave=False, mininterval=0, miniters=1) as outer:
         for _ in range(n_outer):

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.app.cache import StageCache
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run, run_stages, to_plain
+from pipeline.app.stores.cache import StageCache
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run, run_stages, to_plain
 from pipeline.cluster_heads import (
     EncoderHead,
     MixtureHead,
@@ -161,7 +161,7 @@ def test_an_older_bundle_keeps_its_nearest_mean_rule(tmp_path):
     battery.edit_arrays(folder, as_version_2)
 
     def doc_2(doc):
-        from pipeline.app.bundle_checks import array_record, content_digest
+        from pipeline.app.explainer.bundle_checks import array_record, content_digest
 
         with np.load(folder / "arrays.npz") as z:
             doc["arrays"] = array_record({k: z[k] for k in z.files})

@@ -91,8 +91,8 @@ def test_a_warning_only_when_a_cluster_was_found_by_no_more_than_half_of_the_res
 
 
 def test_a_run_reports_the_stability_beside_the_base_ari(tmp_path, capsys):
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import run
+    from pipeline.app.configuration.config import compose_config
+    from pipeline.app.running.runner import run
 
     df = run(compose_config([f"paths.output_dir={tmp_path / 'run'}", f"paths.cache_dir={tmp_path / 'cache'}",
                              "dataset=iris", "explainer=[cart]", "report.figures=false", "report.html=false"]))
@@ -108,8 +108,8 @@ def test_the_report_shows_the_console_warning_word_for_word(tmp_path, capsys):
     the same sentence on the console and in report.html, beside the same figure."""
     import html
 
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import run
+    from pipeline.app.configuration.config import compose_config
+    from pipeline.app.running.runner import run
 
     df = run(compose_config([f"paths.output_dir={tmp_path / 'run'}", f"paths.cache_dir={tmp_path / 'cache'}",
                              "dataset=wine", "dataset.standardize=true", "explainer=[cart]", "report.figures=false"]))

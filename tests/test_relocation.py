@@ -7,8 +7,8 @@ import shutil
 
 import pandas as pd
 
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
 
 TINY_VADE = ["dataset=digits", "encoder=vade", "encoder.device=cpu", "encoder.params.hidden_dims=[16]",
              "encoder.params.latent_dim=2", "encoder.params.n_clusters=3", "encoder.params.pretrain_epochs=1",

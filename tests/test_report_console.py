@@ -18,7 +18,7 @@ def test_details_filter_keeps_warnings_and_other_loggers():
     f = DetailsToFileOnly()
     assert not f.filter(record("pipeline.encoders.training", logging.INFO, "vade epoch 3"))
     assert f.filter(record("pipeline.encoders.training", logging.WARNING, "cluster collapse"))
-    assert f.filter(record("pipeline.app.cache", logging.INFO))
+    assert f.filter(record("pipeline.app.stores.cache", logging.INFO))
 
 
 def test_console_handler_writes_around_progress_bars():

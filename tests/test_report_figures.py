@@ -104,7 +104,7 @@ def test_concept_scatter_has_categorical_legend_and_labelled_cuts():
 def test_counterfactual_table_and_chart_best_pairs_first():
     rows = [{"method": "tgt", "from": 0, "to": 1, "k": 2, "correctness": 0.017, "coverage": 0.5, "explanation": "a"},
             {"method": "tgt", "from": 1, "to": 0, "k": 2, "correctness": 0.9, "coverage": 0.8, "explanation": "b"}]
-    from pipeline.app.artifacts import CounterfactualsArtifact
+    from pipeline.app.stores.artifacts import CounterfactualsArtifact
 
     artifact = CounterfactualsArtifact(rows=rows, deltas=np.zeros((2, 3)), feature_names=["a", "b", "c"],
                                        space="concepts", eps=0.1, l1=0.0)
@@ -138,7 +138,7 @@ def test_oblique_tests_wrap_between_terms_never_inside_names():
 def test_figures_encoded_in_worker_processes_are_the_bytes_encoded_here():
     """A report's figures encoded by spawned worker processes (threads > 1) are byte for byte
     those this process encodes; one encoder serves several figures and formats."""
-    from pipeline.app.report.encoding import Encoder, encode
+    from pipeline.app.execution.encoding import Encoder, encode
 
     figs = [plot_tree(axis_tree(3), title="three"), plot_tree(balanced_tree(6), title="six", width=3.3)]
     with Encoder(2) as encoder:
@@ -154,7 +154,7 @@ def test_a_dead_figure_worker_costs_only_time():
     import os
     import signal
 
-    from pipeline.app.report.encoding import Encoder, encode
+    from pipeline.app.execution.encoding import Encoder, encode
 
     fig = plot_tree(axis_tree(3))
     with Encoder(2) as encoder:
@@ -178,8 +178,8 @@ def test_a_program_run_as_a_script_encodes_its_figures_itself(monkeypatch):
     import sys
     import types
 
-    from pipeline.app.report.encoding import Encoder, encode
-    from pipeline.app.workers import main_is_importable
+    from pipeline.app.execution.encoding import Encoder, encode
+    from pipeline.app.execution.workers import main_is_importable
 
     script = types.ModuleType("__main__")
     script.__file__ = "/home/me/run_everything.py"
@@ -197,7 +197,7 @@ def test_dask_workers_encode_the_same_bytes_and_a_closed_cluster_costs_only_time
     """compute=dask: the run's Dask workers encode the report's figures (the same bytes); a cluster
     that is gone leaves them to this process."""
     distributed = pytest.importorskip("distributed")
-    from pipeline.app.report.encoding import Encoder, encode
+    from pipeline.app.execution.encoding import Encoder, encode
 
     fig = plot_tree(balanced_tree(5), title="five")
     with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
@@ -213,7 +213,7 @@ def test_a_pdf_font_subset_made_once_is_embedded_with_the_same_bytes():
     subsetting (a tree's three layouts share one subset; the memo saves half their time)."""
     from matplotlib.backends import _backend_pdf_ps as pdfps
 
-    from pipeline.app.report import encoding
+    from pipeline.app.execution import encoding
 
     fig = plot_tree(balanced_tree(6), title="six")
     encoding.subset_once()
@@ -235,7 +235,7 @@ def test_a_pdf_font_subset_made_once_is_embedded_with_the_same_bytes():
 def test_a_trees_layouts_go_to_one_worker_as_one_task():
     """submit_all hands several figures to one worker and returns their files in one dict, in
     the order submitted, the bytes encoded here."""
-    from pipeline.app.report.encoding import Encoder, encode_all
+    from pipeline.app.execution.encoding import Encoder, encode_all
 
     jobs = [(plot_tree(axis_tree(3), title="three"), ("svg", "pdf"), ""),
             (plot_tree(axis_tree(3), title="three", width=3.3), ("pdf", "png"), "column.")]

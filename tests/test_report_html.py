@@ -111,8 +111,8 @@ def test_report_renders_in_headless_chromium(browser, tmp_path):
 
 def test_a_runs_report_renders_in_headless_chromium(browser, tmp_path):
     """`python -m pipeline dataset=iris explainer=[mmdt,cart]` (composed): report.html beside the results."""
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import run
+    from pipeline.app.configuration.config import compose_config
+    from pipeline.app.running.runner import run
 
     out = tmp_path / "run"
     run(compose_config([f"paths.output_dir={out}", f"paths.cache_dir={tmp_path / 'cache'}",
@@ -131,8 +131,8 @@ def test_a_runs_report_renders_in_headless_chromium(browser, tmp_path):
 def test_a_discovered_concepts_report_renders_in_headless_chromium(browser, tmp_path):
     """`concepts=discovered` on digits pixels (NMF): its own page title, display names, the discovered
     concepts shown by their top examples with their association, exact percentile rules."""
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import run
+    from pipeline.app.configuration.config import compose_config
+    from pipeline.app.running.runner import run
 
     out = tmp_path / "run"
     run(compose_config([f"paths.output_dir={out}", f"paths.cache_dir={tmp_path / 'cache'}",
@@ -154,8 +154,8 @@ def test_a_discovered_concepts_report_renders_in_headless_chromium(browser, tmp_
 
 def test_a_cav_report_shows_probabilities_and_boundaries(browser, tmp_path):
     """A concept run with calibrated CAVs: rules in P(concept), the CAV table's own boundary column."""
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import run
+    from pipeline.app.configuration.config import compose_config
+    from pipeline.app.running.runner import run
 
     out = tmp_path / "run"
     run(compose_config([f"paths.output_dir={out}", f"paths.cache_dir={tmp_path / 'cache'}",

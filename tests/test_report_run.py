@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from sklearn.datasets import load_iris
 
-from pipeline.app.artifacts import ClusterArtifact, FitArtifact, LoadArtifact, ProjectArtifact
+from pipeline.app.stores.artifacts import ClusterArtifact, FitArtifact, LoadArtifact, ProjectArtifact
 from pipeline.app.report.run_report import rules_json, rules_text, run_report_html, tree_data, tree_figure
 from pipeline.trees.tree import ExplanationTree
 

@@ -26,7 +26,7 @@ CHUNKS = 40
 SLOW = r'''
 import runpy, sys, time
 
-import pipeline.app.chunk_map as chunk_map
+import pipeline.app.execution.chunk_map as chunk_map
 
 compute = chunk_map.ChunkTask.compute
 def slow(self, rows, item):  # the same work, 0.15 s later: the pass lasts seconds

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
 
 BASE = ["experiment=raw_features", "dataset=iris", "explainer=[mmdt,imm]", "report.figures=false"]
 
@@ -26,7 +26,7 @@ def cfg(tmp_path: Path, out: str, *extra: str):
 def files_of(folder: Path, computed: bool = False) -> dict[str, bytes]:
     """The run's files; ``computed``: without the explainer bundle's creation time and the digest
     of its content (two runs that each wrote their files differ there only)."""
-    from pipeline.app.run_outputs import run_files
+    from pipeline.app.stores.run_outputs import run_files
 
     out = {rel: (folder / rel).read_bytes() for rel in run_files(folder)}
     if computed:
@@ -96,7 +96,7 @@ def test_a_damaged_entry_is_quarantined_and_the_run_computes(tmp_path, caplog):
     data = csv.read_bytes()
     os.unlink(csv)  # the entry's copy (a link to the run's file): replace it, not the run's file
     csv.write_bytes(data.replace(b"mmdt", b"MMDT", 1))
-    with caplog.at_level(logging.WARNING, logger="pipeline.app.cache"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.app.stores.cache"):
         run(cfg(tmp_path, "b"))
     assert any("'outputs'" in r.getMessage() and "damaged" in r.getMessage() for r in caplog.records)
     assert list((tmp_path / "cache" / ".quarantine" / "outputs").iterdir())
@@ -115,7 +115,7 @@ def test_files_that_cannot_be_kept_are_a_warning_not_a_failed_run(tmp_path, capl
 
     monkeypatch.setattr(os, "link", full)
     monkeypatch.setattr(shutil, "copyfile", full)
-    with caplog.at_level(logging.WARNING, logger="pipeline.app.run_outputs"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.app.stores.run_outputs"):
         df = run(cfg(tmp_path, "a"))
     assert len(df) and (tmp_path / "a" / "results.csv").exists()
     assert any("not kept for reruns" in r.getMessage() and "No space left" in r.getMessage() for r in caplog.records)
@@ -123,9 +123,9 @@ def test_files_that_cannot_be_kept_are_a_warning_not_a_failed_run(tmp_path, capl
 
 
 def test_config_checks_are_skipped_only_for_a_config_that_passed_them(tmp_path):
-    from pipeline.app.cache import StageCache
-    from pipeline.app.run_outputs import checked_before
-    from pipeline.app.runner import to_plain
+    from pipeline.app.stores.cache import StageCache
+    from pipeline.app.stores.run_outputs import checked_before
+    from pipeline.app.running.runner import to_plain
     from pipeline.validation import InvalidInputError
 
     run(cfg(tmp_path, "a"))

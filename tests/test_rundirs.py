@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline.app.config import compose_config
-from pipeline.app.rundir import claim_directory
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.configuration.rundir import claim_directory
 
 FAST = ["experiment=raw_features", "explainer=[cart]", "report.figures=false", "report.summary=false"]
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
-from pipeline.app.settings_checks import check_address, check_compute_settings, check_dataset_settings, worker_count
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
+from pipeline.app.startup.settings_checks import (check_address, check_compute_settings, check_dataset_settings,
+                                                  worker_count)
 from pipeline.validation import InvalidInputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,18 +83,18 @@ def test_a_listening_address_passes_and_only_it_is_contacted():
 
 
 def test_the_worker_count_is_capped_by_the_machine_with_a_log_line(caplog):
-    from pipeline.app.settings_checks import available_cores
+    from pipeline.app.startup.settings_checks import available_cores
 
     cores = available_cores()
-    with caplog.at_level(logging.WARNING, logger="pipeline.app.settings_checks"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.app.startup.settings_checks"):
         assert worker_count({"n_workers": 1000}) == cores
-        check_compute_settings({"_target_": "pipeline.app.compute.DaskCompute", "name": "dask",
+        check_compute_settings({"_target_": "pipeline.app.execution.compute.DaskCompute", "name": "dask",
                                 "n_workers": 1000})  # said when the run is planned
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 2 and all(f"compute.n_workers=1000 is more than this machine holds ({cores} cores" in s
                                   and f"capped at {cores} workers" in s for s in said)
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="pipeline.app.settings_checks"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.app.startup.settings_checks"):
         assert worker_count({"n_workers": 1, "threads_per_worker": 1}) == 1
         assert worker_count({"n_workers": 3, "threads_per_worker": 10 * cores}) == 1
         assert worker_count({"n_workers": 1000, "memory_limit": "1TB"}) == 1
@@ -102,7 +103,7 @@ def test_the_worker_count_is_capped_by_the_machine_with_a_log_line(caplog):
 
 
 def test_a_memory_budget_beyond_the_machine_is_warned_about(caplog):
-    with caplog.at_level(logging.WARNING, logger="pipeline.app.settings_checks"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.app.startup.settings_checks"):
         check_dataset_settings({"memory_budget": "1000TB"})
     assert "more than this machine's memory" in caplog.text
 
@@ -135,7 +136,7 @@ def explain(run_dir, tmp_path, *args):
     ("dataset.chunk_rows=0", "dataset.chunk_rows=0: a chunk holds at least one row"),
 ])
 def test_the_command_refuses_what_it_does_not_read_listing_what_it_does(iris_run, tmp_path, arg, words):
-    from pipeline.app.explain_options import READ
+    from pipeline.app.explainer.explain_options import READ
 
     proc = explain(iris_run, tmp_path, arg, f"output={tmp_path / 'out'}")
     assert proc.returncode == 1 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr

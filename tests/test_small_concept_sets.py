@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
 from pipeline.concepts import CAVFitter
 from pipeline.concepts.cav import standardize_shrinkage
 from pipeline.validation import InvalidInputError

@@ -7,8 +7,8 @@ from sklearn.datasets import load_iris
 from sklearn.neighbors import kneighbors_graph
 from sklearn.preprocessing import StandardScaler
 
-from pipeline.app.config import compose_config
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.running.runner import run
 from pipeline.clustering import fit_kmeans, fit_spectral
 from pipeline.validation import InvalidInputError
 

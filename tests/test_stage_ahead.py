@@ -1,5 +1,5 @@
 """A stage computed ahead by a worker process (the runner's :class:`RunAhead` callback, the
-executor's worker: :mod:`pipeline.app.workers`): the same artifact and cache entry as in this
+executor's worker: :mod:`pipeline.app.execution.workers`): the same artifact and cache entry as in this
 process, the worker's log lines logged here, its error raised where the artifact is read, and a
 worker that dies replaced by a computation here; callbacks called by event, never by a stage's
 name in the loop. (``tests/test_out_of_core.py::test_concepts_out_of_core_equal_in_memory`` runs the
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.app.artifacts import ConceptsArtifact
-from pipeline.app.cache import StageCache
-from pipeline.app.executor import Executor
-from pipeline.app.plan import draw_up
+from pipeline.app.stores.artifacts import ConceptsArtifact
+from pipeline.app.stores.cache import StageCache
+from pipeline.app.execution.executor import Executor
+from pipeline.app.running.plan import draw_up
 from pipeline.app.stages.framework import Later, RunAhead, RunCallback, RunContext, Stage, StageOutput, execute
-from pipeline.app.workers import WorkerLost, call_in_worker
+from pipeline.app.execution.workers import WorkerLost, call_in_worker
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger("pipeline.test_stage_ahead")
@@ -99,8 +99,8 @@ def test_callbacks_are_called_by_event_for_the_stages_the_loop_runs(tmp_path):
     computes), never by a stage's name; a stage past ``until`` is not announced."""
     import dataclasses
 
-    from pipeline.app.artifacts import Artifact
-    from pipeline.app.runner import run_pipeline
+    from pipeline.app.stores.artifacts import Artifact
+    from pipeline.app.running.runner import run_pipeline
 
     order = []
 

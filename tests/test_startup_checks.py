@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from pipeline.app import checks, status
+from pipeline.app.startup import checks
+from pipeline.app.stores import status
 from pipeline.validation import InvalidInputError
 
 STAGES = ["load", "encode", "cluster", "concepts", "cavs", "project", "fit", "counterfactuals"]
@@ -57,7 +58,7 @@ def test_directories_must_be_creatable(tmp_path):
 
 
 def test_unconvertible_environment_value_is_one_paragraph(monkeypatch):
-    from pipeline.app.config import compose_config
+    from pipeline.app.configuration.config import compose_config
 
     monkeypatch.setenv("PIPELINE_THREADS", "abc")
     cfg = compose_config(["paths.output_dir=/tmp/x"])

@@ -255,8 +255,8 @@ def test_bad_inputs():
 def test_pipeline_explainer_config(row, oblique):
     from omegaconf import OmegaConf
 
-    from pipeline.app.config import compose_config
-    from pipeline.app.explainers import FitInputs, fit_explainer
+    from pipeline.app.configuration.config import compose_config
+    from pipeline.app.configuration.explainers import FitInputs, fit_explainer
 
     cfg = compose_config([f"explainer=[{row}]", "explainer.%s.params.sparsity=0.5" % row])
     entry = OmegaConf.to_container(cfg.explainer, resolve=True)[row]

@@ -114,7 +114,7 @@ def test_trees_do_not_depend_on_thread_count(make, parallel_min_work):
 def test_pipeline_threads_reach_every_estimator(monkeypatch):
     """A run's ``threads`` is the setting of every tree it fits (their n_jobs=None), numba
     kernels included, without importing numba up front."""
-    from pipeline.app.runner import thread_limit
+    from pipeline.app.running.runner import thread_limit
 
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # thread_limit only sets these when absent
     monkeypatch.setenv("OMP_WAIT_POLICY", "passive")

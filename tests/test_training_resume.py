@@ -9,7 +9,7 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
-from pipeline.app.checkpoint import state_bytes
+from pipeline.app.stores.checkpoint import state_bytes
 from pipeline.encoders import VaDEEncoder
 
 TINY = dict(n_clusters=3, latent_dim=4, hidden_dims=(16, 16), pretrain_epochs=2, epochs=5, lr=2e-3, batch_size=32,

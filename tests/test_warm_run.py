@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.app.config import compose_config
-from pipeline.app.instantiate import accepted, declared_params, locate
-from pipeline.app.runner import run
+from pipeline.app.configuration.config import compose_config
+from pipeline.app.configuration.instantiate import accepted, declared_params, locate
+from pipeline.app.running.runner import run
 from pipeline.validation import InvalidInputError
 
 TINY_VADE = ["dataset=digits", "encoder=vade", "encoder.device=cpu", "encoder.params.hidden_dims=[16]",
@@ -38,8 +38,8 @@ def test_encoder_parameters_read_from_source_match_the_signature(target):
 
 
 def test_misspelt_encoder_parameter_fails_early_without_torch(tmp_path):
-    code = ("import sys; from pipeline.app.config import compose_config; "
-            "from pipeline.app.plan import validate; from pipeline.validation import InvalidInputError\n"
+    code = ("import sys; from pipeline.app.configuration.config import compose_config; "
+            "from pipeline.app.running.plan import validate; from pipeline.validation import InvalidInputError\n"
             f"cfg = compose_config({overrides(tmp_path, 'x') + ['+encoder.params.latent_dimm=3']!r})\n"
             "try:\n    validate(cfg)\nexcept InvalidInputError as e:\n    print('ERR', e)\n"
             "print('torch' in sys.modules)")
@@ -50,7 +50,7 @@ def test_misspelt_encoder_parameter_fails_early_without_torch(tmp_path):
 
 def test_warm_run_imports_no_torch_and_reuses_figures(tmp_path, monkeypatch):
     run(compose_config(overrides(tmp_path, "a")))  # trains the tiny VaDE, draws the figures
-    code = ("import sys; from pipeline.app.config import compose_config; from pipeline.app.runner import run\n"
+    code = ("import sys; from pipeline.app.configuration.config import compose_config; from pipeline.app.running.runner import run\n"
             f"run(compose_config({overrides(tmp_path, 'b')!r}))\n"
             "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -77,7 +77,7 @@ def test_warm_run_imports_no_torch_and_reuses_figures(tmp_path, monkeypatch):
 
 
 def test_misspelt_encoder_parameter_still_named_in_process(tmp_path):
-    from pipeline.app.plan import validate
+    from pipeline.app.running.plan import validate
 
     with pytest.raises(InvalidInputError, match=r"latent_dimm"):
         validate(compose_config(overrides(tmp_path, "x") + ["+encoder.params.latent_dimm=3"]))

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.app.cache import StageCache
-from pipeline.app.report.writer import atomic_write, write_final_status
-from pipeline.app.status import remove_stale_temporaries, running_status
-from pipeline.app.write_errors import WriteFailedError
+from pipeline.app.stores.cache import StageCache
+from pipeline.app.report.writer import write_final_status
+from pipeline.app.stores.status import remove_stale_temporaries, running_status
+from pipeline.app.stores.writing import WriteFailedError, atomic_write
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["dataset=iris", "explainer=[cart]", "report.summary=false"]
@@ -107,7 +107,7 @@ def test_cache_directory_full_is_one_paragraph_and_the_cache_stays_consistent(tm
 
 
 def test_stage_cache_write_failure_names_the_cache_and_leaves_nothing(tmp_path, monkeypatch):
-    import pipeline.app.cache as cache_module
+    import pipeline.app.stores.cache as cache_module
 
     def full(path, artifact):
         Path(path).mkdir(parents=True)
@@ -166,7 +166,7 @@ def test_the_next_run_sweeps_temporaries_of_finished_runs(tmp_path):
 def test_checkpoint_write_failure_names_the_models_dir_and_keeps_nothing_half_written(tmp_path, monkeypatch):
     import torch
 
-    from pipeline.app import checkpoint
+    from pipeline.app.stores import checkpoint
 
     path = tmp_path / "models" / "vade" / "k.pt"
     checkpoint.save_state(path, {"w": torch.zeros(10)}, {"encoder": "vade"})  # an earlier, complete checkpoint
@@ -211,7 +211,7 @@ def test_a_streamed_file_on_a_full_disk_is_one_paragraph_and_leaves_nothing(tmp_
     """atomic_write(path, writer): the writer fills the file piece by piece (assignments.parquet);
     a full disk mid-way is the same paragraph (what was written so far as the size), no temporary
     left; a cache write (fsync) names paths.cache_dir."""
-    from pipeline.app.cache import write_file_atomic
+    from pipeline.app.stores.cache import write_file_atomic
 
     def stream(fh):
         fh.write(b"x" * 1000)

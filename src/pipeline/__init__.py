@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name):
     if name == "ConceptExplainer":
-        from pipeline.app.concept_explainer import ConceptExplainer
+        from pipeline.app.explainer.concept_explainer import ConceptExplainer
 
         return ConceptExplainer
     raise AttributeError(f"module 'pipeline' has no attribute {name!r}")

@@ -31,15 +31,15 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from pipeline.app.config import CONFIG_DIR, register_configs  # noqa: E402
-from pipeline.app.write_errors import WriteFailedError  # noqa: E402
+from pipeline.app.configuration.config import CONFIG_DIR, register_configs  # noqa: E402
+from pipeline.app.stores.writing import WriteFailedError  # noqa: E402
 from pipeline.validation import InvalidInputError  # noqa: E402
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> None:
     from pipeline.app.console import progress_as_lines
-    from pipeline.app.runner import run
+    from pipeline.app.running.runner import run
 
     progress_as_lines()  # stderr to a log file or pipe: progress bars as plain lines, not \r redraws
 
@@ -57,8 +57,8 @@ def check_command_line() -> None:
     """Misspelt group options in any form (``explainer=[mmdt,carrt]``): one ``error:`` line that
     lists the valid ones, before Hydra composes anything; so does a misspelt key
     (``clustering.n_cluster=5``: did you mean clustering.n_clusters?); ``<group>.params.<name>=v``
-    works without a ``+`` (see :func:`pipeline.app.checks.params_overrides_as_upserts`)."""
-    from pipeline.app.checks import check_group_choices, check_override_keys, params_overrides_as_upserts
+    works without a ``+`` (see :func:`pipeline.app.startup.checks.params_overrides_as_upserts`)."""
+    from pipeline.app.startup.checks import check_group_choices, check_override_keys, params_overrides_as_upserts
 
     try:
         check_group_choices(sys.argv[1:], CONFIG_DIR)
@@ -79,7 +79,7 @@ def guard_hydra_writes() -> None:
     import hydra.core.utils as hydra_utils
     from omegaconf import OmegaConf
 
-    from pipeline.app.write_errors import MOVE_OUTPUTS, write_failed
+    from pipeline.app.stores.writing import MOVE_OUTPUTS, write_failed
 
     original = hydra_utils._save_config
 

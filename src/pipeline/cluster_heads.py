@@ -2,7 +2,7 @@
 
 Every place that assigns a row to a reference cluster asks one of these: the chunk pass that
 labels every row after a fit on a sample (:mod:`pipeline.app.stages.cluster`), the saved
-explainer (:mod:`pipeline.app.explainer_bundle`, ``ConceptExplainer``) and the concept checks
+explainer (:mod:`pipeline.app.explainer.explainer_bundle`, ``ConceptExplainer``) and the concept checks
 that read the clustering as a model *head* (Yeh et al.'s completeness, 2020, Def. 3.1; TCAV,
 Kim et al. 2018). :func:`predictor_of` picks the rule of a fitted :class:`pipeline.clustering.Clustering`:
 

@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     from pipeline.app.console import TqdmConsoleHandler
-    from pipeline.app.explain_options import parse_own, split_arguments
+    from pipeline.app.explainer.explain_options import parse_own, split_arguments
     from pipeline.app.explain_run import explain_run
     from pipeline.validation import InvalidInputError
 

@@ -1,6 +1,6 @@
 """``python -m pipeline.explain <run-dir> dataset=<...>``: a finished run applied to new data.
 
-Loads the run's saved explainer (:class:`pipeline.app.concept_explainer.ConceptExplainer`),
+Loads the run's saved explainer (:class:`pipeline.app.explainer.concept_explainer.ConceptExplainer`),
 reads the data a ``dataset=`` option names through the pipeline's own ``load`` stage (cached
 like any run's), and writes into ``<output>`` (default ``<run>/explanations/<dataset>-<time>/``):
 
@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline.app.concept_explainer import ConceptExplainer
-from pipeline.app.explain_options import OWN_KEYS, check_output, check_overrides, check_seed
+from pipeline.app.explainer.concept_explainer import ConceptExplainer
+from pipeline.app.explainer.explain_options import OWN_KEYS, check_output, check_overrides, check_seed
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,8 @@ SAMPLES_PER_RULE = 12
 
 
 def _compose(overrides: list[str], out: Path) -> dict:
-    from pipeline.app.config import compose_config
-    from pipeline.app.runner import to_plain
+    from pipeline.app.configuration.config import compose_config
+    from pipeline.app.running.runner import to_plain
 
     if not any(o.split("=", 1)[0].lstrip("+") == "dataset" for o in overrides):
         raise InvalidInputError("name the data to explain with a dataset option, e.g. `python -m pipeline.explain "
@@ -48,7 +48,7 @@ def _compose(overrides: list[str], out: Path) -> dict:
     except Exception as exc:  # Hydra's composition errors: a misspelt option or key
         raise InvalidInputError(f"the options {overrides} do not compose: {exc}") from None
     plain = to_plain(cfg)
-    from pipeline.app.option_keys import check_keys_read
+    from pipeline.app.configuration.option_keys import check_keys_read
 
     check_keys_read(plain, groups=("dataset",))  # e.g. dataset.image_size for a loader that does not read it
     return plain
@@ -56,7 +56,7 @@ def _compose(overrides: list[str], out: Path) -> dict:
 
 def load_data(cfg: dict):
     """The ``load`` stage's artifact for ``cfg`` (cached under ``paths.cache_dir`` as in a run)."""
-    from pipeline.app.cache import StageCache
+    from pipeline.app.stores.cache import StageCache
     from pipeline.app.stages.framework import RunContext, execute
     from pipeline.app.stages.load import load_stage
 
@@ -169,9 +169,9 @@ def explain_run(run_dir, overrides: list[str], output: str | None = None, show: 
                 latents: bool = False, positional: bool = False) -> tuple[Path, pd.DataFrame]:
     """The command's work (see the module docstring); returns (output folder, explanations).
     ``positional``: a table's columns are taken in order, not found by the run's column names."""
-    from pipeline.app.settings_checks import check_dataset_settings
+    from pipeline.app.startup.settings_checks import check_dataset_settings
 
-    check_overrides(overrides)  # the command reads the data's options only (app/explain_options.py)
+    check_overrides(overrides)  # the command reads the data's options only (app/explainer/explain_options.py)
     run_dir = Path(run_dir).expanduser()
     models = [o.split("=", 1)[1] for o in overrides if o.startswith("paths.models_dir=")]
     ex = ConceptExplainer.load(run_dir, models_dir=models[-1] if models else None)
@@ -228,7 +228,7 @@ def _write(out: Path, files: dict) -> None:
     import shutil
     import uuid
 
-    from pipeline.app.report.writer import atomic_write
+    from pipeline.app.stores.writing import atomic_write
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.tmp")

@@ -50,7 +50,7 @@ def write_summary(sweep_dir: Path, results, override_keys) -> None:
     if "ari_mean" in summary and summary["ari_mean"].notna().any():
         from pipeline.app.report.figures import FORMATS, figure_bytes
         from pipeline.app.report.sweep import plot_metric_per_explainer
-        from pipeline.app.report.writer import atomic_write
+        from pipeline.app.stores.writing import atomic_write
 
         fig = plot_metric_per_explainer(summary, "ari")
         for fmt in FORMATS:

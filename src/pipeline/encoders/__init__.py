@@ -1,7 +1,7 @@
 """Encoders turning data into latents (VaDE, contrastive clustering, CLIP, SBERT, identity).
 
 Library layer: torch modules and in-memory training, no file I/O (checkpoint files live in
-:mod:`pipeline.app.checkpoint`). Names are imported lazily on first access, so
+:mod:`pipeline.app.stores.checkpoint`). Names are imported lazily on first access, so
 ``from pipeline.encoders import IdentityEncoder`` does not import torch; open_clip and
 sentence-transformers are imported only when a CLIP / SBERT model is first loaded.
 """

@@ -2,7 +2,7 @@
 
 The library builds the architecture (random weights, ``pretrained=None``) or takes a loaded
 model (``model=``); pretrained weights are fetched by the pipeline's ``encoder=clip``
-(:class:`pipeline.app.weights.CLIPEncoder`) in the application layer.
+(:class:`pipeline.app.models.weights.CLIPEncoder`) in the application layer.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class CLIPEncoder(Encoder):
         """(model, preprocess) with the ``pretrained`` weights: fetched by the application layer."""
         raise InvalidInputError(f"the library's CLIPEncoder does not fetch weights (pretrained={self.pretrained!r}); "
                                 "pass model=(model, preprocess), pretrained=None for random weights, or use "
-                                "pipeline.app.weights.CLIPEncoder (encoder=clip).")
+                                "pipeline.app.models.weights.CLIPEncoder (encoder=clip).")
 
     def _finish(self, feats: list[torch.Tensor]) -> np.ndarray:
         out = torch.cat(feats).float()

@@ -123,7 +123,7 @@ class ContrastiveClusteringEncoder(TorchEncoder):
     backbone_weights : "none", a state dict, or a callable returning one
         Backbone initialisation for ``mode`` scratch / finetune_heads (see
         :func:`pipeline.encoders.resnet.load_backbone_weights`; the pipeline's
-        ``backbone_weights=imagenet`` passes :class:`pipeline.app.weights.imagenet_weights`).
+        ``backbone_weights=imagenet`` passes :class:`pipeline.app.models.weights.imagenet_weights`).
     init_checkpoint : dict, optional
         A checkpoint of the original authors' code (or a state dict with our keys), as read by
         ``torch.load``, loaded before training (modes finetune_heads / pretrained). Files are
@@ -228,7 +228,7 @@ class ContrastiveClusteringEncoder(TorchEncoder):
         if not isinstance(raw, Mapping):
             raise InvalidInputError(f"encoder.init_checkpoint={raw!r}: give the checkpoint as read by torch.load (a dict); "
                                     "the pipeline reads encoder.params.init_checkpoint=/path/to/checkpoint_1000.tar "
-                                    "itself (pipeline.app.checkpoint.read_weights).")
+                                    "itself (pipeline.app.stores.checkpoint.read_weights).")
         path = "init_checkpoint"
         state = map_authors_state_dict(raw)
         expected = net.state_dict()

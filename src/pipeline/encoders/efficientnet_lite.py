@@ -2,7 +2,7 @@
 architecture, ImageNet weights in the layout of the ``efficientnet-lite-pytorch`` package.
 
 Library layer: builds the module and its input transform and maps a state dict onto it; the
-weights file itself is read (and its checksum verified) by :mod:`pipeline.app.efficientnet`.
+weights file itself is read (and its checksum verified) by :mod:`pipeline.app.models.efficientnet`.
 For a GPU benchmark or a notebook the API is two calls::
 
     net = efficientnet_lite("lite0", state)        # nn.Module, eval mode, ImageNet logits

@@ -36,7 +36,7 @@ def load_backbone_weights(net: nn.Module, name: str, weights) -> str:
         A torchvision-format state dict (a mapping of tensors, possibly under ``state_dict``)
         is loaded as given. A callable is asked now (a weights provider: the pipeline passes
         one that fetches torchvision's ImageNet weights for ``backbone_weights=imagenet``,
-        :func:`pipeline.app.weights.imagenet_weights`); when it returns None (weights
+        :func:`pipeline.app.models.weights.imagenet_weights`); when it returns None (weights
         unobtainable, e.g. offline) the backbone stays randomly initialised. The library never
         downloads or opens files: the application layer does both.
     """
@@ -56,7 +56,7 @@ def load_backbone_weights(net: nn.Module, name: str, weights) -> str:
     if not isinstance(weights, Mapping):
         raise InvalidInputError(f"encoder.backbone_weights={weights!r}: give 'none', a state dict or a callable "
                                 "returning one (the pipeline turns 'imagenet' and /path/to/weights.pth into those: "
-                                "pipeline.app.weights.imagenet_weights, pipeline.app.checkpoint.read_weights).")
+                                "pipeline.app.models.weights.imagenet_weights, pipeline.app.stores.checkpoint.read_weights).")
     _load_state(net, weights.get("state_dict", weights), "the given backbone state dict")
     logger.info("%s backbone: weights from the given state dict", name)
     return "state dict"

@@ -1,7 +1,7 @@
 """Sentence-BERT text embeddings from a loaded sentence-transformers model.
 
 The library never fetches weights: pass a loaded model (``model=``), or use the pipeline's
-``encoder=sbert`` (:class:`pipeline.app.weights.SBERTEncoder`), which loads ``model_name`` from
+``encoder=sbert`` (:class:`pipeline.app.models.weights.SBERTEncoder`), which loads ``model_name`` from
 the hub or a local directory, with the offline fallback model, in the application layer.
 """
 
@@ -75,7 +75,7 @@ class SBERTEncoder(Encoder):
     def _load_model(self) -> tuple:
         """(loaded model, what was loaded): weights come from the application layer."""
         raise InvalidInputError("the library's SBERTEncoder takes a loaded model (model=SentenceTransformer(...)); "
-                                "to load one by name use pipeline.app.weights.SBERTEncoder (encoder=sbert).")
+                                "to load one by name use pipeline.app.models.weights.SBERTEncoder (encoder=sbert).")
 
     def transform(self, X) -> np.ndarray:
         """Embeddings of a list of n texts, shape (n, dim) float32."""

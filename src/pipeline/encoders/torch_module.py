@@ -7,7 +7,7 @@ the activations ``f_l(x)``, and CAVs live in that space. :class:`TorchModuleEnco
 activations to one vector: the spatial mean of a (C, H, W) map, the token mean of a (T, D)
 sequence (``pool="mean"``; ``"max"`` and ``"flatten"`` are the alternatives). The forward pass
 stops at that layer. No file I/O here: the module arrives built and loaded
-(:mod:`pipeline.app.torch_models` reads architectures, weights files and TorchScript).
+(:mod:`pipeline.app.models.torch_models` reads architectures, weights files and TorchScript).
 """
 
 from __future__ import annotations

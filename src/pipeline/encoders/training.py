@@ -4,7 +4,7 @@
 seeds with a label-free choice of the model (lowest final loss; VaDE: -ELBO), per-epoch
 progress, loss and cluster-occupancy logging with collapse detection, periodic full-state
 checkpoints, resuming from such a checkpoint, and the state exchanged with
-:mod:`pipeline.app.checkpoint` (which reads and writes the files).
+:mod:`pipeline.app.stores.checkpoint` (which reads and writes the files).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def check_fitted(encoder) -> None:
     """Raise sklearn's NotFittedError unless ``encoder`` has a trained ``module_``."""
     if getattr(encoder, "module_", None) is None:
         raise NotFittedError(f"this {type(encoder).__name__} is not fitted yet; call fit(X) or load a checkpoint "
-                             "with pipeline.app.checkpoint.load_encoder(path).")
+                             "with pipeline.app.stores.checkpoint.load_encoder(path).")
 
 
 def adam(params, lr: float, weight_decay: float = 0.0) -> torch.optim.Adam:
@@ -104,7 +104,7 @@ class TorchEncoder(Encoder):
     Common parameters (set by subclasses' ``__init__``): ``n_clusters``, ``random_state``,
     ``n_init``, ``device``, ``amp``, ``batch_size``, ``num_workers``, ``progress``,
     ``collapse_threshold``, ``resume_from`` (a :meth:`checkpoint_state` dict to continue training from;
-    files are read by :mod:`pipeline.app.checkpoint`). Periodic checkpoints: ``fit(epoch_callback=...)``.
+    files are read by :mod:`pipeline.app.stores.checkpoint`). Periodic checkpoints: ``fit(epoch_callback=...)``.
     """
 
     trainable = True

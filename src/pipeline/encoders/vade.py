@@ -169,7 +169,7 @@ class VaDEEncoder(TorchEncoder):
     pretrain_cache : object with ``load(name) -> dict | None`` and ``save(name, state, sidecar)``, optional
         Where the pre-trained autoencoder is kept, under a name made of the data, architecture,
         pre-training settings and seed (reused across ELBO runs with other settings). The
-        pipeline passes :class:`pipeline.app.checkpoint.StateDir` for a directory
+        pipeline passes :class:`pipeline.app.stores.checkpoint.StateDir` for a directory
         (``encoder.params.pretrain_cache=<dir>``); this class never touches files.
     n_init : int
         Seeds ``random_state, random_state+1, ...`` trained; the lowest final loss is kept.
@@ -177,7 +177,7 @@ class VaDEEncoder(TorchEncoder):
         Occupancy share above which an epoch is reported as a cluster collapse.
     resume_from : dict, optional
         A full-state :meth:`checkpoint_state` to continue ELBO training from (read a checkpoint
-        file with :func:`pipeline.app.checkpoint.read_checkpoint`). Periodic checkpoints:
+        file with :func:`pipeline.app.stores.checkpoint.read_checkpoint`). Periodic checkpoints:
         ``fit(epoch_callback=...)``.
     device, amp, batch_size, num_workers, progress, random_state
         See :class:`pipeline.encoders.training.TorchEncoder`.

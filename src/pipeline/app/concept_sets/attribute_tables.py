@@ -102,7 +102,7 @@ def other_class_images(cfg: dict | None, dataset, n_classes: int, per_class: int
     other = [c for c in range(int(n_classes)) if c not in chosen]
     if cfg is None or not chosen or not other:
         return None
-    from pipeline.app.instantiate import call, factory
+    from pipeline.app.configuration.instantiate import call, factory
 
     spec = {**cfg["dataset"], "classes": other, "n_samples": None}  # loaders that read per class read only these
     full = call(factory(spec, "dataset"), "dataset", spec, cfg["paths"], seed)

@@ -57,10 +57,10 @@ def discovered(Z, dataset, cfg: dict, n_concepts: int = 5, method: str = "auto",
     if isinstance(n_concepts, bool) or not isinstance(n_concepts, (int, np.integer)):
         raise InvalidInputError(f"concepts.params.n_concepts must be a whole number, got {n_concepts!r}.")
     notes = []
-    from pipeline.app.data.chunked import is_view
+    from pipeline.app.data.chunked import held
 
     sample = None
-    if is_view(Z) and len(Z) > DISCOVERY_ROWS:  # latents on disk: discovered on a uniform sample of rows
+    if held(Z) is None and len(Z) > DISCOVERY_ROWS:  # latents on disk: discovered on a uniform sample of rows
         sample = np.sort(np.random.default_rng(cfg["seed"]).choice(len(Z), DISCOVERY_ROWS, replace=False))
         log.info("discovered concepts: factorised on a uniform sample of %d of %d rows", sample.size, len(Z))
         dataset = dataset.subset(sample)

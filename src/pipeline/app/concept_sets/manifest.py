@@ -17,14 +17,14 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from pipeline.app.cache import file_digest
+from pipeline.app.stores.cache import file_digest
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
 
 
 def sha256(path: Path) -> str:
-    """Hex sha256 of a downloaded file (:func:`pipeline.app.cache.file_digest`)."""
+    """Hex sha256 of a downloaded file (:func:`pipeline.app.stores.cache.file_digest`)."""
     return file_digest(path, "sha256")
 
 

@@ -140,7 +140,7 @@ def _inputs(dataset):
 def run_measure(key: str, node, inputs, kind: str, n: int, unit: str, where: str | None = None) -> Measurements | str:
     """The measurements of one config node (``where``: its config key), or the paragraph saying why
     it gave none."""
-    from pipeline.app.instantiate import call, factory
+    from pipeline.app.configuration.instantiate import call, factory
 
     where = where or f"concepts.params.measures.{key}"
     if not isinstance(node, dict) or not node.get("_target_"):

@@ -74,12 +74,20 @@ def budget_bytes(value) -> int:
 SAMPLES = {"clustering": CLUSTER_SAMPLE, "trees": 50_000, "annotation": 100_000, "discovery": 50_000,
            "completeness": 5_000}
 ANNOTATION_BYTES = 64 << 20
+#: the rows of the saved explainer's percentile table (:mod:`pipeline.app.explainer.explainer_bundle`)
+PERCENTILE_ROWS = 100_001
+
+
+def sorts_every_column(n_rows: int) -> bool:
+    """Whether the saved explainer's percentile table is read from every row's sorted coordinates
+    (up to about a million rows), rather than from a uniform sample of them."""
+    return n_rows <= 10 * PERCENTILE_ROWS
 
 
 @dataclass(frozen=True)
 class RowPlan:
     """How many rows a run holds and reads at a time, decided once from its config (the run plan's
-    row plan, :func:`pipeline.app.plan.validate`; docs/out-of-core.md).
+    row plan, :func:`pipeline.app.running.plan.validate`; docs/out-of-core.md).
 
     Attributes
     ----------
@@ -112,13 +120,12 @@ class RowPlan:
                    samples={"clustering": (cfg.get("clustering") or {}).get("sample_rows"),
                             "trees": (cfg.get("fit") or {}).get("sample_rows")})
 
-    def out_of_core(self, Z) -> bool:
-        """True when the latents ``Z`` (an array or a view) are larger than the memory budget."""
-        return int(np.prod(Z.shape, dtype=np.int64)) * np.dtype(Z.dtype).itemsize > self.budget
-
-    def likely_out_of_core(self, path) -> bool:
-        """A guess before anything is read: the file ``path`` (or the ``.npy`` shards of a folder)
-        is larger than the memory budget."""
+    def over_budget(self, Z=None, path=None) -> bool:
+        """True when the latents ``Z`` (an array or a view) are larger than the memory budget (the
+        run is *out of core*); before anything is read (``Z`` None), a guess: the file ``path`` (or
+        the ``.npy`` shards of a folder) is larger than the budget."""
+        if Z is not None:
+            return int(np.prod(Z.shape, dtype=np.int64)) * np.dtype(Z.dtype).itemsize > self.budget
         if not path:
             return False
         p = Path(str(path)).expanduser()
@@ -163,7 +170,7 @@ class RowPlan:
                 raise InvalidInputError(f"{key}={given} is larger than the data ({n} rows): a sample cannot hold more "
                                         f"rows than there are. Use {key}=null for the default, or a number up to {n}.")
             return None if int(given) == n else int(given)
-        if purpose in ("clustering", "trees") and not self.out_of_core(latents if latents is not None else X):
+        if purpose in ("clustering", "trees") and not self.over_budget(latents if latents is not None else X):
             return None
         default = SAMPLES[purpose]
         if purpose == "trees":  # every row while their float64 coordinates fit a quarter of the budget
@@ -172,6 +179,40 @@ class RowPlan:
         elif purpose == "annotation":
             default = min(default, max(10_000, ANNOTATION_BYTES // (8 * max(width, 1))))
         return None if n <= default else default
+
+
+def rows_in_memory(X, plan, why: str, purpose: str | None = None) -> np.ndarray:
+    """Every row of ``X`` in memory, read on purpose: an array in memory is returned as it is
+    (``np.asarray``: no copy); a
+    view (:class:`pipeline.app.data.chunked.ChunkedArray`) is read whole when it fits the memory
+    budget, else a clear error names the budget and ``why`` every row was wanted.
+
+    Parameters
+    ----------
+    X : ndarray or ChunkedArray
+        The rows.
+    plan : RunPlan or RowPlan or None
+        The run's plan (its row plan holds the budget); None outside a run (a stage's compute
+        called directly): read as asked.
+    why : str
+        What needs every row, for the message (e.g. ``"the clustering is fitted on every row"``).
+    purpose : str, optional
+        A key of :data:`SAMPLES` whose sample size the config set (``clustering.sample_rows``,
+        ``fit.sample_rows``) to every row: the user asked for every row, which is then read
+        whatever the budget.
+    """
+    from pipeline.app.data.chunked import is_view
+
+    if not is_view(X):
+        return np.asarray(X)
+    rows = getattr(plan, "rows", plan)
+    asked = purpose is not None and rows is not None and rows.samples.get(purpose) is not None
+    if rows is not None and not asked and rows.over_budget(X):
+        raise InvalidInputError(
+            f"{why}: every one of its {len(X)} rows would be read into memory ({X.nbytes / 1e6:.0f} MB), more "
+            f"than dataset.memory_budget={rows.setting} ({rows.budget / 1e6:.0f} MB). Give a larger "
+            "dataset.memory_budget, or turn that part off for a run of this size.")
+    return np.asarray(X)
 
 
 def check_sample_setting(value, key: str) -> None:

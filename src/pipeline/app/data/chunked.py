@@ -274,8 +274,42 @@ def read_rows(X, start: int, stop: int) -> np.ndarray:
 
 
 def is_view(X) -> bool:
-    """True for data read from disk on demand (a :class:`ChunkedArray`), False for an array in memory."""
+    """True for data read from disk on demand (a :class:`ChunkedArray`), False for an array in memory.
+    The stages do not ask: they use the helpers below, which treat an array in memory as one chunk."""
     return isinstance(X, ChunkedArray)
+
+
+def as_array(X, dtype=None):
+    """``X`` as rows the stages can pass on: a view stays a view (read by row range when used),
+    anything else is ``np.asarray(X, dtype)``."""
+    return X if is_view(X) else np.asarray(X, dtype=dtype)
+
+
+def held(X):
+    """``X`` when it is held in memory, else None (a view: whatever would search or copy every row
+    of it is skipped)."""
+    return None if is_view(X) else X
+
+
+def viewed_as(X, dtype):
+    """A view read as ``dtype`` (nothing read now), or None for an array in memory."""
+    return X.as_dtype(dtype) if is_view(X) else None
+
+
+def chunks_of(X, chunk_rows: int):
+    """The rows of ``X`` a chunk at a time: an array in memory (or a list) is one chunk, as it is;
+    a view is read ``chunk_rows`` rows at a time."""
+    if not is_view(X):
+        yield X
+        return
+    for start, stop in row_ranges(X, chunk_rows):
+        yield read_rows(X, start, stop)
+
+
+def only_rows(X, rows: np.ndarray):
+    """The rows ``rows`` of a view (only those are read) and ``rows``; an array in memory is used
+    whole: ``(X, None)``."""
+    return (X[rows], rows) if is_view(X) else (X, None)
 
 
 def nbytes(X) -> int:

@@ -11,7 +11,7 @@ def reads(*keys: str):
     """Declare the ``dataset`` keys a loader reads from its ``spec`` beyond those every dataset has
     (``name, classes, n_samples, standardize, params``): e.g. ``@reads("split", "root")``. A key
     set on the command line that the chosen loader neither declares nor receives through its
-    ``params`` is refused at start-up (:mod:`pipeline.app.option_keys`)."""
+    ``params`` is refused at start-up (:mod:`pipeline.app.configuration.option_keys`)."""
     def mark(loader):
         loader.config_keys = frozenset(keys)
         return loader

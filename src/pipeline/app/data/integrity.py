@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.app.cache import file_digest
+from pipeline.app.stores.cache import file_digest
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 A loader is any callable ``fn(spec: dict, paths: dict, random_state: int, **params) -> Dataset``
 where ``spec`` is the ``dataset`` config as a plain dict, ``paths`` the ``paths`` config and
-``params`` the ``dataset.params`` (bound through :func:`pipeline.app.instantiate.factory`).
+``params`` the ``dataset.params`` (bound through :func:`pipeline.app.configuration.instantiate.factory`).
 :func:`load_dataset` then applies the generic options (class subset, subsample,
 standardisation) the same way for every loader. A new dataset is one loader function plus one
 ``conf/dataset/<name>.yaml`` naming it in ``_target_``; nothing is registered.
@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 
 from pipeline.app.data.dataset import Dataset
-from pipeline.app.instantiate import call, factory
+from pipeline.app.configuration.instantiate import call, factory
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)

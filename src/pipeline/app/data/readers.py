@@ -358,23 +358,3 @@ def read_lines(path: Path, key: str) -> list[str]:
     if not lines:
         raise InvalidInputError(f"{key}={path} is empty; it needs one document per line.")
     return lines
-
-
-def fingerprint(path) -> str | None:
-    """A short digest of a file's or folder's path, sizes and modification times (None when unset
-    or missing): part of a stage's cache key, so editing a user's file recomputes its stages."""
-    import hashlib
-
-    if path is None:
-        return None
-    p = Path(str(path)).expanduser()
-    if not p.exists():
-        return None
-    h = hashlib.sha256(str(p.resolve()).encode())
-    if p.is_dir():  # a folder's shards are read in natural name order since issue 51 (a9 before a10): new keys
-        h.update(b"shard-order:natural;")
-    files = sorted(q for q in p.rglob("*") if q.is_file()) if p.is_dir() else [p]
-    for q in files:
-        st = q.stat()
-        h.update(f"{q.relative_to(p) if p.is_dir() else q.name}:{st.st_size}:{st.st_mtime_ns};".encode())
-    return h.hexdigest()[:16]

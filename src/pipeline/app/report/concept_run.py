@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, LoadArtifact, ProjectArtifact
-from pipeline.app.report.writer import atomic_write
+from pipeline.app.stores.artifacts import ClusterArtifact, ConceptsArtifact, LoadArtifact, ProjectArtifact
+from pipeline.app.stores.writing import atomic_write
 from pipeline.concepts.units import units_from_dicts, units_to_dicts
 from pipeline.trees.tree import ExplanationTree
 
@@ -480,7 +480,7 @@ def table2_for_run(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, proj
     """The Table-2 row of a concept run from its artifacts and results table; ``CAVs`` counts
     the concept set's concepts (used + dropped + kept out by their tests, e.g. 4 for mnist_geometric
     as in the paper), ``independent CAVs`` those the trees use."""
-    from pipeline.app.instantiate import locate
+    from pipeline.app.configuration.instantiate import locate
 
     own_head = getattr(locate(cfg["clustering"]["_target_"], "clustering"), "labels_every_row", False)
     model = cfg["encoder"]["name"] if own_head else f"{cfg['encoder']['name']}+{cfg['clustering']['name']}"

@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from pipeline.app.artifacts import CounterfactualsArtifact
-from pipeline.app.report.writer import atomic_write, write_tables
+from pipeline.app.stores.artifacts import CounterfactualsArtifact
+from pipeline.app.report.writer import write_tables
+from pipeline.app.stores.writing import atomic_write
 from pipeline.validation import InvalidInputError, check_vector
 
 

@@ -23,8 +23,8 @@ import matplotlib as mpl
 import numpy as np
 from matplotlib.figure import Figure
 
-from pipeline.app.explainers import method_name, shipped_explainer
-from pipeline.app.report.encoding import FORMATS, figure_bytes  # noqa: F401 (figures are encoded there)
+from pipeline.app.configuration.explainers import method_name, shipped_explainer
+from pipeline.app.execution.encoding import FORMATS, figure_bytes  # noqa: F401 (figures are encoded there)
 from pipeline.trees.rules import Condition, LeafStats
 from pipeline.trees.tree import ExplanationTree
 

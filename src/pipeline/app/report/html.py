@@ -355,7 +355,7 @@ def render_report(title: str, config: dict, results: pd.DataFrame, trees: list[T
     ``concept_legend`` and ``tcav_table``: :func:`pipeline.app.report.concept_run.concept_frame`,
     :func:`~pipeline.app.report.concept_run.concept_legend` and
     :func:`~pipeline.app.report.concept_run.tcav_frame`; ``completeness``: the lines of
-    :func:`pipeline.app.stages.completeness.completeness_text`; ``stability``: the sentence of
+    :func:`pipeline.app.report.completeness_table.completeness_text`; ``stability``: the sentence of
     :func:`pipeline.app.report.stability.stability_text` and whether it is a warning."""
     body = [f"<h1>{_e(title)}</h1>"]
     if subtitle:

@@ -20,11 +20,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pipeline.app.report.writer import atomic_write
+from pipeline.app.stores.writing import atomic_write
 
 log = logging.getLogger(__name__)
 
-_CODE = ("app/report/figures.py", "app/report/encoding.py", "app/report/html.py", "app/report/run_report.py",
+_CODE = ("app/report/figures.py", "app/execution/encoding.py", "app/report/html.py", "app/report/run_report.py",
          "app/report/concept_plots.py", "app/report/render_cache.py", "trees/tree.py", "trees/rules.py",
          "trees/display.py", "concepts/units.py")
 

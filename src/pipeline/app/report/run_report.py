@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline.app.data.budget import ANNOTATION_BYTES, SAMPLES
-from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, CounterfactualsArtifact, FitArtifact, LoadArtifact, ProjectArtifact
+from pipeline.app.stores.artifacts import (ClusterArtifact, ConceptsArtifact, CounterfactualsArtifact, FitArtifact,
+                                           LoadArtifact, ProjectArtifact)
 from pipeline.app.report.stability import stability_text
 from pipeline.trees.tree import ExplanationTree
 
@@ -52,9 +53,9 @@ def tree_data(load: LoadArtifact, cluster: ClusterArtifact, project: ProjectArti
     """Keyword arguments for annotating a tree fitted on ``project.X``: ``X``, ``reference``,
     ``y``, ``class_names`` and, for galleries, ``kind``, ``data``, ``data_feature_names``.
     Entries whose length does not match the tree's rows are left out rather than misaligned."""
-    from pipeline.app.data.chunked import is_view
+    from pipeline.app.data.chunked import held
 
-    if is_view(project.X):  # latents on disk: leaves annotated from a uniform sample of rows
+    if held(project.X) is None:  # latents on disk: leaves annotated from a uniform sample of rows
         n_all = len(project.X)
         rows = sample_rows_of(n_all, project.X.shape[1])
         out = {"X": sampled_rows(project.X, rows), "reference": np.asarray(cluster.labels)[rows],
@@ -221,7 +222,7 @@ def sample_note(data: dict | None) -> str:
 def rules_text(row: str, fit: FitArtifact, data: dict | None = None) -> str:
     """``trees/<row>.rules.txt``: simplified annotated rules (every term of an oblique test), the raw
     path rules, the tree drawn as text."""
-    from pipeline.app.explainers import method_name  # no matplotlib: a warm run draws nothing
+    from pipeline.app.configuration.explainers import method_name  # no matplotlib: a warm run draws nothing
 
     tree, reading = read_tree(fit, data)
     rules = tree.rules(reading=reading)
@@ -379,7 +380,7 @@ def concept_notes(concepts: ConceptsArtifact | None, tests=None) -> list[str]:
 
 
 def _completeness_lines(completeness) -> list[str]:
-    from pipeline.app.stages.completeness import completeness_text
+    from pipeline.app.report.completeness_table import completeness_text
 
     return completeness_text(completeness)
 

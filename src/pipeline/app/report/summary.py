@@ -6,7 +6,7 @@ import re
 
 import pandas as pd
 
-from pipeline.app.artifacts import FitArtifact
+from pipeline.app.stores.artifacts import FitArtifact
 from pipeline.app.report.stability import listed, stability_text
 from pipeline.app.report.tables import format_cell
 

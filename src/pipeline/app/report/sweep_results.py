@@ -31,7 +31,7 @@ def read_status(job: Path) -> dict:
     path = job / "status.json"
     if not path.exists():
         return {"status": "unknown", "error": "no status.json (the job died before the pipeline started?)"}
-    from pipeline.app.status import effective_status
+    from pipeline.app.stores.status import effective_status
 
     status = json.loads(path.read_text())
     if effective_status(status) == "interrupted":  # "running", but its process is gone

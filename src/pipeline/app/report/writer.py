@@ -1,50 +1,20 @@
 """Writing a run's report files; every file is written atomically (temp file + rename).
 
 The bottom of ``pipeline.app.report``: it imports no other report module but the tables
-(the report stage writes the trees with these helpers, :func:`pipeline.app.stages.report.write_trees`)."""
+(the report stage writes the trees with these helpers, :func:`pipeline.app.stages.report.write_trees`);
+each file through :func:`pipeline.app.stores.writing.atomic_write`."""
 
 from __future__ import annotations
 
 import json
 import os
-import uuid
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
-from pipeline.app.write_errors import MOVE_OUTPUTS, write_failed
+from pipeline.app.stores.writing import atomic_write
 
 if TYPE_CHECKING:
-    from typing import BinaryIO, Callable
-
     import pandas as pd
-
-
-def atomic_write(path: Path, data: "str | bytes | Callable[[BinaryIO], None]", *, fsync: bool = False,
-                 suffix: str = ".tmp", fix: str = MOVE_OUTPUTS) -> Path:
-    """Write ``data`` to ``path`` via a temporary sibling ``.<name>.<random><suffix>`` and ``os.replace``
-    (a killed writer leaves only the temporary file). ``data`` may also be a function that writes the
-    file into the binary handle it is given (a large file streamed in pieces, never whole in memory);
-    ``fsync``: flushed to the disk before the rename (cache entries, chunk results, store shards). A
-    full disk is one paragraph naming the folder, the size and ``fix`` (the setting that moves it)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}{suffix}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w" if isinstance(data, str) else "wb") as fh:
-            data(fh) if callable(data) else fh.write(data)
-            if fsync:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:  # disk full, quota, read-only: no temporary file stays behind
-        if callable(data):  # what was written before it failed
-            size = tmp.stat().st_size if tmp.exists() else 0
-        else:
-            size = len(data.encode("utf-8")) if isinstance(data, str) else len(data)
-        tmp.unlink(missing_ok=True)
-        raise write_failed(exc, path.parent, size, path.name, fix) from None
-    return path
 
 
 def write_tables(out_dir: Path, df: "pd.DataFrame", stem: str = "results") -> tuple[Path, Path]:

@@ -22,8 +22,8 @@ import logging
 
 import numpy as np
 
-from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, EncodeArtifact
-from pipeline.app.instantiate import call, factory
+from pipeline.app.stores.artifacts import ClusterArtifact, ConceptsArtifact, EncodeArtifact
+from pipeline.app.configuration.instantiate import call, factory
 from pipeline.concepts.fitters import fitter_label
 from pipeline.concepts.sets import MARKS
 from pipeline.concepts.projection import concept_mixture, pooled_concept_sigma, project

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipeline.app.artifacts import ClusterArtifact, EncodeArtifact, LoadArtifact
-from pipeline.app.instantiate import accepts, call, factory
+from pipeline.app.stores.artifacts import ClusterArtifact, EncodeArtifact, LoadArtifact
+from pipeline.app.configuration.instantiate import accepts, call, factory
 from pipeline.app.stages.framework import Stage
 from pipeline.validation import InvalidInputError
 
@@ -98,7 +98,7 @@ def sample_of(cfg: dict, plan, Z) -> np.ndarray | None:
     """Sorted rows the clustering is fitted on (uniform, seeded), or None for every row: the plan's
     sample for the clustering (``clustering.sample_rows``, else 20,000 when the latents exceed
     ``dataset.memory_budget``)."""
-    from pipeline.app.instantiate import locate
+    from pipeline.app.configuration.instantiate import locate
 
     if getattr(locate(cfg["clustering"]["_target_"], "clustering"), "labels_every_row", False):
         return None  # the encoder's head labelled every row already
@@ -116,7 +116,9 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, plan, ctx) -
     Z = encode.Z
     rows = sample_of(cfg, plan, Z)
     if rows is None:  # every row, in memory (a view is read whole here: it fits the budget)
-        Zfit, y_fit = check_finite_chunk(np.asarray(Z), 0, Z), y
+        from pipeline.app.data.budget import rows_in_memory
+
+        Zfit, y_fit = check_finite_chunk(rows_in_memory(Z, plan, "the clustering is fitted on every row", "clustering"), 0, Z), y
     else:
         Zfit = check_finite_chunk(Z[rows], 0, Z, rows)
         y_fit = None if y is None else y[rows]
@@ -126,7 +128,7 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, plan, ctx) -
                "encode": encode}
     if accepts(spec, "n_clusters", "clustering"):
         offered["n_clusters"] = resolve_n_clusters(plan, y, Zfit)
-        from pipeline.app.checks import check_cluster_sizes
+        from pipeline.app.startup.checks import check_cluster_sizes
 
         check_cluster_sizes(len(Z), offered["n_clusters"])  # 2 samples per cluster, else ARI/q mean nothing
     c = call(factory(spec, "clustering"), "clustering", Zfit, offered=offered)
@@ -175,7 +177,7 @@ class AssignChunk:
 def _assign_every_row(cfg: dict, c: Clustering, Z, Zfit, rows, ctx) -> Clustering:
     """Every row's label under the predictor of the clustering fitted on the sample ``rows``: one
     pass over the latents by the run's executor (which the concept coordinates' pass rides along)."""
-    from pipeline.app.chunk_map import resume_folder
+    from pipeline.app.execution.chunk_map import resume_folder
     from pipeline.cluster_heads import NearestRowPredictor, predictor_of
     from pipeline.clustering import Clustering
 

@@ -21,7 +21,7 @@ import logging
 
 import numpy as np
 
-from pipeline.app.artifacts import ClusterArtifact, ConceptsArtifact, ConceptTestsArtifact, EncodeArtifact
+from pipeline.app.stores.artifacts import ClusterArtifact, ConceptsArtifact, ConceptTestsArtifact, EncodeArtifact
 from pipeline.app.stages.framework import Stage
 from pipeline.validation import InvalidInputError
 
@@ -34,7 +34,7 @@ CHECKS = {"tracking": ("tracks its measurement (Spearman ρ, held-out rows)", "m
 
 
 def _config(cfg: dict) -> dict:
-    from pipeline.app.stages.concepts import enabled
+    from pipeline.app.configuration.config import concepts_enabled as enabled
 
     if not enabled(cfg):
         return {"concepts": "none"}
@@ -60,7 +60,7 @@ def check_tests_config(tests: dict) -> None:
 
 def _compute(cfg: dict, encode: EncodeArtifact, concepts: ConceptsArtifact,
              cluster: ClusterArtifact) -> ConceptTestsArtifact:
-    from pipeline.app.stages.concepts import enabled
+    from pipeline.app.configuration.config import concepts_enabled as enabled
 
     if not enabled(cfg) or not concepts.enabled:
         return ConceptTestsArtifact()
@@ -140,7 +140,7 @@ def _transfer(row: dict, tests: dict) -> dict:
 
 def _tcav(cfg, tests, concepts: ConceptsArtifact, head, Zr, clusters, K, pool):
     """TCAV's test of every concept (random example sets: rows of the data)."""
-    from pipeline.app.instantiate import call, factory
+    from pipeline.app.configuration.instantiate import call, factory
     from pipeline.app.stages.cavs import fitter_name
     from pipeline.concepts.tcav import tcav_test
 

@@ -20,8 +20,9 @@ import logging
 
 import numpy as np
 
-from pipeline.app.artifacts import ArtifactFieldError, ConceptsArtifact, EncodeArtifact, LoadArtifact
-from pipeline.app.instantiate import accepts, call, factory
+from pipeline.app.stores.artifacts import ArtifactFieldError, ConceptsArtifact, EncodeArtifact, LoadArtifact
+from pipeline.app.configuration.config import concepts_enabled as enabled
+from pipeline.app.configuration.instantiate import accepts, call, factory
 from pipeline.app.stages.framework import Stage
 from pipeline.app.stages.load import artifact_to_dataset
 from pipeline.validation import InvalidInputError
@@ -29,10 +30,6 @@ from pipeline.validation import InvalidInputError
 log = logging.getLogger(__name__)
 
 STAGE_ONLY = ("select", "select_tol")  # concepts.params used by the project stage, not by the concept source
-
-
-def enabled(cfg: dict) -> bool:
-    return bool(cfg["concepts"].get("_target_")) and cfg["concepts"]["name"] != "none"
 
 
 def _config(cfg: dict) -> dict:
@@ -48,16 +45,18 @@ def _config(cfg: dict) -> dict:
 def _labelled_rows(examples, Z):
     """Per-row concept labels over latents on disk: only the rows that carry a label are read
     (a row without any takes part in no CAV, so the fit is the one on every row)."""
-    from pipeline.app.data.chunked import is_view
+    from pipeline.app.data.chunked import only_rows
 
-    if not is_view(Z) or examples.inputs is not None or examples.input_kind == "latents":
+    if examples.inputs is not None or examples.input_kind == "latents":
         return examples, Z
     labels = np.asarray(examples.labels, dtype=np.float64)
-    rows = np.flatnonzero(np.isfinite(labels.reshape(len(labels), -1)).any(axis=1))
+    Zex, rows = only_rows(Z, np.flatnonzero(np.isfinite(labels.reshape(len(labels), -1)).any(axis=1)))
+    if rows is None:  # latents in memory: used whole
+        return examples, Z
     log.info("concepts %s: the %d of %d rows with a concept label read for the CAVs", examples.set_name, rows.size,
              len(Z))
     return dataclasses.replace(examples, labels=examples.labels[rows],
-                               meta={**examples.meta, "rows_of_data": rows}), Z[rows]
+                               meta={**examples.meta, "rows_of_data": rows}), Zex
 
 
 def content_provenance(examples, Zex, dataset, Z, strict: bool = False):
@@ -80,10 +79,10 @@ def content_provenance(examples, Zex, dataset, Z, strict: bool = False):
         if examples.input_kind in ("image", "text"):
             run_inputs = (dataset.images if dataset.images is not None else dataset.X) if examples.input_kind == "image" \
                 else (dataset.X if dataset.kind == "text" else None)
-        from pipeline.app.data.chunked import is_view
+        from pipeline.app.data.chunked import held
 
         matched, counts = match_examples(examples.inputs if examples.input_kind != "latents" else None, run_inputs,
-                                         Zex, None if is_view(Z) else Z)
+                                         Zex, held(Z))  # latents on disk are not searched
         how = (f"{counts['content']} by content, {counts['latent']} by identical latents, {counts['near']} near "
                "duplicates" + ("" if counts["searched_near"] else " (not searched: too many rows)"))
     bounded = set(examples.names) if examples.meta.get("measured") is not None else set()
@@ -169,13 +168,12 @@ def runs_ahead(plan, done: dict) -> bool:
     few bytes. Smaller runs fit them here, as they always did (a worker costs ~2 s to start).
     Before any stage ran (no ``encode`` in ``done``): a guess from the configured file's size, to
     start the worker early (:class:`pipeline.app.stages.framework.RunAhead`)."""
-    from pipeline.app.workers import main_is_importable
+    from pipeline.app.execution.workers import main_is_importable
 
     if not (plan.concepts and main_is_importable()):
         return False
-    if "encode" in done:
-        return plan.rows.out_of_core(done["encode"].artifact.Z)
-    return plan.rows.likely_out_of_core((plan.cfg.get("dataset") or {}).get("path"))
+    return plan.rows.over_budget(done["encode"].artifact.Z if "encode" in done else None,
+                                 path=(plan.cfg.get("dataset") or {}).get("path"))
 
 
 #: what the worker computing the concepts ahead imports while it waits

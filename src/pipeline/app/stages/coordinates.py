@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.app.artifacts import ConceptsArtifact, CoordinatesArtifact, EncodeArtifact
+from pipeline.app.stores.artifacts import ConceptsArtifact, CoordinatesArtifact, EncodeArtifact
 from pipeline.app.stages.framework import Deferred, Stage
 from pipeline.concepts.projection import project
 
@@ -34,7 +34,7 @@ class ProjectChunk:
 def _compute(cfg: dict, encode: EncodeArtifact, concepts: ConceptsArtifact, plan, ctx) -> CoordinatesArtifact | Deferred:
     if not plan.concepts:
         return CoordinatesArtifact()
-    from pipeline.app.chunk_map import resume_folder
+    from pipeline.app.execution.chunk_map import resume_folder
 
     Z = encode.Z
     rows = ctx.work(cfg).later_rows(lambda: ProjectChunk(np.asarray(concepts.cavs, dtype=np.float64)), Z,

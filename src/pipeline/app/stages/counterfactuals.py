@@ -39,7 +39,7 @@ from pipeline.counterfactuals import (
     top_k,
     tune_l1,
 )
-from pipeline.app.artifacts import (
+from pipeline.app.stores.artifacts import (
     ClusterArtifact, CounterfactualsArtifact, EncodeArtifact, LoadArtifact, ProjectArtifact,
 )
 from pipeline.app.stages.framework import Stage
@@ -127,7 +127,7 @@ SHIPPED_METHODS = (TGTMethod, DBMMethod)
 def methods_of(spec: dict) -> list:
     """The counterfactual methods ``counterfactuals.methods`` lists (default every shipped one), each a
     class with a ``name`` and ``fit``: a shipped method by its ``name``, any other by its dotted path."""
-    from pipeline.app.instantiate import locate
+    from pipeline.app.configuration.instantiate import locate
 
     out, unknown = [], []
     for entry in spec.get("methods") or [m.name for m in SHIPPED_METHODS]:
@@ -145,7 +145,8 @@ def methods_of(spec: dict) -> list:
 
 
 def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, cluster: ClusterArtifact,
-             project: ProjectArtifact, *, encoder_loader: Callable[[], Encoder] | None = None) -> CounterfactualsArtifact:
+             project: ProjectArtifact, plan=None, *,
+             encoder_loader: Callable[[], Encoder] | None = None) -> CounterfactualsArtifact:
     spec = cfg["counterfactuals"]
     if encoder_loader is None:  # the encoder the encode artifact names (its checkpoint, sha256-checked)
         from pipeline.app.stages.encode import fitted_encoder
@@ -156,13 +157,16 @@ def _compute(cfg: dict, load: LoadArtifact, encode: EncodeArtifact, cluster: Clu
     methods = methods_of(spec)
     if spec.get("space", "auto") not in SPACES:
         raise InvalidInputError(f"counterfactuals.space={spec.get('space')!r}; choose one of {list(SPACES)}.")
-    Z = np.asarray(encode.Z, dtype=np.float64)
+    from pipeline.app.data.budget import rows_in_memory
+
+    why = "the counterfactuals compare every row (counterfactuals=none turns them off)"
+    Z = np.asarray(rows_in_memory(encode.Z, plan, why), dtype=np.float64)
     groups = np.asarray(cluster.labels, dtype=np.int64)
     module = _input_module(spec.get("space", "auto"), load, encoder_loader)
     space = _space(spec, project, module is not None)
     # judge: the module mapping the explained space's points to the representation the metrics use
     if space == "input":
-        X = np.asarray(load.X, dtype=np.float64).reshape(len(Z), -1)
+        X = np.asarray(rows_in_memory(load.X, plan, why), dtype=np.float64).reshape(len(Z), -1)
         names = list(load.feature_names or [])
         names = names if len(names) == X.shape[1] else [f"x{q}" for q in range(X.shape[1])]
         encoder, judge, judged, back = module, module, X, np.eye(X.shape[1])

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.app.artifacts import EncodeArtifact, LoadArtifact, TrainArtifact
-from pipeline.app.cache import checked_sha256, localize, make_key, portable
-from pipeline.app.instantiate import call, factory
+from pipeline.app.stores.artifacts import EncodeArtifact, LoadArtifact, TrainArtifact
+from pipeline.app.stores.cache import checked_sha256, localize, make_key, portable
+from pipeline.app.configuration.instantiate import call, factory
 from pipeline.app.stages.framework import RunContext, Stage, StageOutput, execute
 from pipeline.app.stages.load import LOAD, artifact_to_dataset, load_stage
 from pipeline.validation import InvalidInputError
@@ -44,8 +44,8 @@ def build(cfg: dict):
     enc = cfg["encoder"]
     encoder = call(_with_weight_files(factory(enc, "encoder")), "encoder",
                    offered={k: enc[k] for k in _RUNTIME_FIELDS if k in enc})
-    if getattr(encoder, "fetches_weights", False):  # pipeline.app.weights' encoders
-        from pipeline.app.network import prepare_hub_access
+    if getattr(encoder, "fetches_weights", False):  # pipeline.app.models.weights' encoders
+        from pipeline.app.configuration.network import prepare_hub_access
 
         if getattr(encoder, "needs_hub", lambda: False)():  # an unreachable hub: offline mode within ~2 s instead of minutes of retries
             prepare_hub_access(cfg.get("offline"), f"{enc['name']} weights")
@@ -61,15 +61,15 @@ def _with_weight_files(fn: functools.partial) -> functools.partial:
     """Library encoders never open files or download; the app turns file parameters into what they
     take: weights files named in the class's ``weight_params`` are read (in-memory state dicts),
     ``imagenet`` becomes a provider that fetches torchvision's weights when training asks, and
-    directories named in ``store_params`` become :class:`pipeline.app.checkpoint.StateDir` stores."""
+    directories named in ``store_params`` become :class:`pipeline.app.stores.checkpoint.StateDir` stores."""
     weight_params = getattr(fn.func, "weight_params", ())
     weights = {k: v for k, v in fn.keywords.items() if k in weight_params and _looks_like_file(v)}
     stores = {k: v for k, v in fn.keywords.items() if k in getattr(fn.func, "store_params", ()) and isinstance(v, str)}
     imagenet = {k: v for k, v in fn.keywords.items() if k in weight_params and v == "imagenet"}
     if not weights and not stores and not imagenet:
         return fn
-    from pipeline.app.checkpoint import StateDir, read_weights
-    from pipeline.app.weights import imagenet_weights
+    from pipeline.app.stores.checkpoint import StateDir, read_weights
+    from pipeline.app.models.weights import imagenet_weights
 
     given = {**{k: read_weights(v, f"encoder.params.{k}") for k, v in weights.items()},
              **{k: StateDir(v) for k, v in stores.items()}}
@@ -89,7 +89,7 @@ def checkpoint_path(cfg: dict, training_key: str) -> Path:
 
 
 def _sidecar(path: Path) -> Path:
-    """:func:`pipeline.app.checkpoint.sidecar_path` without importing that module (it imports torch)."""
+    """:func:`pipeline.app.stores.checkpoint.sidecar_path` without importing that module (it imports torch)."""
     return Path(path).with_suffix(".json")
 
 
@@ -115,7 +115,7 @@ def fit_split(cfg: dict) -> str | None:
 def _declared_frozen(cfg: dict) -> bool:
     """True when ``encoder._target_`` declares itself not trainable and never substituting its model
     (class attributes ``trainable`` / ``may_substitute_model``, or the same on a factory function)."""
-    from pipeline.app.instantiate import locate
+    from pipeline.app.configuration.instantiate import locate
 
     target = locate(cfg["encoder"]["_target_"], "encoder")
     return getattr(target, "trainable", None) is False and getattr(target, "may_substitute_model", True) is False
@@ -155,7 +155,7 @@ def _train(cfg: dict, load: LoadArtifact, ctx: RunContext) -> TrainArtifact:
     path = checkpoint_path(cfg, train.key)
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):
-        from pipeline.app.checkpoint import remove_temporaries
+        from pipeline.app.stores.checkpoint import remove_temporaries
 
         remove_temporaries(path)  # left by a run killed while saving
         if path.exists() and not forced:
@@ -163,7 +163,7 @@ def _train(cfg: dict, load: LoadArtifact, ctx: RunContext) -> TrainArtifact:
             return TrainArtifact(**out)  # loaded later, only if the embeddings are not cached
         if cfg["encoder"].get("checkpoint"):
             raise InvalidInputError(f"encoder.checkpoint={path} does not exist; fix the path or set it to null to train.")
-        from pipeline.app.checkpoint import save_encoder
+        from pipeline.app.stores.checkpoint import save_encoder
 
         ds = artifact_to_dataset(train.artifact)
         log.info("training %s encoder on %d samples (split %s)", cfg["encoder"]["name"], len(ds), split)
@@ -181,7 +181,7 @@ def partial_path(path: Path) -> Path:
 
 
 def discard_partial(path: Path) -> None:
-    from pipeline.app.checkpoint import remove_temporaries, sidecar_path
+    from pipeline.app.stores.checkpoint import remove_temporaries, sidecar_path
 
     partial = partial_path(path)
     partial.unlink(missing_ok=True)
@@ -198,7 +198,7 @@ def fit_with_epoch_checkpoints(encoder, X, path: Path, restart: bool = False) ->
     """
     import inspect
 
-    from pipeline.app.checkpoint import read_checkpoint, save_state
+    from pipeline.app.stores.checkpoint import read_checkpoint, save_state
 
     if not {"resume_state", "epoch_callback"} <= set(inspect.signature(encoder.fit).parameters):
         encoder.fit(X, None)  # an encoder without epoch checkpoints trains in one go
@@ -246,7 +246,7 @@ def fitted_encoder(cfg: dict, artifact: TrainArtifact | EncodeArtifact):
                                 "to retrain it.")
     if _checkpoint_sha(path) != artifact.checkpoint_sha256:
         raise InvalidInputError(f"checkpoint {path} changed since the latents were computed; rerun with +force=encode.")
-    from pipeline.app.checkpoint import load_encoder
+    from pipeline.app.stores.checkpoint import load_encoder
 
     # an explicitly named checkpoint must fit the configured architecture / K
     return load_encoder(path, expected=build(cfg) if cfg["encoder"].get("checkpoint") else None)
@@ -314,7 +314,7 @@ def chunk_items(cfg: dict) -> int:
     """Items per chunk of the encode stage: ``dataset.chunk_rows``, else about
     :data:`DEFAULT_CHUNK_ITEMS` rounded up to a multiple of ``encoder.batch_size`` (so the batches
     inside ``encoder.transform`` are those of one call on the whole array)."""
-    given = cfg["dataset"].get("chunk_rows")  # checked by the run's plan (pipeline.app.settings_checks)
+    given = cfg["dataset"].get("chunk_rows")  # checked by the run's plan (pipeline.app.startup.settings_checks)
     if given is not None:
         return int(given)
     batch = cfg["encoder"].get("batch_size")
@@ -325,9 +325,12 @@ def chunk_items(cfg: dict) -> int:
 def store_identity(cfg: dict, train: TrainArtifact) -> dict:
     """What makes an encoder's embeddings (the embedding store's key): its key config, layer,
     checkpoint sha256 (trained encoders) and the model it loaded (encoders that may substitute one)."""
+    from pipeline.app.configuration.instantiate import stored_paths
+
     enc = cfg["encoder"]
     layer = enc.get("layer", (enc.get("params") or {}).get("layer"))
-    return {"encoder": enc["name"], "layer": layer, "config": portable(encoder_key_config(cfg), cfg["paths"]),
+    return {"encoder": enc["name"], "layer": layer,
+            "config": stored_paths(portable(encoder_key_config(cfg), cfg["paths"])),
             "checkpoint_sha256": train.checkpoint_sha256, "model_used": train.model_used}
 
 
@@ -354,7 +357,7 @@ class EmbedChunk:
     def _encoder(self):
         if self.encoder is not None:
             return self.encoder
-        from pipeline.app.embedding_store import identity_id
+        from pipeline.app.stores.embedding_store import identity_id
 
         key = identity_id(self.identity)
         if key not in _WORKER_ENCODERS:
@@ -367,7 +370,7 @@ class EmbedChunk:
         encoder = self._encoder()
         Z = check_latents(encoder.transform(inputs), len(inputs), encoder.name)
         if self.root is not None:
-            from pipeline.app.embedding_store import EmbeddingStore
+            from pipeline.app.stores.embedding_store import EmbeddingStore
 
             EmbeddingStore(self.root, self.identity).add(hashes, Z)
         return Z
@@ -447,7 +450,7 @@ def _take(inputs, idx: np.ndarray):
 
 def latents_are_inputs(cfg: dict) -> bool:
     """The encoder class declares that its latents are its inputs (``latents_are_inputs``: the identity)."""
-    from pipeline.app.instantiate import locate
+    from pipeline.app.configuration.instantiate import locate
 
     return bool(getattr(locate(cfg["encoder"]["_target_"], "encoder"), "latents_are_inputs", False))
 
@@ -461,11 +464,13 @@ def passes_through(cfg: dict) -> bool:
 
 
 def _encode(cfg: dict, load: LoadArtifact, train: TrainArtifact, ctx: RunContext) -> EncodeArtifact:
-    from pipeline.app.data.chunked import is_view
+    from pipeline.app.data.chunked import viewed_as
 
-    if is_view(load.X) and latents_are_inputs(cfg):
-        return EncodeArtifact(Z=load.X.as_dtype(np.float32), latent_names=latent_names(cfg, load, load.X.shape[1]))
-    if latents_are_inputs(cfg):  # the input is the embedding: nothing to store
+    same = latents_are_inputs(cfg)
+    view = viewed_as(load.X, np.float32) if same else None
+    if view is not None:  # an array on disk: the latents are that array, read as float32 when used
+        return EncodeArtifact(Z=view, latent_names=latent_names(cfg, load, load.X.shape[1]))
+    if same:  # the input is the embedding: nothing to store
         out = embed(fitted_encoder(cfg, train), load.inputs)
     else:
         out = _encode_through_store(cfg, load, train, ctx)
@@ -479,8 +484,8 @@ def _encode_through_store(cfg: dict, load: LoadArtifact, train: TrainArtifact, c
     """Z from the embedding store; the items it lacks embedded in chunks of :func:`chunk_items`
     (locally or as Dask tasks), each chunk committed to the store when it is done, so a killed run
     resumes after its last finished chunk. Cluster head and mixture prior as :func:`embed`."""
-    from pipeline.app.data.chunked import is_view, read_rows
-    from pipeline.app.embedding_store import EmbeddingStore, item_hashes, store_root
+    from pipeline.app.data.chunked import chunks_of
+    from pipeline.app.stores.embedding_store import EmbeddingStore, item_hashes, store_root
 
     inputs = load.inputs
     n = len(inputs)
@@ -488,10 +493,7 @@ def _encode_through_store(cfg: dict, load: LoadArtifact, train: TrainArtifact, c
         raise InvalidInputError("the dataset has no items to embed; check dataset.classes / dataset.n_samples.")
     identity = store_identity(cfg, train)
     size = chunk_items(cfg)
-    if is_view(inputs):  # an array on disk: hashed chunk by chunk, never read whole
-        hashes = [h for start in range(0, n, size) for h in item_hashes(read_rows(inputs, start, start + size))]
-    else:
-        hashes = item_hashes(inputs)
+    hashes = [h for part in chunks_of(inputs, size) for h in item_hashes(part)]  # a view is never read whole
     store = EmbeddingStore(store_root(cfg["paths"]["cache_dir"], identity), identity) if ctx.cache.enabled else None
     if store is not None and not ctx.cache.forced("encode"):
         Z, found = store.read(hashes)
@@ -523,7 +525,7 @@ def _encode_through_store(cfg: dict, load: LoadArtifact, train: TrainArtifact, c
         log.info("embedded %d items (%d chunks)", missing.size, len(chunks))
     out = {"Z": Z}
     if encoder is None:
-        from pipeline.app.instantiate import locate
+        from pipeline.app.configuration.instantiate import locate
 
         target = locate(cfg["encoder"]["_target_"], "encoder")  # a factory declares cluster_head = False
         if getattr(target, "cluster_head", None) is not False and (not isinstance(target, type) or has_head(target)):

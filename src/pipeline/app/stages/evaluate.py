@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from pipeline.app.artifacts import ClusterArtifact, EvaluateArtifact, FitArtifact, LoadArtifact
+from pipeline.app.stores.artifacts import ClusterArtifact, EvaluateArtifact, FitArtifact, LoadArtifact
 from pipeline.app.stages.framework import RunContext, Stage
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ def evaluate_stage(rows) -> Stage:
     fit_names = tuple(f"fit.{row}" for row in rows)
 
     def compute(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, ctx: RunContext, **fits) -> EvaluateArtifact:
-        from pipeline.app.instantiate import locate, target_of
+        from pipeline.app.configuration.instantiate import locate, target_of
 
         done = {name[len("fit."):]: fits[name] for name in fit_names if fits.get(name) is not None}
         # the estimator classes of the rows whose trees come with means and σ (their bound)

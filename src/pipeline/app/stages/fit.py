@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.app.artifacts import ClusterArtifact, FitArtifact, ProjectArtifact
-from pipeline.app.capabilities import check_provided
-from pipeline.app.explainers import FitInputs, fit_explainer, protocol
+from pipeline.app.stores.artifacts import ClusterArtifact, FitArtifact, ProjectArtifact
+from pipeline.app.startup.capabilities import check_provided
+from pipeline.app.configuration.explainers import FitInputs, fit_explainer, protocol
 from pipeline.app.stages.framework import RowFailed, Stage
 from pipeline.validation import InvalidInputError
 
@@ -18,16 +18,24 @@ log = logging.getLogger(__name__)
 
 
 def fit_inputs(project: ProjectArtifact, cluster: ClusterArtifact) -> FitInputs:
-    from pipeline.app.data.chunked import is_view
+    from pipeline.app.data.chunked import as_array
 
     labels = cluster.labels
     return FitInputs(
-        X=project.X if is_view(project.X) else np.asarray(project.X, dtype=np.float64), labels=labels,
+        X=as_array(project.X, np.float64), labels=labels,
         feature_names=list(project.feature_names),
         n_clusters=_n_labels(labels), centers=project.centers,
         mixture=project.mixture, graph=cluster.graph(), latent=project.latent_X,
         latent_mixture=project.latent_mixture, cavs=project.cavs, concept_names=project.concept_names,
     )
+
+
+def held_whole(inputs: FitInputs) -> bool:
+    """Whether the coordinates and the latents are held in memory (the explainer is fitted on them
+    whole); views of files are read as the row plan allows (:func:`_fit_sampled`)."""
+    from pipeline.app.data.chunked import held
+
+    return held(inputs.X) is not None and (inputs.latent is None or held(inputs.latent) is not None)
 
 
 def _n_labels(labels) -> int:
@@ -110,6 +118,8 @@ def _fit_sampled(cfg: dict, row: str, spec: dict, inputs: FitInputs, rows, plan,
     coordinates read from disk), then every row predicted chunk by chunk."""
     import dataclasses
 
+    from pipeline.app.data.budget import rows_in_memory
+
     n = len(inputs.labels)
     idx = np.arange(n) if rows is None else rows
     latent = inputs.latent
@@ -119,7 +129,9 @@ def _fit_sampled(cfg: dict, row: str, spec: dict, inputs: FitInputs, rows, plan,
         latent = latent[latent_rows if latent_rows is not None else idx]
     else:
         latent = None
-    sub = dataclasses.replace(inputs, X=np.asarray(inputs.X[idx] if rows is not None else inputs.X, dtype=np.float64),
+    X = inputs.X[idx] if rows is not None else rows_in_memory(inputs.X, plan, "the trees are fitted on every row",
+                                                                     "trees")
+    sub = dataclasses.replace(inputs, X=np.asarray(X, dtype=np.float64),
                               labels=np.asarray(inputs.labels)[idx], latent=latent,
                               graph=inputs.graph if rows is None else None)
     if rows is not None:
@@ -154,8 +166,6 @@ def fix_hint(cfg: dict, row: str, message: str, concepts: bool) -> str:
 
 def fit_row(cfg: dict, row: str, project: ProjectArtifact, cluster: ClusterArtifact, plan, ctx) -> FitArtifact:
     """Fit explainer row ``row`` on the projected data and the reference clustering."""
-    from pipeline.app.data.chunked import is_view
-
     inputs = fit_inputs(project, cluster)
     spec = cfg["explainer"][row]
     start = time.perf_counter()
@@ -163,7 +173,7 @@ def fit_row(cfg: dict, row: str, project: ProjectArtifact, cluster: ClusterArtif
     fit_rows = None
     try:
         rows = tree_sample(plan, cfg["seed"], inputs.X, inputs.labels, inputs.latent)
-        if rows is not None or is_view(inputs.X) or is_view(inputs.latent):
+        if rows is not None or not held_whole(inputs):
             est, pred, leaves, fit_rows = _fit_sampled(cfg, row, spec, inputs, rows, plan, ctx)
         else:
             est, pred, leaves = fit_explainer(row, spec, inputs, cfg["seed"])

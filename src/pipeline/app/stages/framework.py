@@ -3,10 +3,10 @@
 A :class:`Stage` declares its name, the stages it reads, the part of the config that
 determines its output, and ``compute``. :func:`execute` derives the cache key from that
 config part and the inputs' keys, and returns the cached artifact or computes and stores it.
-The runner (:mod:`pipeline.app.runner`) is a loop of :func:`execute` over the run plan's stages
+The runner (:mod:`pipeline.app.running.runner`) is a loop of :func:`execute` over the run plan's stages
 (:func:`pipeline.app.stages.declared_stages`), calling the plan's callbacks
 (:class:`RunCallback`) at its events; where work runs besides the loop (chunk passes, a stage
-computed ahead, figures) is the run's :class:`pipeline.app.executor.Executor`.
+computed ahead, figures) is the run's :class:`pipeline.app.execution.executor.Executor`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pipeline.app.artifacts import Artifact
-from pipeline.app.cache import StageCache, make_key, portable
+from pipeline.app.stores.artifacts import Artifact
+from pipeline.app.stores.cache import StageCache, make_key, portable
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class StageOutput:
-    """A finished stage: its cache key and typed artifact (:mod:`pipeline.app.artifacts`)."""
+    """A finished stage: its cache key and typed artifact (:mod:`pipeline.app.stores.artifacts`)."""
 
     key: str
     artifact: Artifact
@@ -38,7 +38,7 @@ class StageOutput:
 
 class Later:
     """A stage whose artifact comes later: computed by a worker process (:class:`RunAhead`), or by
-    a pass over the rows shared with a later stage's (:meth:`pipeline.app.executor.Executor.later_rows`).
+    a pass over the rows shared with a later stage's (:meth:`pipeline.app.execution.executor.Executor.later_rows`).
     Its key is known at once; :attr:`artifact` waits for it when a stage first reads it."""
 
     def __init__(self, key: str, finish: Callable[[], StageOutput]) -> None:
@@ -64,7 +64,7 @@ class RunContext:
     out_dir : Path
         The run's output directory (reports are written there).
     plan : RunPlan, optional
-        The checked run (:func:`pipeline.app.plan.validate`); a stage that reads it needs one.
+        The checked run (:func:`pipeline.app.running.plan.validate`); a stage that reads it needs one.
     executor : Executor, optional
         Where chunk passes, stages ahead and figures run (made from the plan when first asked for).
     keep_going : bool
@@ -87,13 +87,13 @@ class RunContext:
         """The run's plan (a stage that reads it needs a context made with one: the runner's)."""
         if self.plan is None:
             raise TypeError("this stage reads the run plan: execute it with RunContext(..., plan=draw_up(cfg)) "
-                            "(pipeline.app.plan), as the runner does.")
+                            "(pipeline.app.running.plan), as the runner does.")
         return self.plan
 
     def work(self, cfg: dict) -> "Executor":
         """The run's executor (made on first use; the runner closes it)."""
         if self.executor is None:
-            from pipeline.app.executor import Executor
+            from pipeline.app.execution.executor import Executor
 
             self.executor = Executor(self.planned(cfg))
         return self.executor
@@ -115,7 +115,7 @@ class Stage:
         Returns an instance of ``artifact``. It is also offered the run plan as ``plan`` and the
         :class:`RunContext` as ``ctx`` when its signature names them.
     artifact : type
-        Its artifact type (a frozen dataclass of :mod:`pipeline.app.artifacts`); a cached stage
+        Its artifact type (a frozen dataclass of :mod:`pipeline.app.stores.artifacts`); a cached stage
         stores ``to_record()`` and reads back ``artifact.from_record``. An artifact named by its
         product (``keyed_by_product``: a trained encoder, by its checkpoint's sha256) gives the key
         later stages see.
@@ -169,7 +169,7 @@ def _offered(compute) -> frozenset:
 class Deferred:
     """What a ``compute`` returns when its artifact is finished later, when a stage first reads it:
     ``build()`` gives the artifact (the concept coordinates, whose pass over the rows rides along
-    the next pass over the same array: :meth:`pipeline.app.executor.Executor.later_rows`)."""
+    the next pass over the same array: :meth:`pipeline.app.execution.executor.Executor.later_rows`)."""
 
     def __init__(self, build: Callable[[], Artifact]) -> None:
         self.build = build
@@ -294,7 +294,7 @@ class RunAhead(RunCallback):
         later = ctx.cache.compute_later(stage.store or stage.name, key, work)
 
         def finish() -> StageOutput:
-            from pipeline.app.workers import WorkerLost
+            from pipeline.app.execution.workers import WorkerLost
 
             try:
                 return StageOutput(key, stage.artifact.from_record(later.result()))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.app.artifacts import LoadArtifact
-from pipeline.app.data.chunked import is_view
+from pipeline.app.stores.artifacts import LoadArtifact
+from pipeline.app.data.chunked import as_array
 from pipeline.app.data.dataset import Dataset
 from pipeline.app.data.loading import load_dataset
 from pipeline.app.stages.framework import Stage
@@ -20,7 +20,7 @@ _KEY_WHEN_SET = ("image_size",)  # dataset=digits dataset.image_size=28 (issue 5
 def dataset_to_artifact(ds: Dataset) -> LoadArtifact:
     return LoadArtifact(name=ds.name, kind=ds.kind, feature_names=ds.feature_names, class_names=ds.class_names,
                         meta=ds.meta, texts=list(ds.X) if ds.kind == "text" else None,
-                        X=None if ds.kind == "text" else (ds.X if is_view(ds.X) else np.asarray(ds.X)),
+                        X=None if ds.kind == "text" else as_array(ds.X),
                         y=None if ds.y is None else np.asarray(ds.y, dtype=np.int64), images=ds.images,
                         raw=ds.raw)
 
@@ -51,7 +51,7 @@ def reads_by_row_range(cfg: dict) -> bool:
     ds = cfg["dataset"]
     if not ds.get("path") or ds.get("classes") or ds.get("n_samples"):
         return False  # no file, or a subset loaded into memory (and cached) as before
-    from pipeline.app.instantiate import locate
+    from pipeline.app.configuration.instantiate import locate
 
     reads = getattr(locate(ds["_target_"], "dataset"), "reads_by_row_range", None)  # the loader says which paths
     return bool(reads is not None and reads(ds["path"]))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.app.artifacts import (ClusterArtifact, ConceptsArtifact, ConceptTestsArtifact, CoordinatesArtifact,
+from pipeline.app.stores.artifacts import (ClusterArtifact, ConceptsArtifact, ConceptTestsArtifact, CoordinatesArtifact,
                                    EncodeArtifact, LoadArtifact, ProjectArtifact)
 from pipeline.app.stages.framework import Stage
 from pipeline.concepts.projection import project, project_mixture
@@ -89,14 +89,14 @@ def measured_columns(concepts: ConceptsArtifact) -> dict | None:
 
 def sort_ahead(plan, units) -> None:
     """Sort the percentile maps' columns, where the explainer bundle will (its percentile table: up
-    to about a million rows, :func:`pipeline.app.explainer_bundle.sorts_every_column`), on a
+    to about a million rows, :func:`pipeline.app.data.budget.sorts_every_column`), on a
     background thread while the trees are fitted: ``np.sort`` leaves Python's GIL, so at a million
     rows its 1.2 s of sorting take a core the trees leave idle instead of the end of the run. The
     same arrays either way; a run on one thread, or a small one, sorts them when first asked, and a
     larger one only a column a printed percentile needs (10M rows: 80 MB a column)."""
     import threading
 
-    from pipeline.app.explainer_bundle import sorts_every_column
+    from pipeline.app.data.budget import sorts_every_column
     from pipeline.threads import helper_threads
 
     maps = [m for u in units or () for m in (u, getattr(u, "fallback", None))
@@ -110,13 +110,12 @@ def sort_ahead(plan, units) -> None:
 def table_units(load: LoadArtifact | None, encode: EncodeArtifact) -> list | None:
     """A standardised table explained on its own columns (encoder=identity): one map per column
     back to the table's units, so thresholds print as ``alcohol <= 13.05``, not in z-scores."""
-    from pipeline.app.data.chunked import is_view
+    from pipeline.app.data.chunked import held
 
-    if is_view(encode.Z):
-        return None
     record = (load.meta or {}).get("standardized") if load is not None else None
-    if record is None or load.raw is None or list(encode.latent_names) != list(load.feature_names or []):
-        return None
+    if (held(encode.Z) is None or record is None or load.raw is None
+            or list(encode.latent_names) != list(load.feature_names or [])):
+        return None  # latents on disk, or not a standardised table explained on its own columns
     Z = np.asarray(encode.Z, dtype=np.float64)  # the trees' coordinates (the identity encoder keeps float32)
     if Z.shape != load.raw.shape or not np.array_equal(Z, np.asarray(load.X).astype(encode.Z.dtype)):
         return None

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from pipeline.app.artifacts import (
+from pipeline.app.stores.artifacts import (
     ClusterArtifact, CompletenessArtifact, ConceptsArtifact, ConceptTestsArtifact, CounterfactualsArtifact,
     EvaluateArtifact, FiguresArtifact,
     LoadArtifact, ProjectArtifact, FitArtifact, ReportArtifact,
@@ -18,7 +18,8 @@ from pipeline.app.artifacts import (
 from pipeline.app.report.render_cache import RenderCache
 from pipeline.app.report.run_report import read_tree, render_key, rules_json, rules_text, tree_data, tree_figure
 from pipeline.app.report.tables import results_frame
-from pipeline.app.report.writer import atomic_write, write_tables
+from pipeline.app.report.writer import write_tables
+from pipeline.app.stores.writing import atomic_write
 from pipeline.app.stages.framework import RunCallback, RunContext, Stage
 
 
@@ -47,7 +48,7 @@ def figures_stage(rows) -> Stage:
 
 
 class WarmFigures(RunCallback):
-    """Starts the figure workers (:meth:`pipeline.app.executor.Executor.warm_figures`) when the loop
+    """Starts the figure workers (:meth:`pipeline.app.execution.executor.Executor.warm_figures`) when the loop
     reaches the stage ``at`` (the first tree's fit), if it will run the figures stage: their imports
     then take the core the tree fits leave idle."""
 
@@ -237,7 +238,7 @@ def tree_figures(out_dir: Path, fits: dict[str, FitArtifact], data: dict | None 
     variants ``figures/<row>.column.{pdf,png}`` (3.3 in, one column of a two-column paper) and
     ``figures/<row>.wide.{pdf,png}`` (6.9 in), all text at 7 pt or more. Returns the function
     that waits for them and writes them (and keeps them in ``cache``): the figures are encoded
-    meanwhile by ``encoder`` (:class:`pipeline.app.report.encoding.Encoder`: worker processes)
+    meanwhile by ``encoder`` (:class:`pipeline.app.execution.encoding.Encoder`: worker processes)
     when given, else when the function is called. A tree drawn by an earlier run is copied
     from ``cache`` (matplotlib is then not imported)."""
     cache = cache or RenderCache(None)
@@ -262,7 +263,7 @@ def tree_figures(out_dir: Path, fits: dict[str, FitArtifact], data: dict | None 
 
 
 def _start_figures(row: str, fit: FitArtifact, data, dataset, ari, encoder) -> list:
-    from pipeline.app.report.encoding import FORMATS, Encoder
+    from pipeline.app.execution.encoding import FORMATS, Encoder
     from pipeline.app.report.figures import COLUMN_WIDTHS
 
     encoder = encoder or Encoder(1)

@@ -14,7 +14,7 @@ pure (arrays and already-loaded lexicons in, arrays out):
 - :func:`text_measurements` (:mod:`.texts`): lexicon category rates (e.g. empath's categories),
   sentiment (e.g. VADER), readability (e.g. Flesch), length, URLs, numbers, exclamations,
   upper case. The lexicon and the scoring functions are passed in; the application builds them
-  (:mod:`pipeline.app.measured_text`).
+  (:mod:`pipeline.app.concept_sets.measured_text`).
 
 Each :class:`Measure` says how CAV labels come from it (``split``): ``"presence"`` (value > 0
 against value == 0, for counts that are zero on many items, such as loops) or ``"tertiles"``

@@ -55,7 +55,7 @@ def image_stack(images, who: str, what: str) -> np.ndarray:
     if _looks_like_text(images):
         raise InvalidInputError(
             f"{who} measures {what}, but it was given text (str items). For texts use "
-            "pipeline.concepts.measures.text_measurements (or pipeline.app.measured_text.text_measurements, which "
+            "pipeline.concepts.measures.text_measurements (or pipeline.app.concept_sets.measured_text.text_measurements, which "
             "loads the lexicons).")
     try:
         arr = np.asarray(images)

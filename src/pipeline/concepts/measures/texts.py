@@ -3,7 +3,7 @@
 Pure: the lexicon (category -> words, e.g. empath's built-in categories ``Empath().cats``), the
 sentiment function (e.g. VADER's compound score) and the readability function (e.g. textstat's
 Flesch reading ease) are passed in already loaded, since loading them reads files; the
-application builds them (:mod:`pipeline.app.measured_text`).
+application builds them (:mod:`pipeline.app.concept_sets.measured_text`).
 
 Tokens are runs of letters and digits, with inner hyphens and apostrophes (``e-mail``, ``don't``),
 lower-cased, web addresses left out: ``re.findall(r"[a-z0-9]+(?:['-][a-z0-9]+)*", text.lower())``
