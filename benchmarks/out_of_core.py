@@ -30,7 +30,10 @@ Results: benchmarks/results/out_of_core.json (merged per section; printed too).
 
     python benchmarks/out_of_core.py --sections million bare dask
     python benchmarks/out_of_core.py --sections scale scale_dask
-    python benchmarks/out_of_core.py --sections million_ab --against /tmp/base
+    python benchmarks/out_of_core.py --sections million_ab --against /tmp/base --label before49
+
+``million_ab`` also compares the first pair's run folders byte for byte (rules, trees, CAV table,
+PNG figures, assignments; ``same_outputs``).
 """
 
 from __future__ import annotations
@@ -322,7 +325,37 @@ def million_ab(d: Path, fresh: bool, against: Path | None = None) -> dict:
             rows[side].append(command(concept_args(path), work, f"{side}{i}", src=src))
     for side in ("base", "this"):
         rows[f"{side}_median_s"] = float(np.median([r["wall_s"] for r in rows[side]]))
+    rows["ratio_this_over_base"] = round(rows["this_median_s"] / rows["base_median_s"], 3)
+    rows["same_outputs"] = same_outputs(work / "out-base0", work / "out-this0")
     return rows
+
+
+#: the run files that must not change when only the code's structure does: the rules, the trees, the CAV
+#: table, the figures (PNG; PDF and SVG carry the time they were made) and every row's assignment
+SAME = ("trees/*.rules.txt", "trees/*.json", "concepts/cavs.csv", "figures/*.png", "assignments.parquet",
+        "results.csv")
+
+
+def same_outputs(a: Path, b: Path) -> dict:
+    """Byte comparison of two run folders' :data:`SAME` files: {file: "equal" | "differs" | "missing"}."""
+    import hashlib
+
+    out = {}
+    for pattern in SAME:
+        for f in sorted({p.relative_to(a) for p in a.glob(pattern)} | {p.relative_to(b) for p in b.glob(pattern)}):
+            if not ((a / f).exists() and (b / f).exists()):
+                out[str(f)] = "missing"
+                continue
+            digests = [hashlib.sha256((x / f).read_bytes()).hexdigest() for x in (a, b)]
+            out[str(f)] = "equal" if digests[0] == digests[1] else "differs"
+    if "results.csv" in out and out["results.csv"] == "differs":  # its fit_seconds column is a timing
+        import pandas as pd
+
+        ra, rb = (pd.read_csv(x / "results.csv") for x in (a, b))
+        timing = [c for c in ra.columns if "seconds" in c or c.endswith("_s")]
+        same = ra.drop(columns=timing, errors="ignore").equals(rb.drop(columns=timing, errors="ignore"))
+        out["results.csv"] = "equal but its timings" if same else "differs"
+    return out
 
 
 SECTIONS = {"million": million, "million_ab": million_ab, "bare": bare, "dask": dask, "scale": scale,
@@ -335,15 +368,17 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=Path("/work/big"))
     ap.add_argument("--fresh", action="store_true", help="rewrite the data files")
     ap.add_argument("--against", type=Path, help="million_ab: a checkout of the commit to compare with")
+    ap.add_argument("--label", help="million_ab: kept under million_ab_<label> (one entry per compared commit)")
     a = ap.parse_args()
     a.dir.mkdir(parents=True, exist_ok=True)
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
-    results = {k: v for k, v in results.items() if k in SECTIONS or k == "machine"}
+    results = {k: v for k, v in results.items() if k in SECTIONS or k == "machine" or k.startswith("million_ab_")}
     results["machine"] = {"cpus": os.cpu_count(), "memory_gb": round(os.sysconf("SC_PAGE_SIZE") *
                                                                        os.sysconf("SC_PHYS_PAGES") / 1e9, 1)}
-    for name in a.sections:
-        results[name] = (million_ab(a.dir, a.fresh, a.against) if name == "million_ab"
-                         else SECTIONS[name](a.dir, a.fresh))
+    for section in a.sections:
+        name = f"{section}_{a.label}" if section == "million_ab" and a.label else section
+        results[name] = (million_ab(a.dir, a.fresh, a.against) if section == "million_ab"
+                         else SECTIONS[section](a.dir, a.fresh))
         results[name]["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         OUT.parent.mkdir(parents=True, exist_ok=True)
         OUT.write_text(json.dumps(results, indent=1, default=str))
