@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.concepts.completeness_probe import _probe_accuracy, fold_count, sample_rows, yeh_completeness
+from pipeline.threads import blas_threads, map_shared
 from pipeline.validation import InvalidInputError
 
 #: the three kinds of direction sets every figure is computed for
@@ -99,7 +100,8 @@ def completeness_table(Z, C, reference, head=None, *, n_random: int = 20, n_fold
     net_folds = list(StratifiedKFold(min(3, k), shuffle=True, random_state=random_state).split(net_rows, y[net_rows]))
     chance = float(counts.max() / y.size)
     probe_folds = folds[:3] if k > 3 else folds
-    acc_z_probe = _probe_accuracy(Zs, y, probe_folds, 1.0)
+    with blas_threads(1):
+        acc_z_probe = _probe_accuracy(Zs, y, probe_folds, 1.0)
 
     def evaluate(D: np.ndarray, full: bool) -> dict:
         V = Zs @ D.T
@@ -115,9 +117,14 @@ def completeness_table(Z, C, reference, head=None, *, n_random: int = 20, n_fold
                         else float("nan"), "accuracy": acc}
         return out
 
-    concepts = evaluate(C, True)
-    draws = [evaluate(random_directions(M, d, rng), False) for _ in range(int(n_random))]
-    principal = evaluate(principal_directions(Zs, M), True)
+    # many small fits: one BLAS thread each, the draws shared among the run's threads (each draw's
+    # directions are drawn here first, in order, so any count of threads gives the same table)
+    random_sets = [random_directions(M, d, rng) for _ in range(int(n_random))]
+    top = principal_directions(Zs, M)  # one large SVD: every BLAS thread
+    with blas_threads(1):
+        concepts = evaluate(C, True)
+        draws = list(map_shared(lambda D: evaluate(D, False), random_sets))
+        principal = evaluate(top, True)
     table = {"n_concepts": M, "n_latents": d, "n_rows": int(y.size), "n_folds": k, "n_random": int(n_random),
              "spans": bool(M >= d), "chance": chance, "accuracy_latents_probe": acc_z_probe}
     for measure in ("affine", "network", "probe"):
@@ -153,9 +160,13 @@ def tree_baseline(X, Z, C, reference, n_leaves: int, *, n_random: int = 20, max_
     rng = np.random.default_rng(random_state)
 
     def ari(F: np.ndarray) -> float:
-        tree = CART(n_leaves=int(n_leaves), random_state=0).fit(F, y)
+        # the presorted builder grows scikit-learn's tree (the same one) ~9x faster on 20,000 x 20
+        tree = CART(n_leaves=int(n_leaves), random_state=0, builder="presorted").fit(F, y)
         return float(adjusted_rand_score(y, tree.predict(F)))
 
-    return {"concepts": ari(Xs), "principal": ari(Zs @ principal_directions(Zs, M).T),
-            "random": _summary([ari(Zs @ random_directions(M, Zs.shape[1], rng).T) for _ in range(int(n_random))]),
-            "n_leaves": int(n_leaves), "n_rows": int(y.size)}
+    random_sets = [random_directions(M, Zs.shape[1], rng) for _ in range(int(n_random))]
+    top = principal_directions(Zs, M)  # one large SVD: every BLAS thread
+    with blas_threads(1):
+        return {"concepts": ari(Xs), "principal": ari(Zs @ top.T),
+                "random": _summary(list(map_shared(lambda D: ari(Zs @ D.T), random_sets))),
+                "n_leaves": int(n_leaves), "n_rows": int(y.size)}

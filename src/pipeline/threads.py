@@ -203,6 +203,18 @@ def current_threads() -> int:
     return resolve_n_jobs(None)
 
 
+def map_shared(fn, items: list):
+    """``fn`` of each item, in order, the items shared among the run's threads
+    (:func:`current_threads`); one thread: here, one after another. Each item carries its own
+    random draws, so any count of threads gives the same results."""
+    n = min(current_threads(), len(items))
+    if n <= 1:
+        yield from map(fn, items)
+        return
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        yield from pool.map(fn, items)
+
+
 @contextlib.contextmanager
 def thread_setting(n_jobs):
     """Make ``resolve_n_jobs(n_jobs)`` the setting that every estimator fitted inside the block

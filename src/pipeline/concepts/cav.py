@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 from typing import Sequence
 
@@ -45,7 +44,7 @@ from pipeline.concepts.batched_logistic import fit_logistic_batch, standardize_s
 from pipeline.concepts.fitters import Fitter, LogisticFitter, build_fitter
 from pipeline.concepts.projection import project, similar_cavs
 from pipeline.progress import tqdm
-from pipeline.threads import blas_threads, current_threads
+from pipeline.threads import blas_threads, current_threads, map_shared
 from pipeline.validation import InvalidInputError, check_matrix, check_n_features
 
 log = logging.getLogger(__name__)
@@ -77,18 +76,6 @@ def _float32_columns(Z: np.ndarray):
         exps = np.where(rescue, exps, 0)
     scale = np.ldexp(1.0, exps)
     return (Z / scale).astype(np.float32), scale
-
-
-def _shared(fn, items: list):
-    """``fn`` of each item, in order, the items shared among the run's threads
-    (:func:`pipeline.threads.current_threads`); one thread: here, one after another. Each item
-    carries its own random draws, so any count of threads gives the same results."""
-    n = min(current_threads(), len(items))
-    if n <= 1:
-        yield from map(fn, items)
-        return
-    with ThreadPoolExecutor(max_workers=n) as pool:
-        yield from pool.map(fn, items)
 
 
 #: label_blocks groups rows by which concepts label them only when there are at most this many groups
@@ -262,7 +249,7 @@ class CAVFitter(BaseEstimator):
             # the concepts are shared among threads instead (each fit has its draws: same result for any count)
             with blas_threads(1), tqdm(total=len(plans), desc="CAVs", disable=not self.progress) as bar:
                 rows = []
-                for row in _shared(lambda mp: self._fit_one(fitter, Z, labels[:, mp[0]], mp[1]),
+                for row in map_shared(lambda mp: self._fit_one(fitter, Z, labels[:, mp[0]], mp[1]),
                                    list(zip(kept, plans))):
                     rows.append(row)
                     bar.update()
@@ -482,7 +469,7 @@ class CAVFitter(BaseEstimator):
             return self._direction(fitter, Zf.astype(np.float64), np.asarray(yp, dtype=np.float64), seed, scale)[0]
 
         with blas_threads(1):
-            return np.stack(list(_shared(one, list(zip(problems, seeds)))))
+            return np.stack(list(map_shared(one, list(zip(problems, seeds)))))
 
     def _direction(self, fitter, Zs: np.ndarray, ys: np.ndarray, seed: int,
                    column_scale="fitted") -> tuple[np.ndarray, np.ndarray]:
@@ -580,7 +567,7 @@ class CAVFitter(BaseEstimator):
             return m, (a, b - a * full_mid)
 
         with blas_threads(1):  # the concepts shared among threads, as in fit
-            for m, model in _shared(one, plans):
+            for m, model in map_shared(one, plans):
                 out[m] = model
         return out
 
