@@ -145,3 +145,12 @@ def test_a_run_on_larger_images_explains_the_digits_from_the_command_line(tmp_pa
                            "dataset.n_samples=60", models], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)
     assert bare.returncode != 0 and "dataset.image_size=16" in bare.stderr and "Traceback" not in bare.stderr
+
+
+def test_explain_names_the_nearest_key_of_a_misspelt_one(tmp_path):
+    """`python -m pipeline.explain <run> dataset=digits dataset.image_sise=28`: the same one line as
+    `python -m pipeline` (the key, the nearest valid one, the valid keys), not Hydra's advice to append."""
+    from pipeline.app.explain_run import _compose
+
+    with pytest.raises(InvalidInputError, match=r"dataset.image_sise: .*Did you mean dataset.image_size\? Valid keys"):
+        _compose(["dataset=digits", "dataset.image_sise=28"], tmp_path)

@@ -41,6 +41,10 @@ def _compose(overrides: list[str], out: Path) -> dict:
         raise InvalidInputError("name the data to explain with a dataset option, e.g. `python -m pipeline.explain "
                                 "<run-dir> dataset=files dataset.path=new.csv` or dataset=fashion_mnist "
                                 "dataset.split=test (any dataset option of `python -m pipeline`).")
+    from pipeline.app.configuration.config import CONFIG_DIR
+    from pipeline.app.startup.checks import check_override_keys
+
+    check_override_keys(overrides, CONFIG_DIR)  # a misspelt key: the nearest valid one, as `python -m pipeline` says
     try:
         cfg = compose_config([*overrides, f"paths.output_dir={out}"])
     except InvalidInputError:
