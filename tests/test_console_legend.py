@@ -92,3 +92,13 @@ def test_untested_concepts_sharing_a_reason_are_said_once():
     assert text.count("too few examples") == 1
     assert text.startswith("food, plants (10, 12 positive examples): too few examples")
     assert text.endswith("sport: the reference clustering has no head: DBSCAN")
+
+
+def test_weak_tests_sharing_a_reason_are_said_once():
+    from pipeline.app.report.concept_run import weak_text
+
+    why = ("not significant, but each of its test CAVs has {} examples per side in 384 latent dimensions (fewer than "
+           "half as many), so a CAV is mostly noise and the test could miss the concept; kept in the trees")
+    text = weak_text({"a": why.format(5), "b": why.format(6), "c": why.format(5)})
+    assert text.startswith("a, b, c (5, 6, 5 examples per side): not significant, but each of its test CAVs has N ")
+    assert text.count("not significant") == 1

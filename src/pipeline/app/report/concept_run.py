@@ -311,24 +311,41 @@ def table2_display(table2: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def untested_text(untested: dict) -> str:
-    """Why concepts were not tested, one clause per reason: concepts that share a reason are listed
-    together, each with its own count where the reason ends "it has N ..." (e.g. twelve concepts too
-    small for the test read as one sentence, not twelve)."""
+def grouped_reasons(reasons: dict, count: str = r"; it has (\d+)$", unit: str = "positive examples") -> str:
+    """One clause per reason: concepts whose reasons differ only in the number ``count`` matches are
+    listed together with their numbers (``unit``), e.g. twelve concepts too small for the test
+    read as one sentence, not twelve."""
     import re
 
     groups: dict[str, list[tuple[str, str]]] = {}
-    for name, why in untested.items():
-        m = re.match(r"(.*); it has (\d+)$", why)
-        groups.setdefault(m.group(1) if m else why, []).append((name, m.group(2) if m else ""))
+    for name, why in reasons.items():
+        m = re.search(count, why)
+        if m is None:
+            key = why
+        elif m.end() == len(why):  # the number closes the reason ("...; it has 10"): said after the names
+            key = why[:m.start()]
+        else:
+            key = why[:m.start(1)] + "N" + why[m.end(1):]
+        groups.setdefault(key, []).append((name, m.group(1) if m else ""))
     parts = []
     for why, members in groups.items():
         counts = [c for _, c in members if c]
         names = ", ".join(n for n, _ in members)
         if counts:
-            names += f" ({', '.join(counts)} positive examples)"
+            names += f" ({', '.join(counts)} {unit})"
         parts.append(f"{names}: {why}")
     return "; ".join(parts)
+
+
+def untested_text(untested: dict) -> str:
+    """Why concepts were not tested (:func:`grouped_reasons` on the test's "...; it has N")."""
+    return grouped_reasons(untested)
+
+
+def weak_text(weak: dict) -> str:
+    """The concepts whose tests were weak, one clause for those that share the reason (each with its
+    examples per side)."""
+    return grouped_reasons(weak, r"has (\d+) examples per side", "examples per side")
 
 
 def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped: dict, selection: dict | None,
@@ -352,7 +369,7 @@ def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped:
         if tests is not None and tests.untested:
             lines.append("Significance not tested: " + untested_text(tests.untested))
         if tests is not None and tests.weak:
-            lines.append("Weak tests: " + "; ".join(f"{k}: {v}" for k, v in tests.weak.items()))
+            lines.append("Weak tests: " + weak_text(tests.weak))
     tcav = tcav_frame(tests)
     if tcav is not None:
         head = tests.head or "its head"
