@@ -98,8 +98,9 @@ def _compute(cfg: dict, encode: EncodeArtifact, concepts: ConceptsArtifact,
                 failing.setdefault(name, f"not significant: its TCAV scores do not differ from those of CAVs between "
                                          f"random example sets in any cluster (alpha {float(tests['alpha']):g}, "
                                          "Bonferroni)")
-            elif tested and not sig:  # a weak test: said, and the concept stays
-                out["weak"][name] = f"not significant, but {weak[name]}; kept in the trees"
+            elif tested and not sig:  # a weak test: said, and the concept stays (unless it fails to transfer)
+                out["weak"][name] = f"not significant, but {weak[name]}" + ("" if name in failing else
+                                                                              "; kept in the trees")
         out["weak"] = out["weak"] or None
     else:
         out["untested"] = {n: f"the reference clustering has no head: {rule}" for n in names} if head is None else None
@@ -165,4 +166,4 @@ def _tcav(cfg, tests, concepts: ConceptsArtifact, head, Zr, clusters, K, pool):
 
 # cached on concept runs (the plan's stage list says so; without concepts its artifact is empty)
 CONCEPT_TESTS = Stage("concept_tests", ("encode", "concepts", "cluster"), _config, _compute,
-                      artifact=ConceptTestsArtifact, version=4)  # 4: scaled slopes (saturated posteriors)
+                      artifact=ConceptTestsArtifact, version=5)  # 4: scaled slopes; 5: weak notes

@@ -39,7 +39,7 @@ from pipeline.app.stores.writing import MOVE_CACHE, write_failed
 log = logging.getLogger(__name__)
 
 STORE = "outputs"
-VERSION = 1
+VERSION = 2  # 2: the report and console text of issues 47-50 (a run's files made by older code are not restored)
 FILES = "files"
 BLOCK = 1 << 20
 
