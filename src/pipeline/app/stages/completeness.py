@@ -60,9 +60,12 @@ def completeness_stage(rows) -> Stage:
         names = list(project.feature_names)
         labels = np.asarray(cluster.labels)
         rows = sample_rows(labels, SAMPLES["completeness"], random_state=cfg["seed"])  # the row plan's sample
-        head, rule = reference_head(cluster, np.asarray(encode.Z[rows], dtype=np.float64), rows)
+        Zs = np.asarray(encode.Z[rows], dtype=np.float64)  # read once: the head's spread and the table
+        head, rule = reference_head(cluster, Zs, rows)
         try:
-            table = completeness_table(encode.Z, project.cavs, labels, head, random_state=cfg["seed"])
+            # the sample itself (it fits max_rows, so the table keeps it whole, in order): not drawn and read again
+            table = completeness_table(Zs, project.cavs, labels[rows], head, max_rows=len(rows),
+                                       random_state=cfg["seed"])
         except InvalidInputError as exc:
             log.warning("concept completeness not computed: %s", exc)
             table = {"error": str(exc)}
