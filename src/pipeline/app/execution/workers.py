@@ -109,9 +109,15 @@ def kill_pool(pool: ProcessPoolExecutor) -> None:
     """Stop a process pool now: its processes killed and reaped, its queued work cancelled (for
     workers that hold nothing to keep, or a pool one of whose workers died)."""
     processes = pool_processes(pool)
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         process.kill()
+    # The pool's own thread reaps its processes too: wait for it, or a process it reaped but has not
+    # yet marked would still read as alive here (waitpid answers "no such child").
+    if manager is not None:
+        manager.join(timeout=10)
+    for process in processes:
         process.join(timeout=10)
 
 
