@@ -255,6 +255,15 @@ def _encoder_doc(cfg: dict, train, encode) -> dict:
     return out
 
 
+def _same_values(a, b) -> bool:
+    """Whether ``a`` and ``b`` are the same rows read the same way: one object, or two views of the
+    same files read as the same type (:class:`pipeline.app.data.chunked.ChunkedArray` compares by
+    its parts)."""
+    from pipeline.app.data.chunked import is_view
+
+    return a is b or (is_view(a) and is_view(b) and a == b)
+
+
 def bundle_from_run(cfg: dict, done: dict) -> Bundle:
     """The explainer of a finished run from its stage outputs (``done``, as ``run_pipeline`` returns)."""
     import pandas as pd
@@ -273,9 +282,13 @@ def bundle_from_run(cfg: dict, done: dict) -> Bundle:
     arrays.update(feature_min=low, feature_max=high, feature_scale=scale)
     from pipeline.app.explainer.input_drift import training_stats
 
-    if load.kind != "text":  # what new inputs are compared with (in the units they are given in)
-        arrays.update(training_stats(load.raw if load.raw is not None else load.X, "input"))
-    arrays.update(training_stats(encode.Z, "latent"))
+    inputs = None if load.kind == "text" else load.raw if load.raw is not None else load.X
+    stats = training_stats(inputs, "input") if inputs is not None else {}  # what new inputs are compared with
+    arrays.update(stats)  # (in the units they are given in)
+    if stats and _same_values(encode.Z, inputs):  # the identity encoder on a file: the latents are the inputs
+        arrays.update({"latent" + key[len("input"):]: value for key, value in stats.items()})
+    else:
+        arrays.update(training_stats(encode.Z, "latent"))
     if project.cavs is not None:
         arrays["cavs"] = np.asarray(project.cavs, dtype=np.float64)
     if project.units is not None:  # percentile units, and the percentile fallback of probability units

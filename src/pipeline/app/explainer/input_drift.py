@@ -55,14 +55,17 @@ def training_stats(X, prefix: str) -> dict:
     rng = np.random.default_rng(0)
     rows = np.sort(rng.choice(n, SAMPLE_ROWS, replace=False)) if n > SAMPLE_ROWS else np.arange(n)
     step = _block_rows(p)
-    scale = np.concatenate([_rms(_rows(X, rows[i:i + step])) for i in range(0, len(rows), step)])
+    keep = min(len(rows), max(1000, 5 * BLOCK_VALUES // max(p, 1)))
+    # the bounds' sample is every sampled row (at most 5 BLOCK_VALUES): read once for both
+    whole = _rows(X, rows) if p <= MAX_FEATURES and keep == len(rows) else None
+    scale = np.concatenate([_rms(whole[i:i + step] if whole is not None else _rows(X, rows[i:i + step]))
+                            for i in range(0, len(rows), step)])
     scale = scale[np.isfinite(scale)]
     if not len(scale):
         return {}
     out = {f"{prefix}_rms": np.quantile(scale, [QUANTILES[0], 0.5, QUANTILES[1]])}
     if p <= MAX_FEATURES:
-        keep = min(len(rows), max(1000, 5 * BLOCK_VALUES // max(p, 1)))
-        sample = _rows(X, np.sort(rng.choice(rows, keep, replace=False)) if keep < len(rows) else rows)
+        sample = whole if whole is not None else _rows(X, np.sort(rng.choice(rows, keep, replace=False)))
         sample = sample[np.isfinite(sample).all(axis=1)]
         if len(sample):
             out[f"{prefix}_bounds"] = np.quantile(sample, QUANTILES, axis=0)
