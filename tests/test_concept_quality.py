@@ -241,3 +241,32 @@ def test_a_measured_property_that_separates_the_classes_is_no_dagger():
     assert measured["from_run"] is None and measured["leakage"] >= LEAKAGE
     assert "separates the run's classes" in measured["note"] and "not a label restating the class" in measured["note"]
     assert content_marks(labels, ["top_heavy"], matched, y)["top_heavy"]["from_run"] == "classes"
+
+
+# ---- the fast linear algebra of the baselines ----------------------------------------------------
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 300), m=st.integers(1, 12), k=st.integers(1, 40), rank=st.integers(0, 12),
+       seed=st.integers(0, 2**16))
+def test_least_squares_equals_numpys_lstsq(n, m, k, rank, seed):
+    """The SVD route of the affine rebuild gives lstsq's minimum-norm solution, also for a rank-
+    deficient design (a repeated column, a constant one beside the intercept, more columns than rows)."""
+    from pipeline.concepts.completeness_probe import least_squares
+
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, m))
+    if rank < m:  # columns past `rank` repeat earlier ones
+        A[:, max(rank, 1):] = A[:, :1]
+    A = np.column_stack([A, np.ones(n)])
+    B = rng.standard_normal((n, k)) * 10.0 ** rng.integers(-3, 4)
+    want = np.linalg.lstsq(A, B, rcond=None)[0]
+    np.testing.assert_allclose(least_squares(A, B), want, rtol=1e-8, atol=1e-10 * max(1.0, np.abs(want).max()))
+
+
+@pytest.mark.parametrize("shape", [(5000, 64), (300, 40), (50, 40), (40, 60)])
+def test_principal_directions_equal_the_svds(shape):
+    """Through R of a QR factorisation for tall rows, directly otherwise: numpy's SVD's directions."""
+    rng = np.random.default_rng(1)
+    Z = rng.standard_normal(shape) @ np.diag(np.linspace(3.0, 0.1, shape[1])) + 5.0
+    Vt = np.linalg.svd(Z - Z.mean(axis=0), full_matrices=False)[2][:10]
+    got = principal_directions(Z, 10)
+    np.testing.assert_allclose(np.abs(np.sum(got * Vt, axis=1)), 1.0, atol=1e-9)  # the same lines
