@@ -73,7 +73,9 @@ def _compute(cfg: dict, encode: EncodeArtifact, concepts: ConceptsArtifact,
     rows = sample_rows(labels, int(tests["rows"]), random_state=cfg["seed"])
     Zr = np.asarray(encode.Z[rows], dtype=np.float64)
     # the random example sets come from other rows where there are enough (else the same rows)
-    others = np.setdiff1d(np.arange(len(labels)), rows)
+    outside = np.ones(len(labels), dtype=bool)
+    outside[rows] = False
+    others = np.flatnonzero(outside)  # np.setdiff1d's sorted rows without its sort (0.6 s on 1M rows)
     if others.size > 5000:
         others = np.sort(np.random.default_rng(cfg["seed"]).choice(others, 5000, replace=False))
     pool = np.asarray(encode.Z[others], dtype=np.float64) if others.size >= 4 * int(tests["n_random"]) else Zr
