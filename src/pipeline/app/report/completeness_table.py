@@ -6,7 +6,6 @@ from __future__ import annotations
 from pipeline.app.stores.artifacts import CompletenessArtifact
 
 
-
 def _cell(entry: dict | None, key: str, folds: bool = False) -> str:
     if entry is None:
         return "—"
