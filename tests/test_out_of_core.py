@@ -218,7 +218,9 @@ def test_automatic_out_of_core_samples_and_says_so(data, tmp_path, caplog):
 
 def test_concepts_out_of_core_equal_in_memory(data, tmp_path, caplog):
     """Out of core the CAVs are fitted ahead, by a worker process (the RunAhead callback), while the
-    clustering is fitted: the same results as the in-memory run, which fits them here."""
+    clustering is fitted, and the same worker computes the completeness baselines while the trees are
+    fitted where the concept coordinates fit in the memory budget: the same results as the in-memory
+    run, which computes both here."""
     import os
 
     d, X, y = data
@@ -234,9 +236,23 @@ def test_concepts_out_of_core_equal_in_memory(data, tmp_path, caplog):
     ooc = run(compose_config(_cli(tmp_path, d, *concepts, *OUT_OF_CORE, *EVERY_ROW, out="ooc", cache="c2")))
     fitted_in = {r.process for r in caplog.records if r.getMessage().startswith("CAVs:")}
     assert len(fitted_in) == 1 and os.getpid() not in fitted_in  # a worker's line, logged here
+    # the coordinates (40k x 3 float64: 0.96 MB) fit in the 1 MB budget (the 5 MB of latents do not):
+    # the worker stays and computes the completeness baselines while the trees are fitted
+    baselines_in = {r.process for r in caplog.records if r.getMessage().startswith("concept completeness")}
+    assert len(baselines_in) == 1 and os.getpid() not in baselines_in
     pd.testing.assert_frame_equal(_results(memory), _results(ooc))
     # the concept coordinates are cached (a warm run does not read the latents again), nothing else large
     assert list((tmp_path / "c2" / "coordinates").iterdir())
+    # where they exceed it (0.6 MB), the worker stops with the CAVs and the baselines are computed here
+    caplog.clear()
+    here = run(compose_config(_cli(tmp_path, d, *concepts, "dataset.memory_budget=600000", "dataset.chunk_rows=1000",
+                                   *EVERY_ROW, out="here", cache="c3")))
+    baselines_in = {r.process for r in caplog.records if r.getMessage().startswith("concept completeness")}
+    assert baselines_in == {os.getpid()}
+    pd.testing.assert_frame_equal(_results(memory), _results(here))
+    for out in ("ooc", "here"):
+        assert ((tmp_path / out / "concepts" / "completeness.json").read_bytes()
+                == (tmp_path / "mem" / "concepts" / "completeness.json").read_bytes())
 
 
 def test_assignment_pass_projects_on_the_cavs_once(data, tmp_path, monkeypatch):

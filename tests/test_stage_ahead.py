@@ -2,13 +2,16 @@
 executor's worker: :mod:`pipeline.app.execution.workers`): the same artifact and cache entry as in this
 process, the worker's log lines logged here, its error raised where the artifact is read, and a
 worker that dies replaced by a computation here; callbacks called by event, never by a stage's
-name in the loop. (``tests/test_out_of_core.py::test_concepts_out_of_core_equal_in_memory`` runs the
-concepts stage ahead in a real run and compares its results with the in-memory run's.)"""
+name in the loop; the worker kept for a later stage's work (:meth:`Executor.submit_ahead`) and
+stopped when done. (``tests/test_out_of_core.py::test_concepts_out_of_core_equal_in_memory`` runs the
+concepts stage and the completeness baselines ahead in a real run and compares its results with the
+in-memory run's.)"""
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -81,13 +84,34 @@ def test_call_in_worker_returns_the_value_and_raises_worker_lost():
         call_in_worker(lambda: 1)
 
 
-def test_a_worker_started_early_is_used_once_or_stopped():
-    """Executor.warm_worker: the next call_in_worker takes the started worker; one no call took is
-    stopped when the executor closes (killed: it held nothing but imports)."""
+def test_a_worker_started_early_is_kept_for_the_stages_ahead_and_stopped():
+    """Executor.warm_worker: call_in_worker and submit_ahead use the started worker, which stays for
+    the run's next stage ahead; a lost one is not used again; the executor's close stops it (killed:
+    it holds nothing but imports and finished work)."""
     executor = Executor(draw_up({"threads": 1}))
+    assert executor.submit_ahead(pow, 2, 5) is None  # no warm worker: the caller computes it
     executor.warm_worker(("json",))
-    assert executor._warm is not None
-    assert executor.call_in_worker(pow, 2, 5) == 32 and executor._warm is None  # taken by the call
+    pool = executor._warm
+    assert pool is not None
+    assert executor.call_in_worker(pow, 2, 5) == 32 and executor._warm is pool  # kept for the next stage ahead
+    call = executor.submit_ahead(pow, 3, 3, last=False)
+    assert call.result() == 27 and executor._warm is pool
+    processes = list(pool._processes.values())
+    call = executor.submit_ahead(pow, 2, 3)  # the last: the worker stops once it is done
+    assert executor._warm is None and call.result() == 8
+    for thread in threading.enumerate():  # its pool's shutdown reaps the process: wait for it, never race it
+        if thread.name == "stop-stage-worker":
+            thread.join(timeout=10)
+    assert all(not p.is_alive() for p in processes)
+    executor.warm_worker(("json",))
+    with pytest.raises(WorkerLost, match="the worker process died"):
+        executor.call_in_worker(os._exit, 5)
+    assert executor._warm is None  # a lost worker is not used again
+    executor.warm_worker(("json",))
+    processes = list(executor._warm._processes.values())
+    executor.release_worker()  # no later stage will use it
+    assert executor._warm is None and all(not p.is_alive() for p in processes)
+    executor.close()
     for _ in range(5):  # the pool's own thread reaps the killed process too: never read as alive after close
         executor = Executor(draw_up({"threads": 1}))
         executor.warm_worker(("json",))

@@ -56,7 +56,7 @@ def _summary(values: list[float]) -> dict:
 
 
 def completeness_table(Z, C, reference, head=None, *, n_random: int = 20, n_folds: int = 5, max_rows: int = 5000,
-                       network: bool = True, network_rows: int = 2000, random_state=0) -> dict:
+                       network: bool = True, network_rows: int = 2000, principal=None, random_state=0) -> dict:
     """Completeness of the concept directions ``C`` beside random and principal directions.
 
     Parameters
@@ -78,6 +78,9 @@ def completeness_table(Z, C, reference, head=None, *, n_random: int = 20, n_fold
         Rows (a stratified sample) of the affine figure and the probe / of the network figure.
     network : bool, default=True
         Also rebuild the latents by a small network.
+    principal : array-like of shape (M, d), optional
+        The top-M principal directions of the sampled rows (:func:`principal_directions`), when the
+        caller has them already; computed here when None.
 
     Returns
     -------
@@ -126,7 +129,7 @@ def completeness_table(Z, C, reference, head=None, *, n_random: int = 20, n_fold
     # many small fits: one BLAS thread each, the draws shared among the run's threads (each draw's
     # directions are drawn here first, in order, so any count of threads gives the same table)
     random_sets = [random_directions(M, d, rng) for _ in range(int(n_random))]
-    top = principal_directions(Zs, M)  # one large SVD: every BLAS thread
+    top = principal_directions(Zs, M) if principal is None else np.asarray(principal, dtype=np.float64)
     with blas_threads(1):
         concepts = evaluate(C, True)
         draws = list(map_shared(lambda D: evaluate(D, False), random_sets))
@@ -148,11 +151,12 @@ def completeness_table(Z, C, reference, head=None, *, n_random: int = 20, n_fold
 
 
 def tree_baseline(X, Z, C, reference, n_leaves: int, *, n_random: int = 20, max_rows: int = 20_000,
-                  random_state=0) -> dict:
+                  principal=None, random_state=0) -> dict:
     """ARI with the reference of CART trees with ``n_leaves`` leaves on the concept coordinates
     ``X`` (n, M), on the coordinates of M random directions (median, low, high over ``n_random``
     draws) and on the top-M principal directions of ``Z`` (n, d): what the concepts add over
-    directions that mean nothing, for trees of the same size."""
+    directions that mean nothing, for trees of the same size. ``principal``: those directions of
+    the sampled rows, when the caller has them already (:func:`principal_directions`)."""
     from sklearn.metrics import adjusted_rand_score
 
     from pipeline.trees.cart import CART
@@ -171,7 +175,7 @@ def tree_baseline(X, Z, C, reference, n_leaves: int, *, n_random: int = 20, max_
         return float(adjusted_rand_score(y, tree.predict(F)))
 
     random_sets = [random_directions(M, Zs.shape[1], rng) for _ in range(int(n_random))]
-    top = principal_directions(Zs, M)  # one large SVD: every BLAS thread
+    top = principal_directions(Zs, M) if principal is None else np.asarray(principal, dtype=np.float64)
     with blas_threads(1):
         return {"concepts": ari(Xs), "principal": ari(Zs @ top.T),
                 "random": _summary(list(map_shared(lambda D: ari(Zs @ D.T), random_sets))),

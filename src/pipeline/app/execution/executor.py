@@ -6,9 +6,10 @@
   pass asked for ahead (:meth:`Executor.later_rows`: the concept coordinates ``Z Cᵀ``) rides along
   the next pass over the same array (the cluster stage's assignment of every row), so latents on
   disk are read once for both; a pass nobody shared runs when its result is first read.
-* **A stage computed ahead** (:meth:`Executor.call_in_worker`): a spawned worker process of its
-  own (:mod:`pipeline.app.execution.workers`), one started early by :meth:`Executor.warm_worker` so that it
-  has imported its libraries by then.
+* **A stage computed ahead** (:meth:`Executor.call_in_worker`, :meth:`Executor.submit_ahead`): a
+  spawned worker process (:mod:`pipeline.app.execution.workers`), started early by
+  :meth:`Executor.warm_worker` so that it has imported its libraries by then, and kept for the
+  run: the CAV fits of a run out of core, then its completeness baselines while the trees are fitted.
 * **Figures** (:meth:`Executor.figure_encoder`): encoded by worker processes
   (:class:`pipeline.app.execution.encoding.Encoder`), started ahead by :meth:`Executor.warm_figures`,
   or by the Dask workers when a pass started them.
@@ -75,7 +76,7 @@ class Executor:
     def __init__(self, plan) -> None:
         self.plan = plan
         self._backend = None
-        self._warm = None  # a one-process pool started early for the next call_in_worker
+        self._warm = None  # the one-process pool of the stages ahead (started early; kept for the run)
         self._figures = None
         self._riders: list[RowsLater] = []
 
@@ -144,12 +145,53 @@ class Executor:
             self._warm = pool
 
     def call_in_worker(self, fn, *args):
-        """``fn(*args)`` in a worker process of its own under the run's thread cap
-        (:func:`pipeline.app.execution.workers.call_in_worker`: :class:`WorkerLost` when none could)."""
-        from pipeline.app.execution.workers import call_in_worker
+        """``fn(*args)`` in the worker of the stages ahead (the warm one, else one started now and
+        kept) under the run's thread cap (:func:`pipeline.app.execution.workers.call_in_worker`:
+        :class:`WorkerLost` when none could; a lost worker is not used again)."""
+        from pipeline.app.execution.workers import WorkerLost, call_in_worker, kill_pool, spawn_pool
+
+        pool = self._warm = self._warm or spawn_pool(1, "the stage is computed")
+        if pool is None:
+            raise WorkerLost("no worker process could run it (OSError: no worker process)")
+        try:
+            return call_in_worker(fn, *args, threads=self.plan.threads, pool=pool, keep=True)
+        except WorkerLost:
+            if self._warm is pool:
+                self._warm = None
+                kill_pool(pool)
+            raise
+
+    def release_worker(self) -> None:
+        """Stop the worker of the stages ahead, if one is warm (no later stage will use it)."""
+        from pipeline.app.execution.workers import kill_pool
 
         pool, self._warm = self._warm, None
-        return call_in_worker(fn, *args, threads=self.plan.threads, pool=pool)
+        if pool is not None:
+            kill_pool(pool)
+
+    def submit_ahead(self, fn, *args, last: bool = True):
+        """``fn(*args)`` handed to the warm worker of the stages ahead, the caller going on: a
+        :class:`pipeline.app.execution.workers.WorkerCall` (its ``result()`` waited for when needed),
+        or None where no worker is warm (the caller computes it itself: a worker started for a few
+        seconds of work would cost as much to start). ``last``: no stage ahead comes after it, so the
+        worker stops as soon as it is done (its memory, ~0.2 GB of imports, not held to the run's end)."""
+        import threading
+
+        from pipeline.app.execution.workers import WorkerCall
+
+        pool = self._warm
+        if pool is None:
+            return None
+        call = WorkerCall(pool, fn, args, self.plan.threads)
+        if last:
+            self._warm = None
+
+            def stop() -> None:
+                call.wait()
+                pool.shutdown(wait=True)
+
+            threading.Thread(target=stop, name="stop-stage-worker", daemon=True).start()
+        return call
 
     # -------------------------------------------------------------- figures
     def figure_encoder(self):

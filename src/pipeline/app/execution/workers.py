@@ -73,6 +73,22 @@ def _call(fn, args: tuple, threads: int | None, level: int):
         except Exception:  # noqa: BLE001 - an exception that cannot travel: its type and message do
             exc = RuntimeError(f"{type(exc).__name__}: {exc}")
         return False, exc, handler.records
+    finally:
+        _release_memory()
+
+
+def _release_memory() -> None:
+    """In the worker, after each call: hand the freed heap back to the system (glibc keeps it for
+    the process otherwise), so a worker kept for the run's next stage ahead holds its imports,
+    not the last call's garbage."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def spawn_pool(workers: int, what: str) -> ProcessPoolExecutor | None:
@@ -121,24 +137,52 @@ def kill_pool(pool: ProcessPoolExecutor) -> None:
         process.join(timeout=10)
 
 
-def call_in_worker(fn, *args, threads: int | None = None, pool: ProcessPoolExecutor | None = None):
+class WorkerCall:
+    """``fn(*args)`` handed to the worker of ``pool`` under the run's thread cap, at once: the caller
+    goes on, and :meth:`result` waits for it, logs the worker's records here (in order) and returns
+    the value, raises what ``fn`` raised, or :class:`WorkerLost` when no worker could do it (the
+    process died, or ``fn`` or its arguments do not pickle)."""
+
+    def __init__(self, pool: ProcessPoolExecutor, fn, args: tuple, threads: int | None = None) -> None:
+        self._future, self._lost = None, None
+        try:
+            self._future = pool.submit(_call, fn, args, threads, logging.getLogger().getEffectiveLevel())
+        except Exception as exc:  # noqa: BLE001 - a pool broken or shut down: the caller computes it
+            self._lost = WorkerLost(f"no worker process could run it ({type(exc).__name__}: {exc})")
+
+    def wait(self) -> None:
+        """Wait until the worker is done with it (its result or its loss: :meth:`result` says which)."""
+        if self._future is not None:
+            try:
+                self._future.exception()
+            except BaseException:  # noqa: BLE001 - cancelled: result() says so
+                pass
+
+    def result(self):
+        if self._lost is not None:
+            raise self._lost
+        try:
+            ok, value, records = self._future.result()
+        except BrokenProcessPool as exc:
+            raise WorkerLost(f"the worker process died ({exc})") from None
+        except Exception as exc:  # noqa: BLE001 - fn's own errors come back as values: this is the hand-over
+            raise WorkerLost(f"no worker process could run it ({type(exc).__name__}: {exc})") from None
+        for record in records:
+            logging.getLogger(record.name).handle(record)
+        if not ok:
+            raise value
+        return value
+
+
+def call_in_worker(fn, *args, threads: int | None = None, pool: ProcessPoolExecutor | None = None,
+                   keep: bool = False):
     """``fn(*args)`` in a spawned process of its own (``pool``, a one-process pool started earlier,
-    if given; it is shut down after); its log records are logged here. Raises what ``fn`` raised,
-    or :class:`WorkerLost` when no worker could do it (the process died, or could not start, or
-    ``fn`` or its arguments do not pickle)."""
-    level = logging.getLogger().getEffectiveLevel()
+    if given; it is shut down after unless ``keep``): :meth:`WorkerCall.result`, waited for."""
+    pool = pool or spawn_pool(1, "the stage is computed")
+    if pool is None:
+        raise WorkerLost("no worker process could run it (OSError: no worker process)")
     try:
-        pool = pool or spawn_pool(1, "the stage is computed")
-        if pool is None:
-            raise OSError("no worker process")
-        with pool:
-            ok, value, records = pool.submit(_call, fn, args, threads, level).result()
-    except BrokenProcessPool as exc:
-        raise WorkerLost(f"the worker process died ({exc})") from None
-    except Exception as exc:  # noqa: BLE001 - fn's own errors come back as values: this is the hand-over
-        raise WorkerLost(f"no worker process could run it ({type(exc).__name__}: {exc})") from None
-    for record in records:
-        logging.getLogger(record.name).handle(record)
-    if not ok:
-        raise value
-    return value
+        return WorkerCall(pool, fn, args, threads).result()
+    finally:
+        if not keep:
+            pool.shutdown(wait=True)

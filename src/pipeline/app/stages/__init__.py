@@ -1,7 +1,8 @@
 """Pipeline stages, each a :class:`pipeline.app.stages.framework.Stage`; see docs/ARCHITECTURE.md.
 
-load -> train -> encode -> concepts -> coordinates -> cluster -> concept_tests -> project -> fit.<row> (one per
-explainer) -> evaluate -> figures -> [completeness] (concept runs) -> [counterfactuals] -> report.
+load -> train -> encode -> concepts -> coordinates -> cluster -> concept_tests -> project -> [baselines] (concept
+runs) -> fit.<row> (one per explainer) -> evaluate -> figures -> [completeness] (concept runs) -> [counterfactuals]
+-> report.
 :func:`declared_stages` is the list the runner loops over and :func:`declared_callbacks` what it
 calls at its events; a new stage is one module here plus one line in that list. This package is
 the one place that knows the stages by name.
@@ -17,7 +18,7 @@ def declared_stages(cfg: dict) -> list:
     the same at every size (docs/out-of-core.md). Whether a stage is cached follows from the config
     where it depends on it (an array read by row range is its own cache)."""
     from pipeline.app.stages.cluster import CLUSTER
-    from pipeline.app.stages.completeness import completeness_stage
+    from pipeline.app.stages.completeness import BASELINES, completeness_stage
     from pipeline.app.stages.concept_tests import CONCEPT_TESTS
     from pipeline.app.stages.concepts import CONCEPTS, enabled
     from pipeline.app.stages.coordinates import COORDINATES
@@ -33,12 +34,13 @@ def declared_stages(cfg: dict) -> list:
     on_disk = passes_through(cfg)  # the latents are an array read by row range
     # the concepts (fitted on their examples) come before the clustering, whose pass over the latents
     # the coordinates ride along (the executor reads latents on disk once for both); each concept is
-    # tested on the clustering it explains before the trees may use it (issue 48); the figures are
-    # started once the trees are evaluated: worker processes draw them meanwhile
+    # tested on the clustering it explains before the trees may use it (issue 48); the completeness
+    # baselines read no tree (a worker computes them while the trees are fitted, where the run has one);
+    # the figures are started once the trees are evaluated: worker processes draw them meanwhile
     stages = [load_stage(cfg), TRAIN, dataclasses.replace(ENCODE, cached=not on_disk), CONCEPTS,
               dataclasses.replace(COORDINATES, cached=on_disk and concept_run), CLUSTER,
-              dataclasses.replace(CONCEPT_TESTS, cached=concept_run), PROJECT, *(fit_stage(row) for row in rows),
-              evaluate_stage(rows), figures_stage(rows)]
+              dataclasses.replace(CONCEPT_TESTS, cached=concept_run), PROJECT, *([BASELINES] if concept_run else []),
+              *(fit_stage(row) for row in rows), evaluate_stage(rows), figures_stage(rows)]
     if concept_run:  # how much the concepts explain (issue 34)
         stages.append(completeness_stage(rows))
     counterfactuals = cfg.get("counterfactuals", {}).get("name", "none") != "none"
@@ -52,14 +54,17 @@ def declared_stages(cfg: dict) -> list:
 
 def declared_callbacks(cfg: dict) -> list:
     """What the runner calls at its events (:class:`pipeline.app.stages.framework.RunCallback`):
-    the concepts computed ahead by a worker process when the latents exceed the memory budget,
-    and the figure workers started as the first tree is fitted."""
+    the concepts computed ahead by a worker process when the latents exceed the memory budget (the
+    worker then kept for the completeness baselines where the concept coordinates fit in it), and the
+    figure workers started as the first tree is fitted."""
+    from pipeline.app.stages.completeness import keeps_worker
     from pipeline.app.stages.concepts import AHEAD_IMPORTS, runs_ahead
     from pipeline.app.stages.framework import RunAhead
     from pipeline.app.stages.report import WarmFigures
 
     rows = list(cfg["explainer"])
-    return [RunAhead({"concepts": runs_ahead}, AHEAD_IMPORTS), *([WarmFigures(f"fit.{rows[0]}")] if rows else [])]
+    return [RunAhead({"concepts": runs_ahead}, AHEAD_IMPORTS, keep={"concepts": keeps_worker}),
+            *([WarmFigures(f"fit.{rows[0]}")] if rows else [])]
 
 
 def forceable_stages(cfg: dict) -> list[str]:

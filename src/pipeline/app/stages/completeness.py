@@ -1,19 +1,26 @@
-"""Stage ``completeness``: how much the concepts explain, beside directions that mean nothing (issue 48).
+"""Stages ``baselines`` and ``completeness``: how much the concepts explain, beside directions that mean nothing (issue 48).
 
 On a concept run, with the reference clustering's own rule as the head
 (:func:`pipeline.cluster_heads.head_of`: a GMM's most probable component, VaDE's mixture prior, the
-nearest k-means centre):
+nearest k-means centre), stage ``baselines`` (right after ``project``: it reads no tree) computes on
+one stratified sample of at most 5,000 rows:
 
 * Yeh et al.'s completeness of the concept directions — latents rebuilt from the concept scores by
   an affine map (the headline) and by a small network — and the linear-probe ratio, each beside
   the same figure for M random directions (median and range over 20 draws) and the top-M
   principal directions (:func:`pipeline.concept_quality.completeness_table`);
 * the agreement with the reference of a CART tree with K leaves on the concepts, on random and on
-  principal directions (:func:`pipeline.concept_quality.tree_baseline`);
-* each concept's permutation importance per explainer row on the concept coordinates
-  (:func:`pipeline.concepts.completeness_probe.permutation_importance`).
+  principal directions of the same rows (:func:`pipeline.concept_quality.tree_baseline`).
 
-Cached (a few seconds: at most 5,000 rows). Without concepts its artifact is empty.
+Where the run has a worker process for its stages ahead (the CAV fits of a run out of core), the
+worker computes them while the trees are fitted (:meth:`pipeline.app.execution.executor.Executor.submit_ahead`);
+otherwise this process does, at once. The same artifact either way.
+
+Stage ``completeness`` (after the trees) adds each concept's permutation importance per explainer
+row on the concept coordinates (:func:`pipeline.concepts.completeness_probe.permutation_importance`):
+its artifact is what the console, the report and ``concepts/completeness.json`` show.
+
+Both cached (a few seconds). Without concepts their artifacts are empty.
 """
 
 from __future__ import annotations
@@ -22,8 +29,8 @@ import logging
 
 import numpy as np
 
-from pipeline.app.stores.artifacts import (ClusterArtifact, CompletenessArtifact, EncodeArtifact, FitArtifact,
-                                           ProjectArtifact)
+from pipeline.app.stores.artifacts import (BaselinesArtifact, ClusterArtifact, CompletenessArtifact, EncodeArtifact,
+                                           FitArtifact, ProjectArtifact)
 from pipeline.app.data.budget import SAMPLES
 from pipeline.app.stages.framework import Stage
 from pipeline.validation import InvalidInputError
@@ -45,36 +52,95 @@ def reference_head(cluster: ClusterArtifact, Z=None, rows=None) -> tuple[object 
         return None, f"its fitted parameters cannot assign a point ({exc})"
 
 
+def compute_baselines(Zs: np.ndarray, C: np.ndarray, Xs: np.ndarray, y: np.ndarray, k: int, head, rule: str,
+              seed: int) -> BaselinesArtifact:
+    """The completeness table and the tree baseline of the sampled rows (latents ``Zs``, concept
+    coordinates ``Xs``, reference labels ``y``) for the concept directions ``C``: both on the same
+    rows and the same principal directions; ``k``: the run's clusters (the trees' leaves). A module
+    function: a worker process runs it."""
+    import time
+
+    from pipeline.concept_quality import completeness_table, principal_directions, tree_baseline
+
+    start = time.perf_counter()
+    top = principal_directions(Zs, C.shape[0])  # one SVD of the sample for both: every BLAS thread
+    try:
+        table = completeness_table(Zs, C, y, head, max_rows=len(y), principal=top, random_state=seed)
+    except InvalidInputError as exc:
+        log.warning("concept completeness not computed: %s", exc)
+        table = {"error": str(exc)}
+    try:
+        trees = (tree_baseline(Xs, Zs, C, y, k, max_rows=len(y), principal=top, random_state=seed)
+                 if k >= 2 else None)
+    except InvalidInputError as exc:
+        log.warning("tree baseline not computed: %s", exc)
+        trees = None
+    if "affine" in table:
+        log.info("concept completeness (Yeh, affine) %.3f; %d random directions: median %.3f (baselines: %.2fs)",
+                 table["affine"]["concepts"], table["n_concepts"], table["affine"]["random"]["median"],
+                 time.perf_counter() - start)
+    return BaselinesArtifact(completeness=table, tree_baseline=trees, head=rule if head is not None else None,
+                             no_head=None if head is not None else rule)
+
+
+def keeps_worker(plan, done: dict, concepts) -> bool:
+    """Whether the worker that fitted the CAVs ahead stays for the completeness baselines: on a
+    concept run whose concept coordinates (rows x concepts, float64, held by this process from the
+    clustering's pass on) fit in the memory budget (``dataset.memory_budget``). A kept worker holds
+    ~0.2 GB of imports while the trees are fitted; at 10M rows the coordinates alone take 1.6 GB
+    and the run's memory is worth more than the seconds, so the baselines are computed here there."""
+    encode = done.get("encode")
+    cavs = getattr(concepts, "cavs", None)
+    if encode is None or cavs is None:
+        return False
+    return int(encode.artifact.Z.shape[0]) * int(np.shape(cavs)[0]) * 8 <= plan.rows.budget
+
+
+def _baselines(cfg: dict, encode: EncodeArtifact, cluster: ClusterArtifact, project: ProjectArtifact, ctx):
+    if project.cavs is None:  # concepts=none
+        return BaselinesArtifact()
+    from pipeline.app.execution.workers import WorkerLost
+    from pipeline.app.stages.framework import Deferred
+    from pipeline.concepts.completeness_probe import sample_rows
+
+    labels = np.asarray(cluster.labels)
+    rows = sample_rows(labels, SAMPLES["completeness"], random_state=cfg["seed"])  # the row plan's sample
+    Zs = np.asarray(encode.Z[rows], dtype=np.float64)  # read once: the head's spread and both baselines
+    Xs = np.asarray(project.X[rows], dtype=np.float64)
+    head, rule = reference_head(cluster, Zs, rows)
+    k = int(np.count_nonzero(np.bincount(labels[labels >= 0]))) if labels.size else 0
+    args = (Zs, np.asarray(project.cavs, dtype=np.float64), Xs, labels[rows], k, head, rule, cfg["seed"])
+    call = ctx.work(cfg).submit_ahead(compute_baselines, *args)
+    if call is None:
+        return compute_baselines(*args)
+
+    def build() -> BaselinesArtifact:  # status.json's seconds: the wait; the log line has the worker's
+        try:
+            return call.result()
+        except WorkerLost as exc:
+            log.warning("%s; computing the completeness baselines in this process", exc)
+            return compute_baselines(*args)
+
+    return Deferred(build)
+
+
+BASELINES = Stage("baselines", ("encode", "cluster", "project"), lambda cfg: {"seed": cfg["seed"]}, _baselines,
+                  artifact=BaselinesArtifact)
+
+
 def completeness_stage(rows) -> Stage:
-    """The completeness stage over explainer rows ``rows`` (their ``fit.<row>`` stages)."""
+    """The completeness stage over explainer rows ``rows`` (their ``fit.<row>`` stages): the
+    baselines and each concept's importance per tree."""
     fit_names = tuple(f"fit.{row}" for row in rows)
 
-    def compute(cfg: dict, encode: EncodeArtifact, cluster: ClusterArtifact, project: ProjectArtifact,
+    def compute(cfg: dict, baselines: BaselinesArtifact, cluster: ClusterArtifact, project: ProjectArtifact,
                 **fits: FitArtifact | None) -> CompletenessArtifact:
         if project.cavs is None:  # concepts=none
             return CompletenessArtifact()
-        from pipeline.concept_quality import completeness_table, tree_baseline
-        from pipeline.concepts.completeness_probe import permutation_importance, sample_rows
+        from pipeline.concepts.completeness_probe import permutation_importance
         from pipeline.trees.tree import ExplanationTree
 
         names = list(project.feature_names)
-        labels = np.asarray(cluster.labels)
-        rows = sample_rows(labels, SAMPLES["completeness"], random_state=cfg["seed"])  # the row plan's sample
-        Zs = np.asarray(encode.Z[rows], dtype=np.float64)  # read once: the head's spread and the table
-        head, rule = reference_head(cluster, Zs, rows)
-        try:
-            # the sample itself (it fits max_rows, so the table keeps it whole, in order): not drawn and read again
-            table = completeness_table(Zs, project.cavs, labels[rows], head, max_rows=len(rows),
-                                       random_state=cfg["seed"])
-        except InvalidInputError as exc:
-            log.warning("concept completeness not computed: %s", exc)
-            table = {"error": str(exc)}
-        k = int(np.unique(labels[labels >= 0]).size)
-        try:
-            trees = tree_baseline(project.X, encode.Z, project.cavs, labels, k, random_state=cfg["seed"]) if k >= 2 else None
-        except InvalidInputError as exc:
-            log.warning("tree baseline not computed: %s", exc)
-            trees = None
         importance = {}
         for name in fit_names:
             fit = fits.get(name)
@@ -85,13 +151,10 @@ def completeness_stage(rows) -> Stage:
                 continue
             drop = permutation_importance(tree.predict, project.X, cluster.labels, random_state=cfg["seed"])
             importance[fit.row] = {n: float(v) for n, v in zip(names, drop)}
-        if "affine" in table:
-            log.info("concept completeness (Yeh, affine) %.3f; %d random directions: median %.3f",
-                     table["affine"]["concepts"], table["n_concepts"], table["affine"]["random"]["median"])
-        return CompletenessArtifact(completeness=table, importance=importance, tree_baseline=trees,
-                                    head=rule if head is not None else None, no_head=None if head is not None else rule)
+        return CompletenessArtifact(completeness=baselines.completeness, importance=importance,
+                                    tree_baseline=baselines.tree_baseline, head=baselines.head,
+                                    no_head=baselines.no_head)
 
-    return Stage("completeness", ("encode", "cluster", "project", *fit_names), lambda cfg: {"seed": cfg["seed"]},
-                 compute, artifact=CompletenessArtifact, version=2)
-
-
+    # version 3: the baselines from stage baselines (one sample of at most 5,000 rows for the table and the trees)
+    return Stage("completeness", ("baselines", "cluster", "project", *fit_names), lambda cfg: {"seed": cfg["seed"]},
+                 compute, artifact=CompletenessArtifact, version=3)

@@ -269,10 +269,13 @@ class RunAhead(RunCallback):
     change the process-wide BLAS limits under its computations. The stage's inputs and artifact
     must pickle; its cache entry and status.json event are written as ever
     (:meth:`StageCache.compute_later`); a worker that dies leaves the stage to this process.
+    ``keep[name](plan, done, artifact)`` says whether the worker stays, once the stage is read, for
+    a later stage's work (:meth:`pipeline.app.execution.executor.Executor.submit_ahead`); without
+    it, or when it says no, the worker is stopped then.
     """
 
-    def __init__(self, when: dict[str, Callable], imports: tuple = ()) -> None:
-        self.when, self.imports = dict(when), tuple(imports)
+    def __init__(self, when: dict[str, Callable], imports: tuple = (), keep: dict[str, Callable] | None = None) -> None:
+        self.when, self.imports, self.keep = dict(when), tuple(imports), dict(keep or {})
 
     def on_plan(self, plan, executor) -> None:
         try:
@@ -297,10 +300,14 @@ class RunAhead(RunCallback):
             from pipeline.app.execution.workers import WorkerLost
 
             try:
-                return StageOutput(key, stage.artifact.from_record(later.result()))
+                out = StageOutput(key, stage.artifact.from_record(later.result()))
             except WorkerLost as exc:
                 log.warning("%s; computing the stage in this process", exc)
                 return execute(stage, cfg, ctx, done)
+            keep = self.keep.get(stage.name)
+            if keep is None or not keep(ctx.planned(cfg), done, out.artifact):
+                executor.release_worker()
+            return out
 
         return Later(key, finish)
 

@@ -320,6 +320,20 @@ class EvaluateArtifact(Artifact):
 
 
 @dataclass(frozen=True)
+class BaselinesArtifact(Artifact):
+    """Stage ``baselines`` (concept runs): the completeness table (Yeh et al.'s figure through the
+    clustering's head, the probe ratio, beside random and principal directions) and the CART
+    baseline, on one sample of rows; None without concepts. Stage ``completeness`` adds the trees'
+    concept importance."""
+
+    stage: ClassVar[str] = "baselines"
+    completeness: dict | None = None  # pipeline.concept_quality.completeness_table (concepts, random, principal)
+    tree_baseline: dict | None = None  # pipeline.concept_quality.tree_baseline
+    head: str | None = None  # the reference clustering's rule used as the head
+    no_head: str | None = None  # why the clustering has no head (no Yeh figure)
+
+
+@dataclass(frozen=True)
 class CompletenessArtifact(Artifact):
     """Stage ``completeness`` (concept runs): how much the concepts can explain beside random and
     principal directions (Yeh et al.'s completeness through the clustering's head, the probe ratio,
