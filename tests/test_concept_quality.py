@@ -270,3 +270,20 @@ def test_principal_directions_equal_the_svds(shape):
     Vt = np.linalg.svd(Z - Z.mean(axis=0), full_matrices=False)[2][:10]
     got = principal_directions(Z, 10)
     np.testing.assert_allclose(np.abs(np.sum(got * Vt, axis=1)), 1.0, atol=1e-9)  # the same lines
+
+
+def test_the_report_and_the_console_say_the_same_of_the_concept_tests():
+    """The report's notes under its concept table carry every line the console prints about the tests:
+    kept out, failed but kept (concepts.tests.keep_failed), not tested, weak tests."""
+    from pipeline.app.report.concept_run import concept_test_notes
+    from pipeline.app.report.run_report import concept_notes
+    from pipeline.app.stores.artifacts import ConceptsArtifact, ConceptTestsArtifact
+
+    tests = ConceptTestsArtifact(names=["a", "b", "c", "d"], excluded={"a": "does not transfer"},
+                                 kept_failing=["b"], untested={"c": "too few examples; it has 3"},
+                                 weak={"d": "not significant, but a weak test: it has 9 examples per side"})
+    lines = concept_test_notes(tests)
+    assert [line.split(":")[0] for line in lines] == ["Kept out of the trees", "Failed their tests but kept in the trees",
+                                                      "Significance not tested", "Weak tests"]
+    assert concept_notes(ConceptsArtifact(concept_names=["a", "b", "c", "d"]), tests)[:4] == lines
+    assert concept_test_notes(None) == [] and concept_test_notes(ConceptTestsArtifact()) == []

@@ -104,6 +104,9 @@ def test_a_worker_started_early_is_kept_for_the_stages_ahead_and_stopped():
             thread.join(timeout=10)
     assert all(not p.is_alive() for p in processes)
     executor.warm_worker(("json",))
+    call = executor.submit_ahead(pow, 2, 4, last=False, tag="early", threads=1)  # before its stage asks
+    args, taken = executor.take_ahead("early")
+    assert args == (2, 4) and taken is call and taken.result() == 16 and executor.take_ahead("early") is None
     with pytest.raises(WorkerLost, match="the worker process died"):
         executor.call_in_worker(os._exit, 5)
     assert executor._warm is None  # a lost worker is not used again
@@ -148,3 +151,13 @@ def test_callbacks_are_called_by_event_for_the_stages_the_loop_runs(tmp_path):
     order.clear()
     run_pipeline({}, ctx, stages, until="d", done={"a": StageOutput("k", None)})
     assert order == ["loop abc", "start b", "b", "start c", "c"]
+
+
+def test_the_cache_says_which_entries_it_holds(tmp_path):
+    """StageCache.holds: an entry there (caching on, the stage not forced) is read, not computed."""
+    cache = StageCache(tmp_path / "cache")
+    assert not cache.holds("toy", "k1")
+    cache.get_or_compute("toy", "k1", lambda: {"concept_names": ["a"]})  # a record, as stages store
+    assert cache.holds("toy", "k1") and not cache.holds("toy", "k2")
+    assert not StageCache(tmp_path / "cache", force=frozenset({"toy"})).holds("toy", "k1")
+    assert not StageCache(tmp_path / "cache", enabled=False).holds("toy", "k1")

@@ -77,6 +77,7 @@ class Executor:
         self.plan = plan
         self._backend = None
         self._warm = None  # the one-process pool of the stages ahead (started early; kept for the run)
+        self._ahead: dict = {}  # tag -> (args, WorkerCall): work handed to it before its stage asked (take_ahead)
         self._figures = None
         self._riders: list[RowsLater] = []
 
@@ -169,12 +170,19 @@ class Executor:
         if pool is not None:
             kill_pool(pool)
 
-    def submit_ahead(self, fn, *args, last: bool = True):
+    @property
+    def has_worker(self) -> bool:
+        """Whether a worker of the stages ahead is warm (:meth:`submit_ahead` would use it)."""
+        return self._warm is not None
+
+    def submit_ahead(self, fn, *args, last: bool = True, tag: str | None = None, threads: int | None = None):
         """``fn(*args)`` handed to the warm worker of the stages ahead, the caller going on: a
         :class:`pipeline.app.execution.workers.WorkerCall` (its ``result()`` waited for when needed),
         or None where no worker is warm (the caller computes it itself: a worker started for a few
         seconds of work would cost as much to start). ``last``: no stage ahead comes after it, so the
-        worker stops as soon as it is done (its memory, ~0.2 GB of imports, not held to the run's end)."""
+        worker stops as soon as it is done (its memory, ~0.2 GB of imports, not held to the run's end).
+        ``tag``: work started before its stage asks for it, kept for :meth:`take_ahead`. ``threads``:
+        fewer threads than the run's (work beside a stage that keeps a core busy)."""
         import threading
 
         from pipeline.app.execution.workers import WorkerCall
@@ -182,7 +190,11 @@ class Executor:
         pool = self._warm
         if pool is None:
             return None
-        call = WorkerCall(pool, fn, args, self.plan.threads)
+        cap = self.plan.threads if threads is None else threads if self.plan.threads is None else min(threads,
+                                                                                                  self.plan.threads)
+        call = WorkerCall(pool, fn, args, cap)
+        if tag is not None:
+            self._ahead[tag] = (args, call)
         if last:
             self._warm = None
 
@@ -192,6 +204,11 @@ class Executor:
 
             threading.Thread(target=stop, name="stop-stage-worker", daemon=True).start()
         return call
+
+    def take_ahead(self, tag: str):
+        """(args, WorkerCall) of the work :meth:`submit_ahead` started under ``tag``, once; else None.
+        The stage compares the arguments with its own before it takes the result."""
+        return self._ahead.pop(tag, None)
 
     # -------------------------------------------------------------- figures
     def figure_encoder(self):

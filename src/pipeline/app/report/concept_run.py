@@ -348,6 +348,24 @@ def weak_text(weak: dict) -> str:
     return grouped_reasons(weak, r"has (\d+) examples per side", "examples per side")
 
 
+def concept_test_notes(tests) -> list[str]:
+    """What the concept tests decided, one line each, for the console and the report alike: the
+    concepts kept out of the trees and why, those that failed and were kept
+    (``concepts.tests.keep_failed``), why significance was not tested, and the weak tests."""
+    if tests is None:
+        return []
+    out = []
+    if tests.excluded:
+        out.append("Kept out of the trees: " + "; ".join(f"{k}: {v}" for k, v in tests.excluded.items()))
+    if tests.kept_failing:
+        out.append("Failed their tests but kept in the trees: " + ", ".join(tests.kept_failing))
+    if tests.untested:
+        out.append("Significance not tested: " + untested_text(tests.untested))
+    if tests.weak:
+        out.append("Weak tests: " + weak_text(tests.weak))
+    return out
+
+
 def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped: dict, selection: dict | None,
                          discovery: list[dict] | None = None, test: str | None = None,
                          provenance: list[dict] | None = None, notes: list[str] | None = None,
@@ -362,14 +380,7 @@ def concept_summary_text(table2: pd.DataFrame, cav_summary: list[dict], dropped:
         lines += concept_legend(tests, measured=bool(measures))
         if test:
             lines.append("  " + test)
-        if tests is not None and tests.excluded:
-            lines.append("Kept out of the trees: " + "; ".join(f"{k}: {v}" for k, v in tests.excluded.items()))
-        if tests is not None and tests.kept_failing:
-            lines.append("Failed their tests but kept in the trees: " + ", ".join(tests.kept_failing))
-        if tests is not None and tests.untested:
-            lines.append("Significance not tested: " + untested_text(tests.untested))
-        if tests is not None and tests.weak:
-            lines.append("Weak tests: " + weak_text(tests.weak))
+        lines += concept_test_notes(tests)
     tcav = tcav_frame(tests)
     if tcav is not None:
         head = tests.head or "its head"

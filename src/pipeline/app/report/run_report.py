@@ -365,16 +365,15 @@ def run_report_html(cfg: dict, load: LoadArtifact, cluster: ClusterArtifact, pro
 
 
 def concept_notes(concepts: ConceptsArtifact | None, tests=None) -> list[str]:
-    """What the report says under the concept table: the concepts kept out of the trees and why,
-    what each measured concept measures, the concepts learned from the run itself (with their
-    marks), why significance was not tested, unavailable concepts, near-parallel CAVs and discovery notes."""
+    """What the report says under the concept table: what the concept tests decided (the console's
+    lines: :func:`pipeline.app.report.concept_run.concept_test_notes`), what each measured concept measures,
+    the concepts learned from the run itself (with their marks), unavailable concepts, near-parallel
+    CAVs and discovery notes."""
     if concepts is None:
         return []
-    from pipeline.app.report.concept_run import provenance_lines, untested_text
+    from pipeline.app.report.concept_run import concept_test_notes, provenance_lines
 
-    out = [f"Kept out of the trees: {k}: {v}" for k, v in ((tests.excluded or {}) if tests is not None else {}).items()]
-    if tests is not None and tests.untested:
-        out.append("Significance not tested: " + untested_text(tests.untested))
+    out = concept_test_notes(tests)
     out += [f"{m['name']}: {m['description']}; + {m['positive']}, − {m['negative']}" for m in concepts.measures or []]
     return out + provenance_lines(concepts.provenance, concepts.cav_dropped) + list(concepts.concept_notes or [])
 

@@ -55,16 +55,16 @@ def declared_stages(cfg: dict) -> list:
 def declared_callbacks(cfg: dict) -> list:
     """What the runner calls at its events (:class:`pipeline.app.stages.framework.RunCallback`):
     the concepts computed ahead by a worker process when the latents exceed the memory budget (the
-    worker then kept for the completeness baselines where the concept coordinates fit in it), and the
-    figure workers started as the first tree is fitted."""
-    from pipeline.app.stages.completeness import keeps_worker
-    from pipeline.app.stages.concepts import AHEAD_IMPORTS, runs_ahead
+    worker then kept for the completeness baselines where the concept coordinates fit in it, and
+    handed them as the concept tests begin), and the figure workers started as the first tree is fitted."""
+    from pipeline.app.stages.completeness import BaselinesAhead, keeps_worker
+    from pipeline.app.stages.concepts import AHEAD_IMPORTS, enabled, runs_ahead
     from pipeline.app.stages.framework import RunAhead
     from pipeline.app.stages.report import WarmFigures
 
     rows = list(cfg["explainer"])
     return [RunAhead({"concepts": runs_ahead}, AHEAD_IMPORTS, keep={"concepts": keeps_worker}),
-            *([WarmFigures(f"fit.{rows[0]}")] if rows else [])]
+            *([BaselinesAhead()] if enabled(cfg) else []), *([WarmFigures(f"fit.{rows[0]}")] if rows else [])]
 
 
 def forceable_stages(cfg: dict) -> list[str]:

@@ -1,4 +1,4 @@
-"""Stages ``baselines`` and ``completeness``: how much the concepts explain, beside directions that mean nothing (issue 48).
+"""Stages ``baselines`` and ``completeness``: how much the concepts explain, beside meaningless directions (issue 48).
 
 On a concept run, with the reference clustering's own rule as the head
 (:func:`pipeline.cluster_heads.head_of`: a GMM's most probable component, VaDE's mixture prior, the
@@ -32,7 +32,7 @@ import numpy as np
 from pipeline.app.stores.artifacts import (BaselinesArtifact, ClusterArtifact, CompletenessArtifact, EncodeArtifact,
                                            FitArtifact, ProjectArtifact)
 from pipeline.app.data.budget import SAMPLES
-from pipeline.app.stages.framework import Stage
+from pipeline.app.stages.framework import RunCallback, Stage
 from pipeline.validation import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -96,21 +96,42 @@ def keeps_worker(plan, done: dict, concepts) -> bool:
     return int(encode.artifact.Z.shape[0]) * int(np.shape(cavs)[0]) * 8 <= plan.rows.budget
 
 
+def baseline_inputs(cfg: dict, encode: EncodeArtifact, cluster: ClusterArtifact, C, X) -> tuple:
+    """The arguments of :func:`compute_baselines` for the concept directions ``C`` (M, m) and their
+    coordinates ``X`` (n, M): the row plan's stratified sample (its latents read once: the head's
+    spread and both baselines), the clustering's head and the number of clusters."""
+    from pipeline.concepts.completeness_probe import sample_rows
+
+    labels = np.asarray(cluster.labels)
+    rows = sample_rows(labels, SAMPLES["completeness"], random_state=cfg["seed"])
+    Zs = np.asarray(encode.Z[rows], dtype=np.float64)
+    head, rule = reference_head(cluster, Zs, rows)
+    k = int(np.count_nonzero(np.bincount(labels[labels >= 0]))) if labels.size else 0
+    return (Zs, np.asarray(C, dtype=np.float64), np.asarray(X[rows], dtype=np.float64), labels[rows], k, head, rule,
+            cfg["seed"])
+
+
+def _same_inputs(a: tuple, b: tuple) -> bool:
+    """Whether two :func:`baseline_inputs` give the same baselines: the same arrays and numbers (the
+    head is made from the same clustering and rows, so its rule's name stands for it)."""
+    arrays = (0, 1, 2, 3)
+    return (all(np.shape(a[i]) == np.shape(b[i]) and np.array_equal(a[i], b[i]) for i in arrays)
+            and all(a[i] == b[i] for i in (4, 6, 7)) and (a[5] is None) == (b[5] is None))
+
+
 def _baselines(cfg: dict, encode: EncodeArtifact, cluster: ClusterArtifact, project: ProjectArtifact, ctx):
     if project.cavs is None:  # concepts=none
         return BaselinesArtifact()
     from pipeline.app.execution.workers import WorkerLost
     from pipeline.app.stages.framework import Deferred
-    from pipeline.concepts.completeness_probe import sample_rows
 
-    labels = np.asarray(cluster.labels)
-    rows = sample_rows(labels, SAMPLES["completeness"], random_state=cfg["seed"])  # the row plan's sample
-    Zs = np.asarray(encode.Z[rows], dtype=np.float64)  # read once: the head's spread and both baselines
-    Xs = np.asarray(project.X[rows], dtype=np.float64)
-    head, rule = reference_head(cluster, Zs, rows)
-    k = int(np.count_nonzero(np.bincount(labels[labels >= 0]))) if labels.size else 0
-    args = (Zs, np.asarray(project.cavs, dtype=np.float64), Xs, labels[rows], k, head, rule, cfg["seed"])
-    call = ctx.work(cfg).submit_ahead(compute_baselines, *args)
+    args = baseline_inputs(cfg, encode, cluster, project.cavs, project.X)
+    executor = ctx.work(cfg)
+    ahead = executor.take_ahead("baselines")  # started on every concept as the tests began (BaselinesAhead)
+    taken = ahead is not None and _same_inputs(ahead[0], args)
+    if ahead is not None and not taken:
+        log.debug("the baselines started on every concept do not apply (the trees use fewer): computed again")
+    call = ahead[1] if taken else executor.submit_ahead(compute_baselines, *args)
     if call is None:
         return compute_baselines(*args)
 
@@ -122,6 +143,26 @@ def _baselines(cfg: dict, encode: EncodeArtifact, cluster: ClusterArtifact, proj
             return compute_baselines(*args)
 
     return Deferred(build)
+
+
+class BaselinesAhead(RunCallback):
+    """Where the CAVs' worker is kept for the baselines (:func:`keeps_worker`), hand it the baselines
+    on every concept as the concept tests begin: the tests leave a core idle for about a second, and
+    the trees then have both. Stage ``baselines`` takes that result when the trees use every concept
+    (no concept kept out by its tests, no selection: the same inputs, compared), else computes its own."""
+
+    def on_stage_start(self, stage, cfg, ctx, done):
+        if stage.name != "concept_tests" or not {"encode", "cluster", "concepts", "coordinates"} <= set(done):
+            return None
+        executor = ctx.work(cfg)
+        if not executor.has_worker or ctx.cache.holds(stage.store or stage.name, stage.key(cfg, done)):
+            return None  # no worker kept; or a rerun (the tests cached, the baselines with them)
+        concepts, coordinates = done["concepts"].artifact, done["coordinates"].artifact
+        if concepts.cavs is None or coordinates.X is None:
+            return None
+        args = baseline_inputs(cfg, done["encode"].artifact, done["cluster"].artifact, concepts.cavs, coordinates.X)
+        executor.submit_ahead(compute_baselines, *args, tag="baselines", threads=1)
+        return None
 
 
 BASELINES = Stage("baselines", ("encode", "cluster", "project"), lambda cfg: {"seed": cfg["seed"]}, _baselines,

@@ -345,6 +345,11 @@ class StageCache:
     def path(self, stage: str, key: str) -> Path:
         return self.root / stage / key
 
+    def holds(self, stage: str, key: str) -> bool:
+        """Whether :meth:`get_or_compute` would read ``stage``'s entry ``key`` rather than compute it
+        (an entry there, caching on, the stage not forced); the entry is checked when it is read."""
+        return self.enabled and not self.forced(stage) and (self.path(stage, key) / "meta.json").is_file()
+
     def forced(self, stage: str) -> bool:
         return stage in self.force or "all" in self.force
 
