@@ -161,3 +161,15 @@ def test_the_cache_says_which_entries_it_holds(tmp_path):
     assert cache.holds("toy", "k1") and not cache.holds("toy", "k2")
     assert not StageCache(tmp_path / "cache", force=frozenset({"toy"})).holds("toy", "k1")
     assert not StageCache(tmp_path / "cache", enabled=False).holds("toy", "k1")
+
+
+def test_the_stages_through_the_trees_leave_out_the_baselines():
+    """run_stages (notebooks) stops at the trees: the completeness baselines, placed before the trees
+    only to be computed beside them, are not part of it."""
+    from pipeline.app.stages import through_trees
+
+    def step(name, store=None):
+        return Stage(name, (), lambda cfg: {}, lambda cfg: None, cached=False, store=store)
+
+    stages = [step("project"), step("baselines"), step("fit.a", "fit"), step("fit.b", "fit"), step("report")]
+    assert [s.name for s in through_trees(stages)] == ["project", "fit.a", "fit.b"]

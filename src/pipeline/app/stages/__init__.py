@@ -74,6 +74,7 @@ def forceable_stages(cfg: dict) -> list[str]:
 
 
 def through_trees(stages: list) -> list:
-    """The stages up to the fitted trees (every ``fit.<row>``), for notebooks and tests."""
+    """The stages up to the fitted trees (every ``fit.<row>``), for notebooks and tests; not the
+    completeness baselines, which come before the trees only to be computed beside them."""
     last = max((i for i, s in enumerate(stages) if s.store == "fit"), default=len(stages) - 1)
-    return list(stages[:last + 1])
+    return [s for s in stages[:last + 1] if s.name != "baselines"]
