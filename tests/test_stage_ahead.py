@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -114,7 +115,11 @@ def test_a_worker_started_early_is_kept_for_the_stages_ahead_and_stopped():
     processes = list(executor._warm._processes.values())
     executor.release_worker()  # no later stage will use it
     assert executor._warm is None and all(not p.is_alive() for p in processes)
+    executor.warm_worker(("json",))
+    processes = list(executor._warm._processes.values())
+    executor.submit_ahead(time.sleep, 30)  # a last piece of work the run no longer waits for
     executor.close()
+    assert all(not p.is_alive() for p in processes)  # stopped with the run, not 30 s later
     for _ in range(5):  # the pool's own thread reaps the killed process too: never read as alive after close
         executor = Executor(draw_up({"threads": 1}))
         executor.warm_worker(("json",))

@@ -78,6 +78,7 @@ class Executor:
         self._backend = None
         self._warm = None  # the one-process pool of the stages ahead (started early; kept for the run)
         self._ahead: dict = {}  # tag -> (args, WorkerCall): work handed to it before its stage asked (take_ahead)
+        self._handed: list = []  # pools of the workers on their last work (stopping when it is done)
         self._figures = None
         self._riders: list[RowsLater] = []
 
@@ -197,6 +198,7 @@ class Executor:
             self._ahead[tag] = (args, call)
         if last:
             self._warm = None
+            self._handed.append(pool)
 
             def stop() -> None:
                 call.wait()
@@ -238,7 +240,8 @@ class Executor:
 
     # -------------------------------------------------------------- the end
     def close(self) -> None:
-        """Stop everything started: figure workers (waiting for them), the backend, a warm worker."""
+        """Stop everything started: figure workers (waiting for them), the backend, a warm worker, a
+        worker still on its last work (:meth:`submit_ahead`)."""
         from pipeline.app.execution.workers import kill_pool
 
         self._riders.clear()
@@ -253,6 +256,9 @@ class Executor:
                 if self._warm is not None:
                     pool, self._warm = self._warm, None
                     kill_pool(pool)  # it holds nothing but imports
+                handed, self._handed = self._handed, []
+                for pool in handed:  # a last piece of work nobody waits for now (a run that stopped early)
+                    kill_pool(pool)
 
 
 __all__ = ["Executor", "RowsLater", "Together"]
