@@ -102,3 +102,4 @@ def test_weak_tests_sharing_a_reason_are_said_once():
     text = weak_text({"a": why.format(5), "b": why.format(6), "c": why.format(5)})
     assert text.startswith("a, b, c (5, 6, 5 examples per side): not significant, but each of its test CAVs has N ")
     assert text.count("not significant") == 1
+    assert weak_text({"a": why.format(5)}) == f"a: {why.format(5)}"  # a reason of its own: said as it is

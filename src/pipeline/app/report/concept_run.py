@@ -314,10 +314,11 @@ def table2_display(table2: pd.DataFrame) -> pd.DataFrame:
 def grouped_reasons(reasons: dict, count: str = r"; it has (\d+)$", unit: str = "positive examples") -> str:
     """One clause per reason: concepts whose reasons differ only in the number ``count`` matches are
     listed together with their numbers (``unit``), e.g. twelve concepts too small for the test
-    read as one sentence, not twelve."""
+    read as one sentence, not twelve; a reason no other concept shares is said as it is."""
     import re
 
     groups: dict[str, list[tuple[str, str]]] = {}
+    original: dict[str, str] = {}
     for name, why in reasons.items():
         m = re.search(count, why)
         if m is None:
@@ -327,8 +328,12 @@ def grouped_reasons(reasons: dict, count: str = r"; it has (\d+)$", unit: str = 
         else:
             key = why[:m.start(1)] + "N" + why[m.end(1):]
         groups.setdefault(key, []).append((name, m.group(1) if m else ""))
+        original[name] = why
     parts = []
     for why, members in groups.items():
+        if len(members) == 1:
+            parts.append(f"{members[0][0]}: {original[members[0][0]]}")
+            continue
         counts = [c for _, c in members if c]
         names = ", ".join(n for n, _ in members)
         if counts:
