@@ -105,7 +105,7 @@ def test_a_worker_started_early_is_kept_for_the_stages_ahead_and_stopped():
             thread.join(timeout=10)
     assert all(not p.is_alive() for p in processes)
     executor.warm_worker(("json",))
-    call = executor.submit_ahead(pow, 2, 4, last=False, tag="early", threads=1)  # before its stage asks
+    call = executor.submit_ahead(pow, 2, 4, last=False, tag="early", one_thread=True)  # before its stage asks
     args, taken = executor.take_ahead("early")
     assert args == (2, 4) and taken is call and taken.result() == 16 and executor.take_ahead("early") is None
     with pytest.raises(WorkerLost, match="the worker process died"):

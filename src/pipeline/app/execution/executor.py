@@ -148,17 +148,15 @@ class Executor:
 
     def call_in_worker(self, fn, *args):
         """``fn(*args)`` in the worker of the stages ahead (the warm one, else one started now and
-        kept) under the run's thread cap (:func:`pipeline.app.execution.workers.call_in_worker`:
+        kept) under the run's thread cap (:class:`pipeline.app.execution.workers.WorkerCall`, waited for:
         :class:`WorkerLost` when none could; a lost worker is not used again)."""
-        from pipeline.app.execution.workers import WorkerLost, call_in_worker, kill_pool, spawn_pool
+        from pipeline.app.execution.workers import WorkerCall, WorkerLost, kill_pool, spawn_pool
 
         pool = self._warm = self._warm or spawn_pool(1, "the stage is computed")
-        if pool is None:
-            raise WorkerLost("no worker process could run it (OSError: no worker process)")
         try:
-            return call_in_worker(fn, *args, threads=self.plan.threads, pool=pool, keep=True)
+            return WorkerCall(pool, fn, args, self.plan.threads).result()
         except WorkerLost:
-            if self._warm is pool:
+            if pool is not None and self._warm is pool:
                 self._warm = None
                 kill_pool(pool)
             raise
@@ -176,14 +174,14 @@ class Executor:
         """Whether a worker of the stages ahead is warm (:meth:`submit_ahead` would use it)."""
         return self._warm is not None
 
-    def submit_ahead(self, fn, *args, last: bool = True, tag: str | None = None, threads: int | None = None):
+    def submit_ahead(self, fn, *args, last: bool = True, tag: str | None = None, one_thread: bool = False):
         """``fn(*args)`` handed to the warm worker of the stages ahead, the caller going on: a
         :class:`pipeline.app.execution.workers.WorkerCall` (its ``result()`` waited for when needed),
         or None where no worker is warm (the caller computes it itself: a worker started for a few
         seconds of work would cost as much to start). ``last``: no stage ahead comes after it, so the
         worker stops as soon as it is done (its memory, ~0.2 GB of imports, not held to the run's end).
-        ``tag``: work started before its stage asks for it, kept for :meth:`take_ahead`. ``threads``:
-        fewer threads than the run's (work beside a stage that keeps a core busy)."""
+        ``tag``: work started before its stage asks for it, kept for :meth:`take_ahead`. ``one_thread``:
+        on one thread, not the run's cap (work beside a stage that keeps a core busy)."""
         import threading
 
         from pipeline.app.execution.workers import WorkerCall
@@ -191,9 +189,7 @@ class Executor:
         pool = self._warm
         if pool is None:
             return None
-        cap = self.plan.threads if threads is None else threads if self.plan.threads is None else min(threads,
-                                                                                                  self.plan.threads)
-        call = WorkerCall(pool, fn, args, cap)
+        call = WorkerCall(pool, fn, args, 1 if one_thread else self.plan.threads)
         if tag is not None:
             self._ahead[tag] = (args, call)
         if last:

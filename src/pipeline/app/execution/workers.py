@@ -143,8 +143,11 @@ class WorkerCall:
     the value, raises what ``fn`` raised, or :class:`WorkerLost` when no worker could do it (the
     process died, or ``fn`` or its arguments do not pickle)."""
 
-    def __init__(self, pool: ProcessPoolExecutor, fn, args: tuple, threads: int | None = None) -> None:
+    def __init__(self, pool: ProcessPoolExecutor | None, fn, args: tuple, threads: int | None = None) -> None:
         self._future, self._lost = None, None
+        if pool is None:  # none could start (spawn_pool said why)
+            self._lost = WorkerLost("no worker process could run it (OSError: no worker process)")
+            return
         try:
             self._future = pool.submit(_call, fn, args, threads, logging.getLogger().getEffectiveLevel())
         except Exception as exc:  # noqa: BLE001 - a pool broken or shut down: the caller computes it
@@ -174,15 +177,12 @@ class WorkerCall:
         return value
 
 
-def call_in_worker(fn, *args, threads: int | None = None, pool: ProcessPoolExecutor | None = None,
-                   keep: bool = False):
+def call_in_worker(fn, *args, threads: int | None = None, pool: ProcessPoolExecutor | None = None):
     """``fn(*args)`` in a spawned process of its own (``pool``, a one-process pool started earlier,
-    if given; it is shut down after unless ``keep``): :meth:`WorkerCall.result`, waited for."""
+    if given; it is shut down after): :meth:`WorkerCall.result`, waited for."""
     pool = pool or spawn_pool(1, "the stage is computed")
-    if pool is None:
-        raise WorkerLost("no worker process could run it (OSError: no worker process)")
     try:
         return WorkerCall(pool, fn, args, threads).result()
     finally:
-        if not keep:
+        if pool is not None:
             pool.shutdown(wait=True)

@@ -111,27 +111,24 @@ def baseline_inputs(cfg: dict, encode: EncodeArtifact, cluster: ClusterArtifact,
             cfg["seed"])
 
 
-def _same_inputs(a: tuple, b: tuple) -> bool:
-    """Whether two :func:`baseline_inputs` give the same baselines: the same arrays and numbers (the
-    head is made from the same clustering and rows, so its rule's name stands for it)."""
-    arrays = (0, 1, 2, 3)
-    return (all(np.shape(a[i]) == np.shape(b[i]) and np.array_equal(a[i], b[i]) for i in arrays)
-            and all(a[i] == b[i] for i in (4, 6, 7)) and (a[5] is None) == (b[5] is None))
-
-
 def _baselines(cfg: dict, encode: EncodeArtifact, cluster: ClusterArtifact, project: ProjectArtifact, ctx):
     if project.cavs is None:  # concepts=none
         return BaselinesArtifact()
     from pipeline.app.execution.workers import WorkerLost
     from pipeline.app.stages.framework import Deferred
 
-    args = baseline_inputs(cfg, encode, cluster, project.cavs, project.X)
     executor = ctx.work(cfg)
+    C = np.asarray(project.cavs, dtype=np.float64)
     ahead = executor.take_ahead("baselines")  # started on every concept as the tests began (BaselinesAhead)
-    taken = ahead is not None and _same_inputs(ahead[0], args)
-    if ahead is not None and not taken:
-        log.debug("the baselines started on every concept do not apply (the trees use fewer): computed again")
-    call = ahead[1] if taken else executor.submit_ahead(compute_baselines, *args)
+    # the same directions (compute_baselines' C) are the same coordinates' columns, and the sample and
+    # head come from the same clustering: the work started then is this stage's
+    if ahead is not None and np.array_equal(ahead[0][1], C):
+        args, call = ahead
+    else:
+        if ahead is not None:
+            log.debug("the baselines started on every concept do not apply (the trees use fewer): computed again")
+        args = baseline_inputs(cfg, encode, cluster, C, project.X)
+        call = executor.submit_ahead(compute_baselines, *args)
     if call is None:
         return compute_baselines(*args)
 
@@ -149,7 +146,7 @@ class BaselinesAhead(RunCallback):
     """Where the CAVs' worker is kept for the baselines (:func:`keeps_worker`), hand it the baselines
     on every concept as the concept tests begin: the tests leave a core idle for about a second, and
     the trees then have both. Stage ``baselines`` takes that result when the trees use every concept
-    (no concept kept out by its tests, no selection: the same inputs, compared), else computes its own."""
+    (no concept kept out by its tests, no selection: the same directions, compared), else computes its own."""
 
     def on_stage_start(self, stage, cfg, ctx, done):
         if stage.name != "concept_tests" or not {"encode", "cluster", "concepts", "coordinates"} <= set(done):
@@ -161,7 +158,7 @@ class BaselinesAhead(RunCallback):
         if concepts.cavs is None or coordinates.X is None:
             return None
         args = baseline_inputs(cfg, done["encode"].artifact, done["cluster"].artifact, concepts.cavs, coordinates.X)
-        executor.submit_ahead(compute_baselines, *args, tag="baselines", threads=1)
+        executor.submit_ahead(compute_baselines, *args, tag="baselines", one_thread=True)
         return None
 
 

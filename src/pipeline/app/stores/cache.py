@@ -347,8 +347,8 @@ class StageCache:
 
     def holds(self, stage: str, key: str) -> bool:
         """Whether :meth:`get_or_compute` would read ``stage``'s entry ``key`` rather than compute it
-        (an entry there, caching on, the stage not forced); the entry is checked when it is read."""
-        return self.enabled and not self.forced(stage) and (self.path(stage, key) / "meta.json").is_file()
+        (an entry there, caching on, the stage not forced: its own test); the entry is checked when it is read."""
+        return self.enabled and not self.forced(stage) and self.path(stage, key).is_dir()
 
     def forced(self, stage: str) -> bool:
         return stage in self.force or "all" in self.force
